@@ -1,0 +1,1 @@
+//! cli (to be written).

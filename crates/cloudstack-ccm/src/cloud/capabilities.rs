@@ -1,0 +1,1 @@
+//! capabilities (to be written).

@@ -1,0 +1,1 @@
+//! instances (to be written).

@@ -1,0 +1,1 @@
+//! inventory (to be written).

@@ -1,0 +1,1 @@
+//! annotations (to be written).

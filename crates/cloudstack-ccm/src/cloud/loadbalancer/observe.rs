@@ -1,0 +1,1 @@
+//! observe (to be written).

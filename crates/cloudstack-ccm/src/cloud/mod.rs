@@ -1,0 +1,7 @@
+//! Everything that asks CloudStack on behalf of Kubernetes.
+
+pub mod capabilities;
+pub mod instances;
+pub mod inventory;
+pub mod loadbalancer;
+pub mod provider_id;

@@ -1,0 +1,1 @@
+//! provider_id (to be written).

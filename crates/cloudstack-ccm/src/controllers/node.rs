@@ -1,0 +1,1 @@
+//! node (to be written).

@@ -1,0 +1,1 @@
+//! node_lifecycle (to be written).

@@ -1,0 +1,1 @@
+//! leader (to be written).

@@ -1,0 +1,12 @@
+//! cloudstack-ccm: a Kubernetes cloud controller manager for Apache CloudStack.
+//!
+//! Layout (see `docs/architecture.md`): `cloud/` asks CloudStack on behalf of
+//! Kubernetes, `controllers/` watches and writes Kubernetes objects.
+
+pub mod cli;
+pub mod cloud;
+pub mod config;
+pub mod controllers;
+pub mod leader;
+pub mod metrics;
+pub mod server;

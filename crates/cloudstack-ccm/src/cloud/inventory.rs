@@ -1,1 +1,478 @@
-//! inventory (to be written).
+//! One cached, paginated view of the VMs; every node lookup reads it.
+//!
+//! The whole view comes from ONE `listVirtualMachines` (all pages, `listall=true`,
+//! `projectid` when configured, `details=min,nics,servoff`). It is refreshed when it
+//! is older than [`InventorySettings::max_age`] and when a lookup misses, with
+//! single flight: one refresh runs at a time, callers that arrive meanwhile wait for
+//! it and share its result (or its error). A miss right after a refresh does not
+//! refresh again within [`InventorySettings::min_refresh_interval`], so a node that
+//! really has no VM cannot cause a storm of list calls.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+
+/// `details` asked of `listVirtualMachines`: `min` keeps the answer small, `nics`
+/// adds the addresses and `servoff` the service offering name (the instance type).
+pub const VM_DETAILS: [&str; 3] = ["min", "nics", "servoff"];
+
+/// What the controller manager needs to know about one VM.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VmRecord {
+    /// VM id (lower-case UUID).
+    pub id: String,
+    /// VM name (the guest host name), as CloudStack returns it.
+    pub name: String,
+    /// VM state (`Running`, `Stopped`, …).
+    pub state: String,
+    /// Zone name.
+    pub zone_name: String,
+    /// Service offering name; empty when CloudStack did not return it.
+    pub service_offering_name: String,
+    /// IPv4 address of the default NIC.
+    pub internal_ipv4: Option<String>,
+    /// IPv6 address of the default NIC.
+    pub internal_ipv6: Option<String>,
+    /// Static-NAT public IP of the VM.
+    pub public_ip: Option<String>,
+}
+
+impl VmRecord {
+    /// True when the VM is stopped or on its way there (`Stopped`, `Stopping`, `Shutdown`).
+    pub fn is_shut_down(&self) -> bool {
+        matches!(self.state.as_str(), "Stopped" | "Stopping" | "Shutdown")
+    }
+
+    /// True when the VM is `Running`.
+    pub fn is_running(&self) -> bool {
+        self.state == "Running"
+    }
+}
+
+/// Error listing the VMs.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("listing virtual machines: {0}")]
+pub struct InventoryError(Arc<dyn std::error::Error + Send + Sync>);
+
+impl InventoryError {
+    /// Wraps the error of a VM source.
+    pub fn new(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Arc::new(source))
+    }
+}
+
+/// Where the VMs come from: one call returning every VM the controller may see.
+pub trait VmSource: Send + Sync {
+    /// Lists all VMs (all pages).
+    fn list_vms(&self) -> BoxFuture<'_, Result<Vec<VmRecord>, InventoryError>>;
+}
+
+/// How fresh the inventory is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InventorySettings {
+    /// A view older than this is refreshed before it is read.
+    pub max_age: Duration,
+    /// A miss refreshes only when the view is at least this old.
+    pub min_refresh_interval: Duration,
+}
+
+impl Default for InventorySettings {
+    fn default() -> Self {
+        Self {
+            max_age: Duration::from_secs(30),
+            min_refresh_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The VMs as of one list call, indexed by id and by lower-cased name.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    vms: Vec<Arc<VmRecord>>,
+    by_id: HashMap<String, Arc<VmRecord>>,
+    by_name: HashMap<String, Vec<Arc<VmRecord>>>,
+    fetched_at: Option<Instant>,
+}
+
+impl Snapshot {
+    /// A view of `records` as if just listed.
+    pub fn from_records(records: Vec<VmRecord>) -> Self {
+        Self::new(records, Instant::now())
+    }
+
+    fn new(records: Vec<VmRecord>, fetched_at: Instant) -> Self {
+        let vms: Vec<Arc<VmRecord>> = records.into_iter().map(Arc::new).collect();
+        let mut by_id = HashMap::with_capacity(vms.len());
+        let mut by_name: HashMap<String, Vec<Arc<VmRecord>>> = HashMap::with_capacity(vms.len());
+        for vm in &vms {
+            by_id.insert(vm.id.clone(), vm.clone());
+            by_name
+                .entry(vm.name.to_ascii_lowercase())
+                .or_default()
+                .push(vm.clone());
+        }
+        Self {
+            vms,
+            by_id,
+            by_name,
+            fetched_at: Some(fetched_at),
+        }
+    }
+
+    /// The VM with this id (compared case-insensitively).
+    pub fn by_id(&self, id: &str) -> Option<&Arc<VmRecord>> {
+        self.by_id.get(&id.to_ascii_lowercase())
+    }
+
+    /// The VMs whose name equals `name`, ignoring ASCII case (several when names repeat).
+    pub fn by_name(&self, name: &str) -> &[Arc<VmRecord>] {
+        self.by_name
+            .get(&name.to_ascii_lowercase())
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
+    /// Every VM.
+    pub fn vms(&self) -> &[Arc<VmRecord>] {
+        &self.vms
+    }
+
+    /// When the list call was answered; `None` before the first refresh.
+    pub fn fetched_at(&self) -> Option<Instant> {
+        self.fetched_at
+    }
+
+    fn age(&self) -> Option<Duration> {
+        self.fetched_at.map(|at| at.elapsed())
+    }
+}
+
+/// Counters of the inventory's work since it was created.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InventoryStats {
+    /// List calls made (successful or not).
+    pub refreshes: u64,
+    /// Lookups answered from the view.
+    pub hits: u64,
+    /// Lookups that found nothing, even after any refresh they triggered.
+    pub misses: u64,
+}
+
+/// Called on each refresh (`true` when it succeeded) and each lookup (`true` on a hit);
+/// lets the metrics registry count them.
+pub trait InventoryObserver: Send + Sync {
+    /// A refresh ended.
+    fn refreshed(&self, ok: bool);
+    /// A lookup ended.
+    fn looked_up(&self, hit: bool);
+}
+
+#[derive(Debug, Default)]
+struct RefreshState {
+    last_error: Option<InventoryError>,
+}
+
+/// The cached, single-flight view of all VMs.
+pub struct Inventory {
+    source: Arc<dyn VmSource>,
+    settings: InventorySettings,
+    snapshot: RwLock<Arc<Snapshot>>,
+    refresh: tokio::sync::Mutex<RefreshState>,
+    attempts: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    observer: Option<Arc<dyn InventoryObserver>>,
+}
+
+impl std::fmt::Debug for Inventory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inventory")
+            .field("settings", &self.settings)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inventory {
+    /// An empty inventory reading from `source`; the first read lists the VMs.
+    pub fn new(source: Arc<dyn VmSource>, settings: InventorySettings) -> Self {
+        Self {
+            source,
+            settings,
+            snapshot: RwLock::new(Arc::new(Snapshot::default())),
+            refresh: tokio::sync::Mutex::new(RefreshState::default()),
+            attempts: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            observer: None,
+        }
+    }
+
+    /// Reports refreshes and lookups to `observer` as well.
+    pub fn with_observer(mut self, observer: Arc<dyn InventoryObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The freshness settings.
+    pub fn settings(&self) -> InventorySettings {
+        self.settings
+    }
+
+    /// Counters since creation.
+    pub fn stats(&self) -> InventoryStats {
+        InventoryStats {
+            refreshes: self.attempts.load(Ordering::SeqCst),
+            hits: self.hits.load(Ordering::SeqCst),
+            misses: self.misses.load(Ordering::SeqCst),
+        }
+    }
+
+    /// The current view, refreshed first when older than `max_age` (or never fetched).
+    pub async fn snapshot(&self) -> Result<Arc<Snapshot>, InventoryError> {
+        let max_age = self.settings.max_age;
+        self.refresh_when(|snap| snap.age().is_none_or(|age| age >= max_age))
+            .await
+    }
+
+    /// Answers `find` from the view; when it finds nothing, refreshes once (unless the
+    /// view is younger than `min_refresh_interval`) and asks again. `None` means the
+    /// VM is not there.
+    pub async fn lookup<T>(
+        &self,
+        find: impl Fn(&Snapshot) -> Option<T>,
+    ) -> Result<Option<T>, InventoryError> {
+        let snapshot = self.snapshot().await?;
+        if let Some(found) = find(&snapshot) {
+            self.count_lookup(true);
+            return Ok(Some(found));
+        }
+        let min_interval = self.settings.min_refresh_interval;
+        let seen = snapshot.fetched_at();
+        let snapshot = self
+            .refresh_when(|snap| {
+                snap.fetched_at() == seen && snap.age().is_none_or(|age| age >= min_interval)
+            })
+            .await?;
+        let found = find(&snapshot);
+        self.count_lookup(found.is_some());
+        Ok(found)
+    }
+
+    /// Lists the VMs now (single flight), whatever the age of the view.
+    pub async fn refresh(&self) -> Result<Arc<Snapshot>, InventoryError> {
+        self.refresh_when(|_| true).await
+    }
+
+    fn current(&self) -> Arc<Snapshot> {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Refreshes when `stale` says the view is stale; a caller that waited while
+    /// another refresh ran takes that refresh's result instead of starting its own.
+    async fn refresh_when(
+        &self,
+        stale: impl Fn(&Snapshot) -> bool,
+    ) -> Result<Arc<Snapshot>, InventoryError> {
+        let current = self.current();
+        if !stale(&current) {
+            return Ok(current);
+        }
+        let attempts_seen = self.attempts.load(Ordering::SeqCst);
+        let mut state = self.refresh.lock().await;
+        if self.attempts.load(Ordering::SeqCst) != attempts_seen {
+            return match &state.last_error {
+                Some(error) => Err(error.clone()),
+                None => Ok(self.current()),
+            };
+        }
+        let current = self.current();
+        if !stale(&current) {
+            return Ok(current);
+        }
+        let result = self.source.list_vms().await;
+        self.attempts.fetch_add(1, Ordering::SeqCst);
+        if let Some(observer) = &self.observer {
+            observer.refreshed(result.is_ok());
+        }
+        match result {
+            Ok(records) => {
+                tracing::debug!(vms = records.len(), "inventory refreshed");
+                let fresh = Arc::new(Snapshot::new(records, Instant::now()));
+                *self
+                    .snapshot
+                    .write()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = fresh.clone();
+                state.last_error = None;
+                Ok(fresh)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "inventory refresh failed");
+                state.last_error = Some(error.clone());
+                Err(error)
+            }
+        }
+    }
+
+    fn count_lookup(&self, hit: bool) {
+        let counter = if hit { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::SeqCst);
+        if let Some(observer) = &self.observer {
+            observer.looked_up(hit);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A VM source that counts its calls and can be slowed down or made to fail.
+    #[derive(Default)]
+    struct CountingSource {
+        vms: Mutex<Vec<VmRecord>>,
+        calls: AtomicU64,
+        delay: Duration,
+        fail: std::sync::atomic::AtomicBool,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("listVirtualMachines failed")]
+    struct ListFailed;
+
+    impl VmSource for CountingSource {
+        fn list_vms(&self) -> BoxFuture<'_, Result<Vec<VmRecord>, InventoryError>> {
+            Box::pin(async move {
+                self.calls.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(self.delay).await;
+                if self.fail.load(Ordering::SeqCst) {
+                    return Err(InventoryError::new(ListFailed));
+                }
+                Ok(self.vms.lock().unwrap().clone())
+            })
+        }
+    }
+
+    fn vm(id: &str, name: &str) -> VmRecord {
+        VmRecord {
+            id: id.into(),
+            name: name.into(),
+            state: "Running".into(),
+            ..Default::default()
+        }
+    }
+
+    fn inventory(source: &Arc<CountingSource>, min_refresh_interval: Duration) -> Arc<Inventory> {
+        Arc::new(Inventory::new(
+            source.clone(),
+            InventorySettings {
+                max_age: Duration::from_secs(600),
+                min_refresh_interval,
+            },
+        ))
+    }
+
+    #[tokio::test]
+    async fn indexes_by_id_and_lower_cased_name() {
+        let source = Arc::new(CountingSource::default());
+        *source.vms.lock().unwrap() = vec![vm("aa", "Worker-1"), vm("bb", "worker-2")];
+        let inventory = inventory(&source, Duration::ZERO);
+        let snapshot = inventory.snapshot().await.unwrap();
+        assert_eq!(snapshot.by_id("AA").unwrap().name, "Worker-1");
+        assert_eq!(snapshot.by_name("WORKER-1")[0].id, "aa");
+        assert!(
+            snapshot.by_name("worker").is_empty(),
+            "never a substring match"
+        );
+        assert_eq!(snapshot.vms().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn concurrent_misses_share_one_refresh() {
+        let source = Arc::new(CountingSource {
+            delay: Duration::from_millis(50),
+            ..Default::default()
+        });
+        let inventory = inventory(&source, Duration::ZERO);
+        inventory.snapshot().await.unwrap();
+        assert_eq!(source.calls.load(Ordering::SeqCst), 1);
+        source.vms.lock().unwrap().push(vm("cc", "late"));
+
+        let lookups = (0..20).map(|_| {
+            let inventory = inventory.clone();
+            tokio::spawn(async move { inventory.lookup(|s| s.by_id("cc").cloned()).await })
+        });
+        for found in futures::future::join_all(lookups).await {
+            assert_eq!(found.unwrap().unwrap().unwrap().name, "late");
+        }
+        assert_eq!(
+            source.calls.load(Ordering::SeqCst),
+            2,
+            "one list for 20 misses"
+        );
+        let stats = inventory.stats();
+        assert_eq!((stats.refreshes, stats.hits, stats.misses), (2, 20, 0));
+    }
+
+    #[tokio::test]
+    async fn miss_within_min_interval_does_not_refresh() {
+        let source = Arc::new(CountingSource::default());
+        let inventory = inventory(&source, Duration::from_secs(600));
+        for _ in 0..5 {
+            let found = inventory
+                .lookup(|s| s.by_id("gone").cloned())
+                .await
+                .unwrap();
+            assert!(found.is_none());
+        }
+        assert_eq!(source.calls.load(Ordering::SeqCst), 1);
+        assert_eq!(inventory.stats().misses, 5);
+    }
+
+    #[tokio::test]
+    async fn stale_view_is_refreshed_before_reading() {
+        let source = Arc::new(CountingSource::default());
+        let inventory = Inventory::new(
+            source.clone(),
+            InventorySettings {
+                max_age: Duration::ZERO,
+                min_refresh_interval: Duration::ZERO,
+            },
+        );
+        inventory.snapshot().await.unwrap();
+        inventory.snapshot().await.unwrap();
+        assert_eq!(source.calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn waiters_share_a_failed_refresh_and_the_next_call_retries() {
+        let source = Arc::new(CountingSource {
+            delay: Duration::from_millis(50),
+            ..Default::default()
+        });
+        source.fail.store(true, Ordering::SeqCst);
+        let inventory = inventory(&source, Duration::ZERO);
+        let snapshots = (0..10).map(|_| {
+            let inventory = inventory.clone();
+            tokio::spawn(async move { inventory.snapshot().await.map(|_| ()) })
+        });
+        for result in futures::future::join_all(snapshots).await {
+            let error = result.unwrap().unwrap_err();
+            assert!(
+                error.to_string().contains("listVirtualMachines failed"),
+                "{error}"
+            );
+        }
+        assert_eq!(source.calls.load(Ordering::SeqCst), 1);
+        source.fail.store(false, Ordering::SeqCst);
+        inventory.snapshot().await.unwrap();
+        assert_eq!(source.calls.load(Ordering::SeqCst), 2);
+    }
+}

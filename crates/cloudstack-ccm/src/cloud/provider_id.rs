@@ -143,9 +143,12 @@ mod tests {
         }
     }
 
+    /// Checks that an error is of the expected kind.
+    type ErrorCheck = fn(&ProviderIdError) -> bool;
+
     #[test]
     fn rejected_forms() {
-        let cases: [(&str, fn(&ProviderIdError) -> bool); 10] = [
+        let cases: [(&str, ErrorCheck); 10] = [
             ("", |e| *e == ProviderIdError::Empty),
             ("   ", |e| *e == ProviderIdError::Empty),
             ("aws:///i-0123", |e| {

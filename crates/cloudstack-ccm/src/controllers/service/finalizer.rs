@@ -1,0 +1,138 @@
+//! Which Services we load-balance, and the cleanup finalizer that keeps a Service until
+//! its CloudStack objects are gone.
+
+use k8s_openapi::api::core::v1::Service;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+/// The finalizer the Kubernetes service controller (and the Go CCM) put on Services with a
+/// load balancer.
+pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+
+/// Whether `service` asks for a load balancer from us: `type: LoadBalancer`, not being
+/// deleted, and no `loadBalancerClass` or the one we are configured to own.
+pub fn wants_load_balancer(service: &Service, our_class: Option<&str>) -> bool {
+    if service.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    let Some(spec) = service.spec.as_ref() else {
+        return false;
+    };
+    if spec.type_.as_deref() != Some("LoadBalancer") {
+        return false;
+    }
+    match spec.load_balancer_class.as_deref() {
+        None => true,
+        Some(class) => our_class == Some(class),
+    }
+}
+
+/// Whether `service` carries the cleanup finalizer.
+pub fn has_finalizer(service: &Service) -> bool {
+    service
+        .metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|list| list.iter().any(|f| f == FINALIZER))
+}
+
+/// Adds the finalizer with a JSON patch guarded by a `test` of the current list, so a
+/// concurrent change of the finalizers makes the patch fail instead of losing one.
+pub async fn add(api: &Api<Service>, service: &Service) -> Result<Service, kube::Error> {
+    let name = service.metadata.name.as_deref().unwrap_or_default();
+    let patch = match service.metadata.finalizers.as_ref() {
+        None => json!([
+            { "op": "test", "path": "/metadata/finalizers", "value": null },
+            { "op": "add", "path": "/metadata/finalizers", "value": [FINALIZER] },
+        ]),
+        Some(current) => json!([
+            { "op": "test", "path": "/metadata/finalizers", "value": current },
+            { "op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER },
+        ]),
+    };
+    json_patch(api, name, patch).await
+}
+
+/// Removes the finalizer (if present) with a guarded JSON patch.
+pub async fn remove(api: &Api<Service>, service: &Service) -> Result<(), kube::Error> {
+    let name = service.metadata.name.as_deref().unwrap_or_default();
+    let Some(current) = service.metadata.finalizers.as_ref() else {
+        return Ok(());
+    };
+    let Some(index) = current.iter().position(|f| f == FINALIZER) else {
+        return Ok(());
+    };
+    let patch = json!([
+        { "op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER },
+        { "op": "remove", "path": format!("/metadata/finalizers/{index}") },
+    ]);
+    match json_patch(api, name, patch).await {
+        Ok(_) => Ok(()),
+        // Already gone (the last finalizer removed the object).
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Sends a JSON patch (RFC 6902) given as a JSON array.
+async fn json_patch(
+    api: &Api<Service>,
+    name: &str,
+    patch: serde_json::Value,
+) -> Result<Service, kube::Error> {
+    // The operations are built above from literals, so they always decode.
+    let patch = Patch::<()>::Json(
+        serde_json::from_value(patch).expect("finalizer patches are valid JSON patches"),
+    );
+    api.patch(name, &PatchParams::default(), &patch).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ServiceSpec;
+
+    fn service(type_: &str, class: Option<&str>) -> Service {
+        Service {
+            spec: Some(ServiceSpec {
+                type_: Some(type_.to_string()),
+                load_balancer_class: class.map(str::to_string),
+                ..ServiceSpec::default()
+            }),
+            ..Service::default()
+        }
+    }
+
+    #[test]
+    fn only_unclassed_or_our_class_load_balancers_are_wanted() {
+        assert!(wants_load_balancer(&service("LoadBalancer", None), None));
+        assert!(!wants_load_balancer(&service("ClusterIP", None), None));
+        assert!(!wants_load_balancer(&service("NodePort", None), None));
+        assert!(!wants_load_balancer(
+            &service("LoadBalancer", Some("other")),
+            None
+        ));
+        assert!(!wants_load_balancer(
+            &service("LoadBalancer", Some("other")),
+            Some("ours")
+        ));
+        assert!(wants_load_balancer(
+            &service("LoadBalancer", Some("ours")),
+            Some("ours")
+        ));
+        let mut deleting = service("LoadBalancer", None);
+        deleting.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+        );
+        assert!(!wants_load_balancer(&deleting, None));
+    }
+
+    #[test]
+    fn finalizer_presence() {
+        let mut svc = service("LoadBalancer", None);
+        assert!(!has_finalizer(&svc));
+        svc.metadata.finalizers = Some(vec!["other".into(), FINALIZER.into()]);
+        assert!(has_finalizer(&svc));
+    }
+}

@@ -1,0 +1,147 @@
+//! Discovery documents: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}` and
+//! `/apis/{group}/{version}`, so kubectl and kube clients can find the served resources.
+
+use axum::Json;
+use axum::extract::Path;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::resources::{RESOURCES, VERBS, groups};
+
+/// `/version`.
+pub async fn version() -> Json<Value> {
+    Json(json!({
+        "major": "1",
+        "minor": "33",
+        "gitVersion": "v1.33.0",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2025-04-23T00:00:00Z",
+        "goVersion": "go1.24.2",
+        "compiler": "gc",
+        "platform": "linux/amd64"
+    }))
+}
+
+/// `/api`.
+pub async fn core_versions() -> Json<Value> {
+    Json(json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{ "clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1" }]
+    }))
+}
+
+fn group_document(group: &str) -> Value {
+    let version = RESOURCES
+        .iter()
+        .find(|r| r.group == group)
+        .map(|r| r.version)
+        .unwrap_or("v1");
+    let group_version = json!({ "groupVersion": format!("{group}/{version}"), "version": version });
+    json!({
+        "name": group,
+        "versions": [group_version.clone()],
+        "preferredVersion": group_version
+    })
+}
+
+/// `/apis`.
+pub async fn group_list() -> Json<Value> {
+    let groups: Vec<Value> = groups().into_iter().map(group_document).collect();
+    Json(json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups }))
+}
+
+/// `/apis/{group}`.
+pub async fn group(Path(group): Path<String>) -> Response {
+    if !groups().contains(&group.as_str()) {
+        return ApiError::path_not_found().into_response();
+    }
+    let mut document = group_document(&group);
+    document["kind"] = json!("APIGroup");
+    document["apiVersion"] = json!("v1");
+    Json(document).into_response()
+}
+
+fn resource_list(group: &str, version: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+    {
+        resources.push(json!({
+            "name": r.plural,
+            "singularName": r.singular,
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": VERBS,
+            "shortNames": r.short_names,
+        }));
+        if r.has_status {
+            resources.push(json!({
+                "name": format!("{}/status", r.plural),
+                "singularName": "",
+                "namespaced": r.namespaced,
+                "kind": r.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources
+    }))
+}
+
+/// `/api/v1`.
+pub async fn core_resources() -> Response {
+    resource_list("", "v1").map_or_else(
+        || ApiError::path_not_found().into_response(),
+        |list| Json(list).into_response(),
+    )
+}
+
+/// `/apis/{group}/{version}`.
+pub async fn group_resources(Path((group, version)): Path<(String, String)>) -> Response {
+    resource_list(&group, &version).map_or_else(
+        || ApiError::path_not_found().into_response(),
+        |list| Json(list).into_response(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_list_has_status_subresources_and_short_names() {
+        let list = resource_list("", "v1").unwrap();
+        let names: Vec<&str> = list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"nodes/status"));
+        assert!(names.contains(&"services/status"));
+        let svc = list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "services")
+            .unwrap();
+        assert_eq!(svc["shortNames"], json!(["svc"]));
+        assert!(resource_list("apps", "v1").is_none());
+    }
+}

@@ -1,0 +1,229 @@
+//! Errors: the `metav1.Status` failures the API server answers with, and the library's own
+//! start-up errors.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::resources::ResourceKind;
+
+/// A failed API request, rendered as a `metav1.Status` body exactly like kube-apiserver.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code} {reason}: {message}")]
+pub struct ApiError {
+    /// HTTP status code (also `Status.code`).
+    pub code: u16,
+    /// Machine-readable reason (`NotFound`, `AlreadyExists`, `Conflict`, ...).
+    pub reason: &'static str,
+    /// Human-readable message.
+    pub message: String,
+    /// `Status.details`, when the real server fills it.
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    fn with_details(
+        code: u16,
+        reason: &'static str,
+        message: String,
+        kind: &ResourceKind,
+        name: &str,
+    ) -> Self {
+        let mut details = json!({ "name": name, "kind": kind.plural });
+        if !kind.group.is_empty() {
+            details["group"] = json!(kind.group);
+        }
+        Self {
+            code,
+            reason,
+            message,
+            details: Some(details),
+        }
+    }
+
+    /// 404 `nodes "x" not found`.
+    pub fn not_found(kind: &ResourceKind, name: &str) -> Self {
+        let message = format!("{} \"{name}\" not found", kind.qualified_plural());
+        Self::with_details(404, "NotFound", message, kind, name)
+    }
+
+    /// 409 `services "x" already exists`.
+    pub fn already_exists(kind: &ResourceKind, name: &str) -> Self {
+        let message = format!("{} \"{name}\" already exists", kind.qualified_plural());
+        Self::with_details(409, "AlreadyExists", message, kind, name)
+    }
+
+    /// 409 Conflict with the real server's optimistic-concurrency message.
+    pub fn conflict(kind: &ResourceKind, name: &str, cause: &str) -> Self {
+        let message = format!(
+            "Operation cannot be fulfilled on {} \"{name}\": {cause}",
+            kind.qualified_plural()
+        );
+        Self::with_details(409, "Conflict", message, kind, name)
+    }
+
+    /// 409 Conflict for a stale `resourceVersion`.
+    pub fn stale(kind: &ResourceKind, name: &str) -> Self {
+        Self::conflict(
+            kind,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// 422 Invalid, naming the object and the offending field.
+    pub fn invalid(kind: &ResourceKind, name: &str, field: &str, detail: &str) -> Self {
+        let message = format!("{} \"{name}\" is invalid: {field}: {detail}", kind.kind);
+        let mut err = Self::with_details(422, "Invalid", message, kind, name);
+        if let Some(details) = err.details.as_mut() {
+            details["kind"] = json!(kind.kind);
+            details["causes"] =
+                json!([{ "reason": "FieldValueInvalid", "message": detail, "field": field }]);
+        }
+        err
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self {
+            code: 400,
+            reason: "BadRequest",
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// 410 Gone for a watch or list from a compacted `resourceVersion`.
+    pub fn expired(requested: u64, oldest: u64) -> Self {
+        Self {
+            code: 410,
+            reason: "Expired",
+            message: format!("too old resource version: {requested} ({oldest})"),
+            details: None,
+        }
+    }
+
+    /// 404 for a path no resource is served at.
+    pub fn path_not_found() -> Self {
+        Self {
+            code: 404,
+            reason: "NotFound",
+            message: "the server could not find the requested resource".into(),
+            details: None,
+        }
+    }
+
+    /// 405 for a verb a resource does not support.
+    pub fn method_not_allowed(verb: &str, kind: &ResourceKind) -> Self {
+        Self {
+            code: 405,
+            reason: "MethodNotAllowed",
+            message: format!(
+                "the server does not allow this method on the requested resource ({verb} {})",
+                kind.plural
+            ),
+            details: None,
+        }
+    }
+
+    /// 415 for an unsupported patch content type.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self {
+            code: 415,
+            reason: "UnsupportedMediaType",
+            message: format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type:?})"
+            ),
+            details: None,
+        }
+    }
+
+    /// An injected failure with the given status code.
+    pub fn injected(code: u16) -> Self {
+        let (reason, message) = match code {
+            409 => ("Conflict", "injected conflict"),
+            429 => (
+                "TooManyRequests",
+                "injected throttling, please try again later",
+            ),
+            500 => ("InternalError", "injected internal error"),
+            503 => ("ServiceUnavailable", "injected unavailability"),
+            _ => ("Unknown", "injected failure"),
+        };
+        let mut err = Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        };
+        if code == 429 {
+            err.details = Some(json!({ "retryAfterSeconds": 1 }));
+        }
+        err
+    }
+
+    /// The `metav1.Status` body.
+    pub fn status_body(&self) -> Value {
+        let mut body = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(details) = &self.details {
+            body["details"] = details.clone();
+        }
+        body
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (code, axum::Json(self.status_body())).into_response();
+        if self.code == 429 {
+            response
+                .headers_mut()
+                .insert("retry-after", axum::http::HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+/// Errors starting or driving the server from the library.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Binding the listening socket failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address that was requested.
+        addr: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Building a `kube::Client` for the server failed.
+    #[error("cannot build a kube client for {url}: {source}")]
+    Client {
+        /// The server URL.
+        url: String,
+        /// The kube error.
+        source: kube::Error,
+    },
+    /// Writing the kubeconfig failed.
+    #[error("cannot write kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// The target file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// An unknown resource name was given to the store handle.
+    #[error("unknown resource {0:?} (expected e.g. nodes, services, leases, events.events.k8s.io)")]
+    UnknownResource(String),
+    /// A store operation was refused with an API error.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}

@@ -1,1 +1,38 @@
-//! stub
+//! A typed, signed Apache CloudStack API client.
+//!
+//! * Requests are signed exactly as the management server verifies them ([`sign`]), with
+//!   `signatureversion=3`, a five-minute `expires` and `response=json`; reads go out as GET,
+//!   everything else as a POST form.
+//! * Replies are decoded from their `<command>response` envelope; errors keep the command,
+//!   HTTP status, `errorcode`, `cserrorcode` and `errortext` ([`Error`]).
+//! * [`Client::list_all`] walks every page; [`Client::call_async`] waits for async jobs.
+//! * Reads are retried on 429/5xx/connection errors; mutating commands never are.
+//! * Typed requests ([`requests`]) and responses ([`types`]) cover the commands a cloud
+//!   controller manager uses.
+
+mod api;
+mod client;
+mod command;
+mod config;
+mod envelope;
+mod error;
+mod jobs;
+mod params;
+mod secret;
+
+pub mod requests;
+pub mod sign;
+pub mod types;
+pub mod version;
+
+pub use client::Client;
+pub use command::{PAGE_SIZE, is_read, is_retry_safe};
+pub use config::{CallObserver, CallOutcome, ClientConfig};
+pub use envelope::{decode_reply, response_key};
+pub use error::{API_LIMIT_EXCEEDED, Error, NETWORK_RULE_CONFLICT, PARAM_ERROR};
+pub use jobs::AsyncStart;
+pub use params::Params;
+pub use requests::*;
+pub use secret::Secret;
+pub use types::*;
+pub use version::ServerVersion;

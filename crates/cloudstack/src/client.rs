@@ -1,0 +1,287 @@
+//! The HTTP client: signing, sending, envelope decoding, retries, rate limiting, pagination.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backon::{ExponentialBuilder, Retryable as _};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::command::{PAGE_SIZE, accepts_project, is_read, is_retry_safe};
+use crate::envelope::{decode_reply, list_page};
+use crate::sign::{encode_value, signature};
+use crate::{CallOutcome, ClientConfig, Error, Params};
+
+/// Parameters the client always sets itself.
+const RESERVED: &[&str] = &[
+    "apikey",
+    "command",
+    "response",
+    "signatureversion",
+    "expires",
+    "signature",
+];
+
+/// How long a signed request stays valid (`expires`).
+const SIGNATURE_LIFETIME: Duration = Duration::from_secs(5 * 60);
+
+/// A CloudStack API client. Cheap to clone (shares one connection pool, rate limiter and
+/// configuration).
+///
+/// Retries: reads (`list*`, `query*`, `get*`, including `queryAsyncJobResult`) are retried
+/// with exponential backoff on 429 (honouring "retry after N ms"), on non-deterministic 5xx
+/// errors, connection errors and timeouts, up to [`ClientConfig::max_retries`] times.
+/// Mutating commands are sent exactly once: when their reply is lost the outcome is unknown,
+/// and repeating a create could duplicate it, so the caller re-observes and decides.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// Shared state of a [`Client`].
+pub(crate) struct Inner {
+    pub(crate) config: ClientConfig,
+    http: reqwest::Client,
+    limiter: Option<DefaultDirectRateLimiter>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+impl Client {
+    /// Builds a client (TLS with rustls, optional CA file, optional `ssl_no_verify`).
+    pub fn new(config: ClientConfig) -> Result<Client, Error> {
+        validate(&config)?;
+        let mut builder = reqwest::Client::builder()
+            .timeout(config.request_timeout)
+            .tls_backend_rustls()
+            .tls_danger_accept_invalid_certs(config.ssl_no_verify);
+        if let Some(path) = &config.ca_file {
+            let pem = std::fs::read(path).map_err(|e| {
+                Error::Config(format!("ca_file {}: cannot read: {e}", path.display()))
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                Error::Config(format!(
+                    "ca_file {}: not a PEM certificate bundle: {e}",
+                    path.display()
+                ))
+            })?;
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder.build().map_err(|e| {
+            Error::Config(format!("cannot build the HTTP client: {}", e.without_url()))
+        })?;
+        let limiter = config
+            .requests_per_second
+            .map(|rate: NonZeroU32| RateLimiter::direct(Quota::per_second(rate)));
+        Ok(Client {
+            inner: Arc::new(Inner {
+                config,
+                http,
+                limiter,
+            }),
+        })
+    }
+
+    /// The configuration this client was built with.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// Sends `command` and returns the object under `<command lowercased>response`.
+    /// Adds the configured `projectid` where the command accepts it; retries reads on
+    /// transient failures (see [`Client`]).
+    pub async fn call(&self, command: &str, params: Params) -> Result<Value, Error> {
+        let params = self.with_project(command, params);
+        if !is_retry_safe(command) {
+            return self.send(command, &params).await;
+        }
+        let config = &self.inner.config;
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(config.retry_backoff_initial)
+            .with_max_delay(config.retry_backoff_max)
+            .with_max_times(config.max_retries as usize)
+            .with_jitter();
+        let max_delay = config.retry_backoff_max;
+        (|| self.send(command, &params))
+            .retry(backoff)
+            .sleep(tokio::time::sleep)
+            .when(Error::is_retryable)
+            .adjust(|error, delay| {
+                delay.map(|delay| match error.retry_after() {
+                    Some(asked) => asked.min(max_delay).max(delay),
+                    None => delay,
+                })
+            })
+            .notify(|error, delay| {
+                tracing::debug!(command, %error, ?delay, "retrying CloudStack read");
+            })
+            .await
+    }
+
+    /// Reads every page of a list command (`page`/`pagesize=500`) and decodes the items under
+    /// `item_key`. Stops when `count` items were read, when a page has no items, or (for
+    /// servers that send no `count`) when a page is short.
+    pub async fn list_all<T: DeserializeOwned>(
+        &self,
+        command: &str,
+        item_key: &str,
+        params: Params,
+    ) -> Result<Vec<T>, Error> {
+        let mut items = Vec::new();
+        let mut page = 1u32;
+        loop {
+            let page_params = params.clone().set("page", page).set("pagesize", PAGE_SIZE);
+            let inner = self.call(command, page_params).await?;
+            let (page_items, count) = list_page(command, &inner, item_key)?;
+            let page_len = page_items.len();
+            for item in page_items {
+                items.push(serde_json::from_value(item).map_err(|e| Error::Decode {
+                    command: command.to_owned(),
+                    detail: format!("{item_key} item: {e}"),
+                })?);
+            }
+            let done = match count {
+                Some(total) => items.len() as u64 >= total,
+                None => page_len < PAGE_SIZE as usize,
+            };
+            if page_len == 0 || done {
+                return Ok(items);
+            }
+            page += 1;
+        }
+    }
+
+    /// Adds the configured project to commands that accept it, unless already set.
+    fn with_project(&self, command: &str, mut params: Params) -> Params {
+        if let Some(project) = &self.inner.config.project_id
+            && accepts_project(command)
+            && !params.contains("projectid")
+        {
+            params.insert("projectid", project.clone());
+        }
+        params
+    }
+
+    /// Sends one signed request, reports it to the observer and decodes the envelope.
+    async fn send(&self, command: &str, params: &Params) -> Result<Value, Error> {
+        if let Some(limiter) = &self.inner.limiter {
+            limiter.until_ready().await;
+        }
+        let started = Instant::now();
+        let result = self.send_unobserved(command, params).await;
+        let latency = started.elapsed();
+        let outcome = match &result {
+            Ok(_) => CallOutcome::Ok,
+            Err(Error::Transport { .. }) => CallOutcome::Transport,
+            Err(error) => error
+                .code()
+                .map_or(CallOutcome::Decode, CallOutcome::ApiError),
+        };
+        match &result {
+            Ok(_) => tracing::debug!(command, outcome = %outcome, ?latency, "CloudStack call"),
+            Err(error) => {
+                tracing::debug!(command, outcome = %outcome, ?latency, %error, "CloudStack call failed")
+            }
+        }
+        if let Some(observer) = &self.inner.config.observer {
+            observer.on_call(command, &outcome, latency);
+        }
+        result
+    }
+
+    /// Signs and sends one request: GET with a query string for reads, POST form otherwise.
+    async fn send_unobserved(&self, command: &str, params: &Params) -> Result<Value, Error> {
+        let body = self.signed_query(command, params);
+        let config = &self.inner.config;
+        let request = if is_read(command) {
+            let separator = if config.api_url.contains('?') {
+                '&'
+            } else {
+                '?'
+            };
+            self.inner
+                .http
+                .get(format!("{}{separator}{body}", config.api_url))
+        } else {
+            self.inner
+                .http
+                .post(&config.api_url)
+                .header(
+                    reqwest::header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded; charset=UTF-8",
+                )
+                .body(body)
+        };
+        let transport = |source: reqwest::Error| Error::Transport {
+            command: command.to_owned(),
+            source: source.without_url(),
+        };
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.map_err(transport)?;
+        decode_reply(command, status, &bytes)
+    }
+
+    /// The encoded, signed parameter string (`name=value&…&signature=…`).
+    fn signed_query(&self, command: &str, params: &Params) -> String {
+        let config = &self.inner.config;
+        let expires = jiff::Timestamp::now()
+            .checked_add(jiff::SignedDuration::try_from(SIGNATURE_LIFETIME).unwrap_or_default())
+            .unwrap_or_else(|_| jiff::Timestamp::now())
+            .strftime("%Y-%m-%dT%H:%M:%S+0000")
+            .to_string();
+        // Names are lower-cased (the server does the same before binding), so byte order
+        // equals the server's sort order; reserved names are always the client's own.
+        let mut signed = Params::new();
+        for (name, value) in params.iter() {
+            let name = name.to_ascii_lowercase();
+            if !RESERVED.contains(&name.as_str()) {
+                signed.insert(&name, value.to_owned());
+            }
+        }
+        signed.insert("apikey", config.api_key.expose().to_owned());
+        signed.insert("command", command.to_owned());
+        signed.insert("response", "json".to_owned());
+        signed.insert("signatureversion", "3".to_owned());
+        signed.insert("expires", expires);
+        let sig = signature(config.secret_key.expose(), signed.iter());
+        let mut query: Vec<String> = signed
+            .iter()
+            .map(|(name, value)| format!("{}={}", encode_value(name), encode_value(value)))
+            .collect();
+        query.push(format!("signature={}", encode_value(&sig)));
+        query.join("&")
+    }
+}
+
+/// Rejects configurations that cannot work, naming the field.
+fn validate(config: &ClientConfig) -> Result<(), Error> {
+    if !(config.api_url.starts_with("http://") || config.api_url.starts_with("https://")) {
+        return Err(Error::Config(format!(
+            "api_url {:?}: must start with http:// or https://",
+            config.api_url
+        )));
+    }
+    if config.api_key.is_empty() {
+        return Err(Error::Config("api_key: must not be empty".into()));
+    }
+    if config.secret_key.is_empty() {
+        return Err(Error::Config("secret_key: must not be empty".into()));
+    }
+    if config.job_poll_initial.is_zero() {
+        return Err(Error::Config(
+            "job_poll_initial: must be greater than zero".into(),
+        ));
+    }
+    Ok(())
+}

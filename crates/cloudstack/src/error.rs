@@ -1,0 +1,229 @@
+//! The error type of every client call.
+
+use std::time::Duration;
+
+/// CloudStack error code for a missing or invalid parameter (`PARAM_ERROR`).
+pub const PARAM_ERROR: u32 = 431;
+/// CloudStack error code for the per-account API rate limit (`API_LIMIT_EXCEED`).
+pub const API_LIMIT_EXCEEDED: u32 = 429;
+/// CloudStack error code for conflicting network rules (`NETWORK_RULE_CONFLICT_ERROR`).
+pub const NETWORK_RULE_CONFLICT: u32 = 537;
+
+/// Everything a CloudStack call can fail with. `Display` names the command and the error
+/// text; no variant ever carries the API key, the secret key or the request signature.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The server answered with an error envelope (or a non-2xx status without one).
+    #[error("{command}: CloudStack error {errorcode} (HTTP {http_status}{}): {errortext}", cs_suffix(*.cserrorcode))]
+    Api {
+        /// The command that failed (e.g. `createLoadBalancerRule`).
+        command: String,
+        /// The HTTP status of the reply.
+        http_status: u16,
+        /// CloudStack `errorcode` (equals the HTTP status for envelopes; the status itself
+        /// when the body was not an envelope).
+        errorcode: u32,
+        /// CloudStack `cserrorcode` (exception class code), when present.
+        cserrorcode: Option<u32>,
+        /// CloudStack `errortext` (or a short description of a non-envelope reply).
+        errortext: String,
+    },
+    /// An async job finished with `jobstatus` 2.
+    #[error("{command}: async job {jobid} failed with error {errorcode}: {errortext}")]
+    JobFailed {
+        /// The command that started the job.
+        command: String,
+        /// The job id.
+        jobid: String,
+        /// The job's error code (`jobresult.errorcode`, else `jobresultcode`).
+        errorcode: u32,
+        /// The job's `errortext`.
+        errortext: String,
+    },
+    /// An async job did not finish within the configured job timeout.
+    #[error("{command}: async job {jobid} did not finish within {timeout:?}")]
+    JobTimeout {
+        /// The command that started the job.
+        command: String,
+        /// The job id.
+        jobid: String,
+        /// How long the client waited.
+        timeout: Duration,
+    },
+    /// The request did not get an HTTP reply (connection refused, timeout, TLS failure …).
+    #[error("{command}: transport error: {source}")]
+    Transport {
+        /// The command being sent.
+        command: String,
+        /// The underlying error, stripped of the request URL (which holds the API key).
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The reply could not be understood (not JSON, missing envelope, unexpected shape).
+    #[error("{command}: cannot decode the response: {detail}")]
+    Decode {
+        /// The command whose reply was bad.
+        command: String,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The client configuration is invalid.
+    #[error("invalid CloudStack client configuration: {0}")]
+    Config(String),
+}
+
+/// Formats the optional `cserrorcode` for `Display`.
+fn cs_suffix(cserrorcode: Option<u32>) -> String {
+    cserrorcode
+        .map(|code| format!(", cserrorcode {code}"))
+        .unwrap_or_default()
+}
+
+impl Error {
+    /// The CloudStack error code of an API error or failed job.
+    pub fn code(&self) -> Option<u32> {
+        match self {
+            Error::Api { errorcode, .. } | Error::JobFailed { errorcode, .. } => Some(*errorcode),
+            _ => None,
+        }
+    }
+
+    /// The error text of an API error or failed job.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Error::Api { errortext, .. } | Error::JobFailed { errortext, .. } => Some(errortext),
+            _ => None,
+        }
+    }
+
+    /// Whether the error says the referenced entity does not exist.
+    ///
+    /// CloudStack has no dedicated "not found" code: a UUID that matches nothing is a
+    /// parameter error (431) with the text `… Invalid parameter id value=… due to incorrect
+    /// long value format, or entity does not exist …`, and managers raise 431
+    /// `Unable to find …` for ids that vanished. This returns true for an API error or failed
+    /// job with code 431 whose text contains (case-insensitively) `does not exist` or
+    /// `unable to find`. Other 431 errors (missing or malformed parameters) are not "not found".
+    pub fn is_not_found(&self) -> bool {
+        if self.code() != Some(PARAM_ERROR) {
+            return false;
+        }
+        let text = self.text().unwrap_or_default().to_ascii_lowercase();
+        text.contains("does not exist") || text.contains("unable to find")
+    }
+
+    /// Whether the error is a network rule conflict (537), e.g. an overlapping port range.
+    pub fn is_rule_conflict(&self) -> bool {
+        self.code() == Some(NETWORK_RULE_CONFLICT)
+    }
+
+    /// Whether the server rejected the call because of its API rate limit (429).
+    pub fn is_throttled(&self) -> bool {
+        matches!(self, Error::Api { errorcode, .. } if *errorcode == API_LIMIT_EXCEEDED)
+    }
+
+    /// The delay the server asked for in a 429 text (`… retry after [N] ms.`, brackets
+    /// optional).
+    pub fn retry_after(&self) -> Option<Duration> {
+        if !self.is_throttled() {
+            return None;
+        }
+        parse_retry_after(self.text()?)
+    }
+
+    /// Whether sending the same read again may succeed: rate limiting (429), server-side
+    /// failures that are not deterministic (HTTP 5xx other than CloudStack's account,
+    /// capacity, allocation, in-use and rule-conflict codes 531–533 and 535–537), connection
+    /// errors and timeouts. Parameter errors (4xx) are never retryable. The client retries
+    /// only reads and job queries; see [`crate::Client`].
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Api {
+                http_status,
+                errorcode,
+                ..
+            } => {
+                *errorcode == API_LIMIT_EXCEEDED
+                    || (*http_status >= 500 && !matches!(*errorcode, 531..=533 | 535..=537))
+            }
+            Error::Transport { source, .. } => {
+                source.is_timeout() || source.is_connect() || source.is_request()
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Parses `retry after [N] ms` or `retry after N ms` out of a rate-limit text.
+pub(crate) fn parse_retry_after(text: &str) -> Option<Duration> {
+    let lower = text.to_ascii_lowercase();
+    let start = lower.find("retry after")? + "retry after".len();
+    let rest = lower[start..].trim_start().trim_start_matches('[');
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok().map(Duration::from_millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u32, text: &str) -> Error {
+        Error::Api {
+            command: "deleteLoadBalancerRule".into(),
+            http_status: code as u16,
+            errorcode: code,
+            cserrorcode: Some(4350),
+            errortext: text.into(),
+        }
+    }
+
+    #[test]
+    fn retry_after_with_and_without_brackets() {
+        let text = "The given user has reached his/her account api limit, please retry after";
+        assert_eq!(
+            parse_retry_after(&format!("{text} [250] ms.")),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse_retry_after(&format!("{text} 1200 ms.")),
+            Some(Duration::from_millis(1200))
+        );
+        assert_eq!(parse_retry_after("no hint here"), None);
+    }
+
+    #[test]
+    fn classification() {
+        let gone = api(
+            431,
+            "Unable to execute API command deleteloadbalancerrule due to invalid value. Invalid parameter id value=x due to incorrect long value format, or entity does not exist or due to incorrect parameter annotation for the field in api cmd class.",
+        );
+        assert!(gone.is_not_found());
+        assert!(!gone.is_retryable());
+        assert!(
+            !api(
+                431,
+                "Unable to execute API command x due to missing parameter id"
+            )
+            .is_not_found()
+        );
+        assert!(!api(530, "Unable to find something").is_not_found());
+        assert!(api(537, "conflicts with rule").is_rule_conflict());
+        assert!(!api(537, "conflicts with rule").is_retryable());
+        assert!(api(429, "retry after [5] ms").is_throttled());
+        assert!(api(429, "retry after [5] ms").is_retryable());
+        assert!(api(530, "internal").is_retryable());
+        assert!(api(503, "unavailable").is_retryable());
+        assert_eq!(api(431, "x").code(), Some(431));
+    }
+
+    #[test]
+    fn display_names_command_and_text() {
+        let text = api(537, "The range specified, 80-80, conflicts").to_string();
+        assert!(
+            text.starts_with("deleteLoadBalancerRule: CloudStack error 537"),
+            "{text}"
+        );
+        assert!(text.contains("cserrorcode 4350"), "{text}");
+        assert!(text.contains("conflicts"), "{text}");
+    }
+}

@@ -1,0 +1,23 @@
+//! Typed CloudStack responses. Every field is optional (CloudStack omits nulls and fields
+//! differ between versions), unknown fields are ignored, and ids and ports decode from
+//! numbers or strings.
+
+pub mod de;
+
+mod address;
+mod network;
+mod policy;
+mod rules;
+mod server;
+mod tag;
+mod vm;
+mod zone;
+
+pub use address::PublicIpAddress;
+pub use network::{Network, NetworkServiceCapability, NetworkServiceInfo, NetworkServiceProvider};
+pub use policy::{HealthCheckPolicies, HealthCheckPolicy, StickinessPolicies, StickinessPolicy};
+pub use rules::{FirewallRule, LoadBalancerRule, NetworkAcl, NetworkAclList};
+pub use server::{AsyncJob, Capabilities, JOB_FAILED, JOB_PENDING, JOB_SUCCEEDED};
+pub use tag::{Tag, tag_value};
+pub use vm::{Nic, NicSecondaryIp, VirtualMachine};
+pub use zone::{Project, Zone};

@@ -56,9 +56,12 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Builds a client (TLS with rustls, optional CA file, optional `ssl_no_verify`).
+    /// Builds a client (TLS with rustls and the `ring` provider, which it installs as the
+    /// process default if none is installed yet; optional CA file; optional `ssl_no_verify`).
     pub fn new(config: ClientConfig) -> Result<Client, Error> {
         validate(&config)?;
+        // One crypto provider (ring) for the whole process; a no-op when one is installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut builder = reqwest::Client::builder()
             .timeout(config.request_timeout)
             .tls_backend_rustls()

@@ -82,6 +82,62 @@ mod tests {
         assert_eq!(encode_value("ü"), "%C3%BC");
     }
 
+    /// The vectors of `signing-test-vectors.json` (A, B, D): canonical string and signature.
+    #[test]
+    fn signing_test_vectors() {
+        let file: serde_json::Value =
+            serde_json::from_str(include_str!("../tests/fixtures/signing-test-vectors.json"))
+                .unwrap();
+        let secret = file["secret"].as_str().unwrap();
+        let vectors = file["vectors"].as_array().unwrap();
+        assert_eq!(vectors.len(), 3);
+        for vector in vectors {
+            let params: Vec<(&str, &str)> = vector["params"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str().unwrap()))
+                .collect();
+            let name = vector["name"].as_str().unwrap();
+            assert_eq!(
+                canonical_string(params.iter().copied()),
+                vector["canonical"].as_str().unwrap(),
+                "vector {name}"
+            );
+            assert_eq!(
+                signature(secret, params.iter().copied()),
+                vector["signature"].as_str().unwrap(),
+                "vector {name}"
+            );
+        }
+    }
+
+    /// Vector C (API.md §1.3): `~`, `*`, `+`, quotes and brackets in a value.
+    #[test]
+    fn vector_c_canonical_string() {
+        let params = [
+            ("apikey", "TESTAPIKEY-abc_123"),
+            ("command", "createLoadBalancerRule"),
+            ("response", "json"),
+            ("name", "a1b2c3-tcp-80 x"),
+            ("algorithm", "roundrobin"),
+            ("privateport", "30080"),
+            ("publicport", "80"),
+            ("cidrlist", "10.0.0.0/8,192.168.1.0/24"),
+            ("protocol", "tcp-proxy"),
+            ("description", "k8s svc ns/name ~*+:;'!()"),
+            ("signatureversion", "3"),
+            ("expires", "2030-01-01T00:00:00+0000"),
+        ];
+        let expected = "algorithm=roundrobin&apikey=testapikey-abc_123&cidrlist=10.0.0.0%2f8%2c192.168.1.0%2f24&command=createloadbalancerrule&description=k8s%20svc%20ns%2fname%20%7e*%2b%3a%3b%27%21%28%29&expires=2030-01-01t00%3a00%3a00%2b0000&name=a1b2c3-tcp-80%20x&privateport=30080&protocol=tcp-proxy&publicport=80&response=json&signatureversion=3";
+        let canonical = canonical_string(params);
+        assert_eq!(canonical, expected);
+        assert_eq!(
+            sign_canonical("TestSecret-XyZ_987", &canonical),
+            signature("TestSecret-XyZ_987", params)
+        );
+    }
+
     #[test]
     fn canonical_skips_signature_and_sorts_case_sensitively() {
         let canonical = canonical_string([("b", "1"), ("Signature", "x"), ("Z", "2"), ("a", "3")]);

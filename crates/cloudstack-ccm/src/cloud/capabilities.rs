@@ -1,1 +1,338 @@
-//! capabilities (to be written).
+//! What a network's load-balancer provider and the CloudStack server allow.
+//!
+//! [`NetworkCapabilities`] is read from a network's `service[]` list (`listNetworks`):
+//! whether ports are opened with firewall rules (isolated networks) or network ACL items
+//! (VPC tiers), and which LB protocols, algorithms, health checks and stickiness methods
+//! the provider offers. [`ServerFeatures`] holds the version gates of API.md §6.
+//! Both are plain data, so the planner is pure and testable without a network.
+
+use std::collections::BTreeSet;
+
+use crate::cloud::loadbalancer::LbProtocol;
+use crate::cloud::loadbalancer::annotations::{Algorithm, StickinessMethod};
+
+/// The built-in ACL lists that rules cannot be added to.
+pub const DEFAULT_ACL_LISTS: [&str; 2] = ["default_allow", "default_deny"];
+
+/// Provider names of the Virtual Router family (no UDP since 4.15, no health checks).
+const VIRTUAL_ROUTER_PROVIDERS: [&str; 3] = ["VirtualRouter", "VpcVirtualRouter", "InternalLbVm"];
+
+/// One entry of a network's `service[]`: its name, capabilities and providers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetworkService {
+    /// Service name (`Lb`, `Firewall`, `NetworkACL`, ...).
+    pub name: String,
+    /// Capabilities as `(name, value)` pairs.
+    pub capabilities: Vec<(String, String)>,
+    /// Provider names (`VirtualRouter`, `Netscaler`, ...); may be empty.
+    pub providers: Vec<String>,
+}
+
+impl NetworkService {
+    /// The value of a capability, if listed.
+    pub fn capability(&self, name: &str) -> Option<&str> {
+        self.capabilities
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The facts about a network that capabilities are derived from (the `listNetworks`
+/// fields `id`, `name`, `vpcid`, `aclid`, `aclname`, `service[]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetworkFacts {
+    /// Network id.
+    pub id: String,
+    /// Network name.
+    pub name: String,
+    /// VPC id when the network is a VPC tier.
+    pub vpc_id: Option<String>,
+    /// Id of the tier's ACL list.
+    pub acl_id: Option<String>,
+    /// Name of the tier's ACL list.
+    pub acl_name: Option<String>,
+    /// The network's services.
+    pub services: Vec<NetworkService>,
+}
+
+/// How the public ports of a load balancer are opened on this network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortAccess {
+    /// Firewall rules on the public IP (isolated networks).
+    Firewall,
+    /// Items in the tier's network ACL list (VPC tiers).
+    NetworkAcl {
+        /// The ACL list id, when known.
+        acl_id: Option<String>,
+        /// The ACL list name, when known.
+        acl_name: Option<String>,
+    },
+    /// Neither service: nothing to open.
+    Open,
+}
+
+/// What the network's load-balancer provider supports, after version adjustments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkCapabilities {
+    /// Network id.
+    pub network_id: String,
+    /// Network name (for messages).
+    pub network_name: String,
+    /// VPC id when the network is a VPC tier (IPs are associated with the VPC).
+    pub vpc_id: Option<String>,
+    /// How ports are opened.
+    pub port_access: PortAccess,
+    /// Whether the network offers the `Lb` service at all.
+    pub has_lb: bool,
+    /// The LB provider, when the response names it.
+    pub lb_provider: Option<String>,
+    /// LB protocols the provider accepts.
+    pub lb_protocols: BTreeSet<LbProtocol>,
+    /// Algorithms the provider accepts.
+    pub lb_algorithms: BTreeSet<Algorithm>,
+    /// Whether LB health-check policies are supported.
+    pub health_check: bool,
+    /// Stickiness methods the provider accepts.
+    pub stickiness_methods: BTreeSet<StickinessMethod>,
+}
+
+impl NetworkCapabilities {
+    /// Derives the capabilities of a network on a server.
+    pub fn from_facts(network: &NetworkFacts, server: &ServerFeatures) -> NetworkCapabilities {
+        let service = |name: &str| {
+            network
+                .services
+                .iter()
+                .find(|s| s.name.eq_ignore_ascii_case(name))
+        };
+        let port_access = if service("Firewall").is_some() {
+            PortAccess::Firewall
+        } else if service("NetworkACL").is_some() || network.vpc_id.is_some() {
+            PortAccess::NetworkAcl {
+                acl_id: network.acl_id.clone(),
+                acl_name: network.acl_name.clone(),
+            }
+        } else {
+            PortAccess::Open
+        };
+        let lb = service("Lb");
+        let lb_provider = lb.and_then(|s| s.providers.first().cloned());
+        let health_check = lb
+            .and_then(|s| s.capability("HealthCheckPolicy"))
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        // The Virtual Router family, or an unnamed provider without health checks (what
+        // the Virtual Router looks like in responses that omit the provider).
+        let virtual_router = match &lb_provider {
+            Some(p) => VIRTUAL_ROUTER_PROVIDERS
+                .iter()
+                .any(|v| v.eq_ignore_ascii_case(p)),
+            None => !health_check,
+        };
+        let mut lb_protocols: BTreeSet<LbProtocol> =
+            match lb.and_then(|s| s.capability("SupportedProtocols")) {
+                Some(list) => split_list(list).filter_map(LbProtocol::parse).collect(),
+                None => [LbProtocol::Tcp].into(),
+            };
+        if virtual_router && !server.virtual_router_udp_lb {
+            lb_protocols.remove(&LbProtocol::Udp);
+        }
+        let lb_algorithms = match lb.and_then(|s| s.capability("SupportedLbAlgorithms")) {
+            Some(list) => split_list(list).filter_map(Algorithm::parse).collect(),
+            None => Algorithm::ALL.into(),
+        };
+        let stickiness_methods = lb
+            .and_then(|s| s.capability("SupportedStickinessMethods"))
+            .map(parse_stickiness_methods)
+            .unwrap_or_default();
+        NetworkCapabilities {
+            network_id: network.id.clone(),
+            network_name: network.name.clone(),
+            vpc_id: network.vpc_id.clone(),
+            port_access,
+            has_lb: lb.is_some(),
+            lb_provider,
+            lb_protocols,
+            lb_algorithms,
+            health_check,
+            stickiness_methods,
+        }
+    }
+
+    /// A readable name for messages: `name (id)`.
+    pub fn network_label(&self) -> String {
+        if self.network_name.is_empty() {
+            self.network_id.clone()
+        } else {
+            format!("{} ({})", self.network_name, self.network_id)
+        }
+    }
+}
+
+/// Splits a capability list such as `"tcp, udp, tcp-proxy"` (note the spaces).
+fn split_list(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// Reads the method names out of `SupportedStickinessMethods`, a JSON list of
+/// `{"methodname": ..., "paramlist": [...]}`.
+fn parse_stickiness_methods(json: &str) -> BTreeSet<StickinessMethod> {
+    match serde_json::from_str::<Vec<serde_json::Value>>(json) {
+        Ok(items) => items
+            .iter()
+            .filter_map(|m| m.get("methodname")?.as_str())
+            .filter_map(StickinessMethod::parse)
+            .collect(),
+        Err(_) => BTreeSet::new(),
+    }
+}
+
+/// Version-dependent behaviour of the CloudStack server (API.md §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerFeatures {
+    /// The server version `(major, minor, patch)`.
+    pub version: (u32, u32, u32),
+    /// `createLoadBalancerRule` takes `cidrlist` (≥ 4.18).
+    pub lb_cidrlist_on_create: bool,
+    /// `updateLoadBalancerRule` takes `cidrlist` (≥ 4.22).
+    pub lb_cidrlist_update: bool,
+    /// `disassociateIpAddress` takes `ipaddress` (≥ 4.19).
+    pub disassociate_by_address: bool,
+    /// The Virtual Router accepts UDP load-balancer rules (< 4.15).
+    pub virtual_router_udp_lb: bool,
+}
+
+impl ServerFeatures {
+    /// The features of a server version.
+    pub fn for_version(major: u32, minor: u32, patch: u32) -> ServerFeatures {
+        let at_least = |ma: u32, mi: u32| (major, minor) >= (ma, mi);
+        ServerFeatures {
+            version: (major, minor, patch),
+            lb_cidrlist_on_create: at_least(4, 18),
+            lb_cidrlist_update: at_least(4, 22),
+            disassociate_by_address: at_least(4, 19),
+            virtual_router_udp_lb: !at_least(4, 15),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lb_service(caps: &[(&str, &str)], providers: &[&str]) -> NetworkService {
+        NetworkService {
+            name: "Lb".into(),
+            capabilities: caps
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            providers: providers.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    /// The Lb capabilities of the Virtual Router, as in `fixtures/listNetworks.json`.
+    fn vr_lb() -> NetworkService {
+        lb_service(
+            &[
+                ("SupportedLbAlgorithms", "roundrobin,leastconn,source"),
+                ("SupportedProtocols", "tcp, udp, tcp-proxy"),
+                (
+                    "SupportedStickinessMethods",
+                    r#"[{"methodname":"LbCookie","paramlist":[]},{"methodname":"AppCookie","paramlist":[]},{"methodname":"SourceBased","paramlist":[]}]"#,
+                ),
+            ],
+            &[],
+        )
+    }
+
+    #[test]
+    fn isolated_virtual_router_network() {
+        let net = NetworkFacts {
+            id: "n1".into(),
+            name: "iso".into(),
+            services: vec![
+                vr_lb(),
+                NetworkService {
+                    name: "Firewall".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let caps = NetworkCapabilities::from_facts(&net, &ServerFeatures::for_version(4, 18, 0));
+        assert_eq!(caps.port_access, PortAccess::Firewall);
+        assert_eq!(
+            caps.lb_protocols,
+            [LbProtocol::Tcp, LbProtocol::TcpProxy].into()
+        );
+        assert_eq!(caps.lb_algorithms.len(), 3);
+        assert_eq!(caps.stickiness_methods.len(), 3);
+        assert!(!caps.health_check);
+        // Before 4.15 the Virtual Router still took UDP.
+        let old = NetworkCapabilities::from_facts(&net, &ServerFeatures::for_version(4, 14, 1));
+        assert!(old.lb_protocols.contains(&LbProtocol::Udp));
+    }
+
+    #[test]
+    fn vpc_tier_uses_the_acl() {
+        let net = NetworkFacts {
+            id: "t1".into(),
+            vpc_id: Some("v1".into()),
+            acl_id: Some("acl1".into()),
+            acl_name: Some("web".into()),
+            services: vec![
+                vr_lb(),
+                NetworkService {
+                    name: "NetworkACL".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let caps = NetworkCapabilities::from_facts(&net, &ServerFeatures::for_version(4, 22, 0));
+        assert_eq!(
+            caps.port_access,
+            PortAccess::NetworkAcl {
+                acl_id: Some("acl1".into()),
+                acl_name: Some("web".into())
+            }
+        );
+    }
+
+    #[test]
+    fn netscaler_keeps_udp_and_health_checks() {
+        let net = NetworkFacts {
+            id: "n2".into(),
+            services: vec![lb_service(
+                &[
+                    ("SupportedProtocols", "tcp,udp,http"),
+                    ("HealthCheckPolicy", "true"),
+                ],
+                &["Netscaler"],
+            )],
+            ..Default::default()
+        };
+        let caps = NetworkCapabilities::from_facts(&net, &ServerFeatures::for_version(4, 20, 0));
+        assert_eq!(caps.lb_protocols, [LbProtocol::Tcp, LbProtocol::Udp].into());
+        assert!(caps.health_check);
+        assert_eq!(caps.port_access, PortAccess::Open);
+    }
+
+    #[test]
+    fn version_gates() {
+        let cases = [
+            ((4, 15, 0), false, false, false),
+            ((4, 18, 0), true, false, false),
+            ((4, 19, 1), true, false, true),
+            ((4, 22, 0), true, true, true),
+            ((5, 0, 0), true, true, true),
+        ];
+        for ((ma, mi, pa), create, update, disassociate) in cases {
+            let f = ServerFeatures::for_version(ma, mi, pa);
+            assert_eq!(f.lb_cidrlist_on_create, create, "{ma}.{mi}");
+            assert_eq!(f.lb_cidrlist_update, update, "{ma}.{mi}");
+            assert_eq!(f.disassociate_by_address, disassociate, "{ma}.{mi}");
+        }
+    }
+}

@@ -1,1 +1,448 @@
-//! spec (to be written).
+//! Service (+ annotations) → [`LbSpec`], validated.
+//!
+//! This is the only file of the engine that sees Kubernetes types. Bad input gives a
+//! [`SpecError`] naming the field (`spec.ports[1].port`) or the annotation and its value.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use k8s_openapi::api::core::v1::Service;
+
+use super::annotations::{
+    self as ann, Algorithm, AnnotationError, Annotations, Cidr, StickinessMethod,
+};
+use super::{LbProtocol, default_lb_name, leaseweb_lb_name, rule_name};
+
+/// The path probed by the health check implied by `externalTrafficPolicy: Local`.
+pub const LOCAL_TRAFFIC_HEALTH_PATH: &str = "/healthz";
+
+/// A Service that cannot be turned into a load balancer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// An annotation has a bad value.
+    #[error(transparent)]
+    Annotation(#[from] AnnotationError),
+    /// A required metadata field is missing.
+    #[error("{field} is missing")]
+    MissingField {
+        /// The field path.
+        field: &'static str,
+    },
+    /// The Service has no ports.
+    #[error("spec.ports: a load balancer needs at least one port")]
+    NoPorts,
+    /// A port's protocol is not TCP or UDP.
+    #[error(
+        "{field}: protocol {protocol} is not supported by CloudStack load balancers (TCP and UDP only)"
+    )]
+    UnsupportedProtocol {
+        /// The field path.
+        field: String,
+        /// The protocol found.
+        protocol: String,
+    },
+    /// A port number is out of range.
+    #[error("{field}: {value} is not a valid port")]
+    InvalidPort {
+        /// The field path.
+        field: String,
+        /// The value found.
+        value: i32,
+    },
+    /// The node port is not allocated (yet).
+    #[error("{field} is missing")]
+    MissingNodePort {
+        /// The field path.
+        field: String,
+    },
+    /// Two ports use the same public port.
+    #[error(
+        "{field}: public port {port} is already used by {first}; CloudStack cannot put two load-balancer rules on one public port, whatever their protocol"
+    )]
+    DuplicatePort {
+        /// The later port's field path.
+        field: String,
+        /// The public port.
+        port: u16,
+        /// The earlier port's field path.
+        first: String,
+    },
+    /// `spec.sessionAffinity` has an unknown value.
+    #[error("spec.sessionAffinity: unsupported value {value:?} (None or ClientIP)")]
+    UnsupportedSessionAffinity {
+        /// The value found.
+        value: String,
+    },
+    /// A source range is not a CIDR.
+    #[error("{field}: {value:?} is not a CIDR")]
+    InvalidSourceRange {
+        /// The field path.
+        field: String,
+        /// The value found.
+        value: String,
+    },
+    /// `spec.loadBalancerIP` is not an IP address.
+    #[error("spec.loadBalancerIP: {value:?} is not an IP address")]
+    InvalidLoadBalancerIp {
+        /// The value found.
+        value: String,
+    },
+    /// Health-check timeout not below the interval.
+    #[error(
+        "annotation {timeout_key}: timeout {timeout}s must be less than the interval {interval}s"
+    )]
+    HealthCheckTimeout {
+        /// The timeout annotation key.
+        timeout_key: &'static str,
+        /// Timeout seconds.
+        timeout: u32,
+        /// Interval seconds.
+        interval: u32,
+    },
+}
+
+/// One load-balancer rule the Service needs (one per Service port).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleSpec {
+    /// Rule name, `<lb name>-<protocol>-<port>`.
+    pub name: String,
+    /// Rule protocol.
+    pub protocol: LbProtocol,
+    /// Public port.
+    pub public_port: u16,
+    /// Private port: the Service's node port.
+    pub node_port: u16,
+}
+
+/// A health-check policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// HTTP path probed.
+    pub path: String,
+    /// Seconds between probes.
+    pub interval_secs: u32,
+    /// Seconds to wait for an answer.
+    pub timeout_secs: u32,
+    /// Successes before a member is healthy.
+    pub healthy_threshold: u32,
+    /// Failures before a member is unhealthy.
+    pub unhealthy_threshold: u32,
+    /// The Service's `healthCheckNodePort` (with `externalTrafficPolicy: Local`).
+    /// CloudStack's policy has no port parameter: providers probe the rule's private
+    /// port, so this is informative.
+    pub node_port: Option<u16>,
+    /// Asked for by annotation (an error where unsupported), rather than implied by
+    /// `externalTrafficPolicy: Local` (skipped with a warning where unsupported).
+    pub explicit: bool,
+}
+
+/// A stickiness policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stickiness {
+    /// The method.
+    pub method: StickinessMethod,
+    /// Method parameters (`param[i].name/value`).
+    pub params: BTreeMap<String, String>,
+}
+
+/// Identity of the Service (for messages, tags and legacy names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceRef {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+}
+
+/// Everything the engine needs to know about a Service's load balancer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LbSpec {
+    /// The Service.
+    pub service: ServiceRef,
+    /// Load-balancer name (`a` + UID without dashes, 32 chars), the rule-name prefix.
+    pub lb_name: String,
+    /// Other prefixes whose rules belong to this Service (the leaseweb fork's name).
+    pub legacy_lb_names: Vec<String>,
+    /// One rule per port, in port order.
+    pub rules: Vec<RuleSpec>,
+    /// Balancing algorithm.
+    pub algorithm: Algorithm,
+    /// Source ranges for firewall rules / ACL items (never empty; default `0.0.0.0/0`).
+    pub source_ranges: Vec<Cidr>,
+    /// The rules' own `cidrlist` (`…-source-cidrs`), when set.
+    pub rule_cidrs: Option<Vec<Cidr>>,
+    /// The public IP asked for (`…-address`, else `spec.loadBalancerIP`).
+    pub requested_ip: Option<IpAddr>,
+    /// The public IP id recorded on the Service (`…-id`).
+    pub recorded_ip_id: Option<String>,
+    /// The network id recorded on the Service (`…-network-id`).
+    pub recorded_network_id: Option<String>,
+    /// The controller associated the IP (`…-ip-associated-by-controller`).
+    pub ip_associated_by_controller: bool,
+    /// Never release the IP (`…-keep-ip`).
+    pub keep_ip: bool,
+    /// Hostname to report instead of the IP (`…-hostname`).
+    pub hostname: Option<String>,
+    /// PROXY protocol on (TCP rules use `tcp-proxy`).
+    pub proxy_protocol: bool,
+    /// Health-check policy, if any.
+    pub health_check: Option<HealthCheck>,
+    /// Stickiness policy, if any.
+    pub stickiness: Option<Stickiness>,
+}
+
+/// Settings that come from the controller's configuration, not the Service.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpecOptions {
+    /// Cluster name (`--cluster-name`), used by the leaseweb fork's rule names.
+    pub cluster_name: String,
+    /// A `spec.loadBalancerClass` this controller also owns (besides none).
+    pub load_balancer_class: Option<String>,
+}
+
+/// Whether the Service asks this controller for a load balancer: `type: LoadBalancer`
+/// with no `loadBalancerClass`, or the class we are configured to own.
+pub fn wants_load_balancer(service: &Service, options: &SpecOptions) -> bool {
+    let Some(spec) = &service.spec else {
+        return false;
+    };
+    if spec.type_.as_deref() != Some("LoadBalancer") {
+        return false;
+    }
+    match &spec.load_balancer_class {
+        None => true,
+        Some(class) => options.load_balancer_class.as_deref() == Some(class.as_str()),
+    }
+}
+
+impl LbSpec {
+    /// Validates a Service and builds its load-balancer spec.
+    pub fn from_service(service: &Service, options: &SpecOptions) -> Result<LbSpec, SpecError> {
+        let meta = &service.metadata;
+        let uid = meta.uid.clone().ok_or(SpecError::MissingField {
+            field: "metadata.uid",
+        })?;
+        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let name = meta.name.clone().ok_or(SpecError::MissingField {
+            field: "metadata.name",
+        })?;
+        let annotations = Annotations::new(meta.annotations.as_ref());
+        let spec = service.spec.clone().unwrap_or_default();
+
+        let proxy_protocol = annotations.flag(&ann::PROXY_PROTOCOL)?;
+        let lb_name = default_lb_name(&uid);
+        let rules = port_rules(&spec, &lb_name, proxy_protocol)?;
+
+        let algorithm = match annotations.get(&ann::ALGORITHM, ann::parse_algorithm)? {
+            Some(a) => a,
+            None => match spec.session_affinity.as_deref() {
+                None | Some("None") => Algorithm::RoundRobin,
+                Some("ClientIP") => Algorithm::Source,
+                Some(other) => {
+                    return Err(SpecError::UnsupportedSessionAffinity {
+                        value: other.into(),
+                    });
+                }
+            },
+        };
+
+        let requested_ip = match annotations.get(&ann::ADDRESS, ann::parse_ip)? {
+            Some(ip) => Some(ip),
+            None => match spec.load_balancer_ip.as_deref().map(str::trim) {
+                None | Some("") => None,
+                Some(text) => Some(text.parse().map_err(|_| SpecError::InvalidLoadBalancerIp {
+                    value: text.to_string(),
+                })?),
+            },
+        };
+
+        let rule_cidrs = annotations.get(&ann::SOURCE_CIDRS, ann::parse_cidr_list)?;
+        let stickiness =
+            match annotations.get(&ann::STICKINESS_METHOD, ann::parse_stickiness_method)? {
+                Some(method) => Some(Stickiness {
+                    method,
+                    params: annotations
+                        .get(&ann::STICKINESS_PARAMS, ann::parse_key_values)?
+                        .unwrap_or_default(),
+                }),
+                None => None,
+            };
+
+        Ok(LbSpec {
+            legacy_lb_names: vec![leaseweb_lb_name(&options.cluster_name, &namespace, &name)],
+            service: ServiceRef {
+                namespace,
+                name,
+                uid,
+            },
+            lb_name,
+            rules,
+            algorithm,
+            source_ranges: source_ranges(&spec, &annotations)?,
+            rule_cidrs,
+            requested_ip,
+            recorded_ip_id: annotations.get(&ann::IP_ID, ann::parse_uuid)?,
+            recorded_network_id: annotations.get(&ann::NETWORK_ID, ann::parse_uuid)?,
+            ip_associated_by_controller: annotations.flag(&ann::IP_ASSOCIATED_BY_CONTROLLER)?,
+            keep_ip: annotations.flag(&ann::KEEP_IP)?,
+            hostname: annotations.get(&ann::HOSTNAME, ann::parse_hostname)?,
+            proxy_protocol,
+            health_check: health_check(&spec, &annotations)?,
+            stickiness,
+        })
+    }
+
+    /// Every rule-name prefix of this Service (`<name>-`), current first.
+    pub fn name_prefixes(&self) -> impl Iterator<Item = String> + '_ {
+        std::iter::once(&self.lb_name)
+            .chain(self.legacy_lb_names.iter())
+            .map(|n| format!("{n}-"))
+    }
+
+    /// Whether a rule name belongs to this Service: `<prefix><tcp|udp|tcp-proxy>-<port>`
+    /// for the current or a legacy name, compared exactly.
+    pub fn owns_rule_name(&self, rule: &str) -> bool {
+        self.name_prefixes().any(|prefix| {
+            rule.strip_prefix(&prefix)
+                .and_then(|rest| rest.rsplit_once('-'))
+                .is_some_and(|(protocol, port)| {
+                    LbProtocol::parse(protocol).is_some()
+                        && port.parse::<u16>().is_ok_and(|n| n.to_string() == port)
+                })
+        })
+    }
+}
+
+/// Builds one rule per Service port.
+fn port_rules(
+    spec: &k8s_openapi::api::core::v1::ServiceSpec,
+    lb_name: &str,
+    proxy_protocol: bool,
+) -> Result<Vec<RuleSpec>, SpecError> {
+    let ports = spec.ports.as_deref().unwrap_or_default();
+    if ports.is_empty() {
+        return Err(SpecError::NoPorts);
+    }
+    let mut seen: BTreeMap<u16, String> = BTreeMap::new();
+    let mut rules = Vec::with_capacity(ports.len());
+    for (i, port) in ports.iter().enumerate() {
+        let field = format!("spec.ports[{i}]");
+        let protocol = match port.protocol.as_deref().unwrap_or("TCP") {
+            "TCP" if proxy_protocol => LbProtocol::TcpProxy,
+            "TCP" => LbProtocol::Tcp,
+            "UDP" => LbProtocol::Udp,
+            other => {
+                return Err(SpecError::UnsupportedProtocol {
+                    field: format!("{field}.protocol"),
+                    protocol: other.to_string(),
+                });
+            }
+        };
+        let public_port = valid_port(port.port, || format!("{field}.port"))?;
+        let node_port = match port.node_port {
+            None | Some(0) => {
+                return Err(SpecError::MissingNodePort {
+                    field: format!("{field}.nodePort"),
+                });
+            }
+            Some(n) => valid_port(n, || format!("{field}.nodePort"))?,
+        };
+        if let Some(first) = seen.get(&public_port) {
+            return Err(SpecError::DuplicatePort {
+                field: format!("{field}.port"),
+                port: public_port,
+                first: first.clone(),
+            });
+        }
+        seen.insert(public_port, format!("{field}.port"));
+        rules.push(RuleSpec {
+            name: rule_name(lb_name, protocol, public_port),
+            protocol,
+            public_port,
+            node_port,
+        });
+    }
+    Ok(rules)
+}
+
+fn valid_port(value: i32, field: impl Fn() -> String) -> Result<u16, SpecError> {
+    u16::try_from(value)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| SpecError::InvalidPort {
+            field: field(),
+            value,
+        })
+}
+
+/// `spec.loadBalancerSourceRanges`, else the standard annotation, else `0.0.0.0/0`.
+fn source_ranges(
+    spec: &k8s_openapi::api::core::v1::ServiceSpec,
+    annotations: &Annotations<'_>,
+) -> Result<Vec<Cidr>, SpecError> {
+    let from_spec = spec
+        .load_balancer_source_ranges
+        .as_deref()
+        .unwrap_or_default();
+    let mut ranges = Vec::new();
+    for (i, text) in from_spec.iter().enumerate() {
+        let cidr = Cidr::parse(text)
+            .filter(|_| text.contains('/'))
+            .ok_or_else(|| SpecError::InvalidSourceRange {
+                field: format!("spec.loadBalancerSourceRanges[{i}]"),
+                value: text.clone(),
+            })?;
+        if !ranges.contains(&cidr) {
+            ranges.push(cidr);
+        }
+    }
+    if ranges.is_empty() {
+        ranges = annotations
+            .get(&ann::K8S_SOURCE_RANGES, ann::parse_cidr_list)?
+            .unwrap_or_default();
+    }
+    if ranges.is_empty() {
+        ranges.push(Cidr::ANY_V4);
+    }
+    Ok(ranges)
+}
+
+/// The health check asked for by annotation, or implied by `externalTrafficPolicy: Local`.
+fn health_check(
+    spec: &k8s_openapi::api::core::v1::ServiceSpec,
+    annotations: &Annotations<'_>,
+) -> Result<Option<HealthCheck>, SpecError> {
+    let path = annotations.get(&ann::HEALTH_CHECK_PATH, ann::parse_http_path)?;
+    let local = spec.external_traffic_policy.as_deref() == Some("Local");
+    let explicit = path.is_some();
+    if !explicit && !local {
+        return Ok(None);
+    }
+    let interval_secs = annotations.number(&ann::HEALTH_CHECK_INTERVAL)?;
+    let timeout_secs = annotations.number(&ann::HEALTH_CHECK_TIMEOUT)?;
+    if timeout_secs >= interval_secs {
+        return Err(SpecError::HealthCheckTimeout {
+            timeout_key: ann::HEALTH_CHECK_TIMEOUT.key,
+            timeout: timeout_secs,
+            interval: interval_secs,
+        });
+    }
+    Ok(Some(HealthCheck {
+        path: path.unwrap_or_else(|| LOCAL_TRAFFIC_HEALTH_PATH.to_string()),
+        interval_secs,
+        timeout_secs,
+        healthy_threshold: annotations.number(&ann::HEALTH_CHECK_HEALTHY_THRESHOLD)?,
+        unhealthy_threshold: annotations.number(&ann::HEALTH_CHECK_UNHEALTHY_THRESHOLD)?,
+        node_port: spec
+            .health_check_node_port
+            .filter(|_| local)
+            .and_then(|p| u16::try_from(p).ok()),
+        explicit,
+    }))
+}
+
+#[cfg(test)]
+#[path = "spec_tests.rs"]
+mod tests;

@@ -1,0 +1,1 @@
+//! Plan unit tests.

@@ -52,6 +52,23 @@ impl VmRecord {
     }
 }
 
+impl From<&cloudstack::VirtualMachine> for VmRecord {
+    fn from(vm: &cloudstack::VirtualMachine) -> Self {
+        let nic = vm.default_nic();
+        let non_empty = |value: &Option<String>| value.clone().filter(|v| !v.is_empty());
+        Self {
+            id: vm.id.clone().unwrap_or_default().to_ascii_lowercase(),
+            name: vm.name.clone().unwrap_or_default(),
+            state: vm.state.clone().unwrap_or_default(),
+            zone_name: vm.zonename.clone().unwrap_or_default(),
+            service_offering_name: vm.serviceofferingname.clone().unwrap_or_default(),
+            internal_ipv4: nic.and_then(|n| non_empty(&n.ipaddress)),
+            internal_ipv6: nic.and_then(|n| non_empty(&n.ip6address)),
+            public_ip: non_empty(&vm.publicip),
+        }
+    }
+}
+
 /// Error listing the VMs.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("listing virtual machines: {0}")]
@@ -68,6 +85,39 @@ impl InventoryError {
 pub trait VmSource: Send + Sync {
     /// Lists all VMs (all pages).
     fn list_vms(&self) -> BoxFuture<'_, Result<Vec<VmRecord>, InventoryError>>;
+}
+
+/// [`VmSource`] backed by the CloudStack API: `listVirtualMachines` with
+/// `listall=true` and [`VM_DETAILS`], all pages. The client adds the configured
+/// `projectid` itself.
+#[derive(Debug, Clone)]
+pub struct CloudStackVms {
+    client: cloudstack::Client,
+}
+
+impl CloudStackVms {
+    /// Lists with `client`.
+    pub fn new(client: cloudstack::Client) -> Self {
+        Self { client }
+    }
+}
+
+impl VmSource for CloudStackVms {
+    fn list_vms(&self) -> BoxFuture<'_, Result<Vec<VmRecord>, InventoryError>> {
+        Box::pin(async move {
+            let request = cloudstack::ListVirtualMachines {
+                listall: Some(true),
+                details: VM_DETAILS.iter().map(|d| d.to_string()).collect(),
+                ..Default::default()
+            };
+            let vms = self
+                .client
+                .list_virtual_machines(&request)
+                .await
+                .map_err(InventoryError::new)?;
+            Ok(vms.iter().map(VmRecord::from).collect())
+        })
+    }
 }
 
 /// How fresh the inventory is kept.
@@ -474,5 +524,30 @@ mod tests {
         source.fail.store(false, Ordering::SeqCst);
         inventory.snapshot().await.unwrap();
         assert_eq!(source.calls.load(Ordering::SeqCst), 2);
+    }
+    #[test]
+    fn record_from_virtual_machine_uses_the_default_nic() {
+        let vm: cloudstack::VirtualMachine = serde_json::from_value(serde_json::json!({
+            "id": "8A0B4F3E-1C2D-4E5F-9A8B-7C6D5E4F3A2B",
+            "name": "worker-1",
+            "state": "Stopping",
+            "zonename": "zone-1",
+            "serviceofferingname": "Small Instance",
+            "hostname": "hypervisor-7",
+            "publicip": "203.0.113.7",
+            "nic": [
+                {"ipaddress": "10.1.1.9", "isdefault": false},
+                {"ipaddress": "10.1.1.5", "ip6address": "fd00::5", "isdefault": true}
+            ]
+        }))
+        .unwrap();
+        let record = VmRecord::from(&vm);
+        assert_eq!(record.id, "8a0b4f3e-1c2d-4e5f-9a8b-7c6d5e4f3a2b");
+        assert_eq!(record.internal_ipv4.as_deref(), Some("10.1.1.5"));
+        assert_eq!(record.internal_ipv6.as_deref(), Some("fd00::5"));
+        assert_eq!(record.public_ip.as_deref(), Some("203.0.113.7"));
+        assert_eq!(record.service_offering_name, "Small Instance");
+        assert!(record.is_shut_down());
+        assert!(!record.is_running());
     }
 }

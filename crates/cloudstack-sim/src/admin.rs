@@ -1,0 +1,154 @@
+//! `/sim/…`: introspection and fault injection over HTTP (never under `/client/api`).
+//!
+//! | method | path | body / answer |
+//! |---|---|---|
+//! | GET | `/sim/counts` | `{command: calls}` |
+//! | GET | `/sim/calls` | call log |
+//! | POST | `/sim/reset` | clears counters and call log |
+//! | GET | `/sim/dump` | whole state |
+//! | GET | `/sim/jobs` | jobs with queue timestamps |
+//! | GET, PUT | `/sim/faults` | [`crate::Faults`] |
+//! | PUT | `/sim/job-duration` | `{"ms": N}` |
+//! | POST | `/sim/vms` | [`crate::VmSpec`] → `{"id"}` |
+//! | DELETE | `/sim/vms/{id}` | expunge |
+//! | POST | `/sim/vms/{id}/stop`, `/sim/vms/{id}/start` | state Stopped / Running |
+//! | PUT | `/sim/vms/{id}/state` | `{"state": "…"}` |
+
+use crate::faults::Faults;
+use crate::scenario::{ScenarioError, VmSpec};
+use crate::server::{Shared, lock};
+use axum::extract::{Path, State as AxumState};
+use axum::http::StatusCode;
+use axum::routing::{delete, get, post, put};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+type Shared_ = AxumState<Arc<Shared>>;
+
+/// The `/sim` router.
+pub(crate) fn routes() -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/counts", get(|AxumState(s): Shared_| async move { Json(json!(*lock(&s.counts))) }))
+        .route("/calls", get(|AxumState(s): Shared_| async move { Json(json!(*lock(&s.log))) }))
+        .route(
+            "/reset",
+            post(|AxumState(s): Shared_| async move {
+                lock(&s.counts).clear();
+                lock(&s.log).clear();
+                StatusCode::NO_CONTENT
+            }),
+        )
+        .route("/dump", get(|AxumState(s): Shared_| async move { Json(serde_json::to_value(&*lock(&s.state)).unwrap_or(Value::Null)) }))
+        .route("/jobs", get(|AxumState(s): Shared_| async move { Json(json!(lock(&s.state).jobs)) }))
+        .route(
+            "/faults",
+            get(|AxumState(s): Shared_| async move { Json(json!(*lock(&s.faults))) }).put(
+                |AxumState(s): Shared_, Json(f): Json<Faults>| async move {
+                    *lock(&s.faults) = f;
+                    StatusCode::NO_CONTENT
+                },
+            ),
+        )
+        .route(
+            "/job-duration",
+            put(|AxumState(s): Shared_, Json(body): Json<Value>| async move {
+                let Some(ms) = body.get("ms").and_then(Value::as_u64) else {
+                    return (StatusCode::BAD_REQUEST, "job-duration: field ms (integer) is required").into_response_pair();
+                };
+                let mut state = lock(&s.state);
+                state.settings.job_duration_ms = ms;
+                s.persist(&state);
+                (StatusCode::NO_CONTENT, "").into_response_pair()
+            }),
+        )
+        .route(
+            "/vms",
+            post(|AxumState(s): Shared_, Json(spec): Json<VmSpec>| async move {
+                match add_vm(&s, &spec) {
+                    Ok(id) => (StatusCode::CREATED, Json(json!({"id": id}))),
+                    Err(e) => (StatusCode::BAD_REQUEST, Json(json!({"error": e.to_string()}))),
+                }
+            }),
+        )
+        .route("/vms/{id}", delete(|AxumState(s): Shared_, Path(id): Path<String>| async move { found(remove_vm(&s, &id)) }))
+        .route("/vms/{id}/stop", post(|AxumState(s): Shared_, Path(id): Path<String>| async move { found(set_vm_state(&s, &id, "Stopped")) }))
+        .route("/vms/{id}/start", post(|AxumState(s): Shared_, Path(id): Path<String>| async move { found(set_vm_state(&s, &id, "Running")) }))
+        .route(
+            "/vms/{id}/state",
+            put(|AxumState(s): Shared_, Path(id): Path<String>, Json(body): Json<Value>| async move {
+                match body.get("state").and_then(Value::as_str) {
+                    Some(state) => found(set_vm_state(&s, &id, state)),
+                    None => StatusCode::BAD_REQUEST,
+                }
+            }),
+        )
+}
+
+trait PairResponse {
+    fn into_response_pair(self) -> (StatusCode, String);
+}
+
+impl PairResponse for (StatusCode, &str) {
+    fn into_response_pair(self) -> (StatusCode, String) {
+        (self.0, self.1.to_owned())
+    }
+}
+
+fn found(ok: bool) -> StatusCode {
+    if ok {
+        StatusCode::NO_CONTENT
+    } else {
+        StatusCode::NOT_FOUND
+    }
+}
+
+/// Adds a VM described like a scenario VM.
+pub(crate) fn add_vm(shared: &Shared, spec: &VmSpec) -> Result<String, ScenarioError> {
+    let mut state = lock(&shared.state);
+    if spec.id.as_ref().is_some_and(|id| state.vm(id).is_some()) {
+        return Err(ScenarioError::Invalid(format!(
+            "vm {:?}: field id: already in use",
+            spec.name
+        )));
+    }
+    let vm = state.vm_from_spec(spec)?;
+    let id = vm.id.clone();
+    state.vms.push(vm);
+    shared.persist(&state);
+    Ok(id)
+}
+
+/// Expunges a VM and what refers to it.
+pub(crate) fn remove_vm(shared: &Shared, id: &str) -> bool {
+    let mut state = lock(&shared.state);
+    let before = state.vms.len();
+    state.vms.retain(|v| v.id != id);
+    if state.vms.len() == before {
+        return false;
+    }
+    for rule in &mut state.lb_rules {
+        rule.members.retain(|m| m.vm_id != id);
+    }
+    state.tags.retain(|t| t.resource_id != id);
+    for ip in state
+        .ips
+        .iter_mut()
+        .filter(|i| i.static_nat_vm.as_deref() == Some(id))
+    {
+        ip.static_nat_vm = None;
+    }
+    shared.persist(&state);
+    true
+}
+
+/// Sets a VM's state.
+pub(crate) fn set_vm_state(shared: &Shared, id: &str, new_state: &str) -> bool {
+    let mut state = lock(&shared.state);
+    let Some(vm) = state.vms.iter_mut().find(|v| v.id == id) else {
+        return false;
+    };
+    vm.state = new_state.to_owned();
+    shared.persist(&state);
+    true
+}

@@ -1,0 +1,150 @@
+//! Who may see and change what: list scoping (`listall`, `projectid`, `account`) and
+//! ownership checks, plus the owner fields every response carries.
+
+use crate::error::ApiError;
+use crate::params::Params;
+use crate::scenario::Role;
+use crate::state::{Owner, State};
+use serde_json::{Map, Value, json};
+
+/// The authenticated caller.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// Account name.
+    pub account: String,
+    /// Role.
+    pub role: Role,
+}
+
+impl Caller {
+    /// Root admin.
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+
+    /// May act on resources of `owner`.
+    pub fn can_access(&self, state: &State, owner: &Owner) -> bool {
+        self.is_admin()
+            || match owner {
+                Owner::Account(name) => name == &self.account,
+                Owner::Project(id) => state
+                    .project(id)
+                    .is_some_and(|p| p.members.contains(&self.account)),
+            }
+    }
+
+    /// Fails with 531 unless the caller may act on `owner`'s resource `what`.
+    pub fn check(&self, state: &State, owner: &Owner, what: &str) -> Result<(), ApiError> {
+        if self.can_access(state, owner) {
+            Ok(())
+        } else {
+            Err(ApiError::denied(format!(
+                "Account {} does not have permission to operate on {what}",
+                self.account
+            )))
+        }
+    }
+
+    /// The owner of a resource created by this call (`projectid` given → the project).
+    pub fn owner_for_create(&self, state: &State, params: &Params) -> Result<Owner, ApiError> {
+        match params.uuid("projectid")? {
+            None => Ok(Owner::Account(self.account.clone())),
+            Some(id) => {
+                let project = state
+                    .project(id)
+                    .ok_or_else(|| ApiError::invalid_uuid(&params.command, "projectid", id))?;
+                let owner = Owner::Project(project.id.clone());
+                self.check(state, &owner, &format!("project {}", project.name))?;
+                Ok(owner)
+            }
+        }
+    }
+}
+
+/// Which owners a list call returns.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    all_accounts: bool,
+    accounts: Vec<String>,
+    projects: Vec<String>,
+}
+
+impl Scope {
+    /// Builds the scope of a list call from `projectid`, `listall` and `account`.
+    pub fn of(state: &State, caller: &Caller, params: &Params) -> Result<Self, ApiError> {
+        let none = Self {
+            all_accounts: false,
+            accounts: vec![],
+            projects: vec![],
+        };
+        if let Some(project) = params.text("projectid") {
+            let projects: Vec<String> = if project == "-1" {
+                state
+                    .projects
+                    .iter()
+                    .filter(|p| caller.is_admin() || p.members.contains(&caller.account))
+                    .map(|p| p.id.clone())
+                    .collect()
+            } else {
+                let id = params.required_uuid("projectid")?;
+                let p = state
+                    .project(id)
+                    .ok_or_else(|| ApiError::invalid_uuid(&params.command, "projectid", id))?;
+                caller.check(
+                    state,
+                    &Owner::Project(p.id.clone()),
+                    &format!("project {}", p.name),
+                )?;
+                vec![p.id.clone()]
+            };
+            return Ok(Self { projects, ..none });
+        }
+        if caller.is_admin() {
+            if let Some(account) = params.text("account") {
+                return Ok(Self {
+                    accounts: vec![account.to_owned()],
+                    ..none
+                });
+            }
+            if params.bool("listall") == Some(true) {
+                return Ok(Self {
+                    all_accounts: true,
+                    ..none
+                });
+            }
+        }
+        Ok(Self {
+            accounts: vec![caller.account.clone()],
+            ..none
+        })
+    }
+
+    /// True when a resource of `owner` is in scope.
+    pub fn matches(&self, owner: &Owner) -> bool {
+        match owner {
+            Owner::Account(name) => self.all_accounts || self.accounts.contains(name),
+            Owner::Project(id) => self.projects.contains(id),
+        }
+    }
+}
+
+/// `account`, `domainid`, `domain` and, for project resources, `project`/`projectid`.
+pub fn owner_fields(state: &State, owner: &Owner, out: &mut Map<String, Value>) {
+    out.insert("domainid".into(), json!(state.domain_id));
+    out.insert("domain".into(), json!("ROOT"));
+    out.insert("domainpath".into(), json!("ROOT"));
+    match owner {
+        Owner::Account(name) => {
+            out.insert("account".into(), json!(name));
+        }
+        Owner::Project(id) => {
+            let name = state
+                .project(id)
+                .map(|p| p.name.clone())
+                .unwrap_or_default();
+            out.insert("account".into(), json!(format!("PrjAcct-{name}-1")));
+            out.insert("project".into(), json!(name));
+            out.insert("projectid".into(), json!(id));
+        }
+    }
+}

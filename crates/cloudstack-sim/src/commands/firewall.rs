@@ -1,0 +1,248 @@
+//! Firewall rules of isolated networks (API.md §3.13) and the CIDR/port checks shared with
+//! LB rules and ACL items.
+
+use super::{Ctx, create_reply, embedded_tags, job_reply, lookup_required, success, tags_match};
+use crate::error::ApiError;
+use crate::jobs::JobAction;
+use crate::response::list_body;
+use crate::state::{FirewallRule, State, new_id};
+use serde_json::{Value, json};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// True for a valid IPv4/IPv6 CIDR or a bare address.
+pub fn check_cidr(text: &str) -> bool {
+    let (address, prefix) = match text.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (text, None),
+    };
+    let max = if address.parse::<Ipv4Addr>().is_ok() {
+        32
+    } else if address.parse::<Ipv6Addr>().is_ok() {
+        128
+    } else {
+        return false;
+    };
+    prefix.is_none_or(|p| p.parse::<u32>().is_ok_and(|n| n <= max) && !p.starts_with('+'))
+}
+
+/// 537 when a firewall rule with `protocol` on the IP overlaps `start..=end`.
+pub fn port_conflict(
+    state: &State,
+    ip_id: &str,
+    protocol: &str,
+    start: Option<i64>,
+    end: Option<i64>,
+    exclude: Option<&str>,
+) -> Result<(), ApiError> {
+    let (Some(start), Some(end)) = (start, end) else {
+        return Ok(());
+    };
+    for rule in state
+        .firewall_rules
+        .iter()
+        .filter(|r| r.ip_id == ip_id && r.protocol == protocol && Some(r.id.as_str()) != exclude)
+    {
+        let (Some(s), Some(e)) = (rule.start_port, rule.end_port) else {
+            continue;
+        };
+        if start <= e && s <= end {
+            return Err(ApiError::conflict(format!(
+                "The range specified, {start}-{end}, conflicts with rule {} which has {s}-{e}",
+                rule.id
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The `firewallrule` object.
+pub fn render_firewall_rule(state: &State, rule: &FirewallRule) -> Value {
+    let ip = state.ip(&rule.ip_id);
+    let mut out = json!({
+        "id": rule.id, "protocol": rule.protocol, "ipaddressid": rule.ip_id,
+        "ipaddress": ip.map(|i| i.address.clone()).unwrap_or_default(),
+        "cidrlist": rule.cidrs.join(","), "state": rule.state, "traffictype": "Ingress",
+        "fordisplay": true, "tags": embedded_tags(state, "FirewallRule", &rule.id),
+    });
+    if let Some(n) = ip.and_then(|i| i.network_id.clone()) {
+        out["networkid"] = json!(n);
+    }
+    for (key, value) in [
+        ("startport", rule.start_port),
+        ("endport", rule.end_port),
+        ("icmptype", rule.icmp_type),
+        ("icmpcode", rule.icmp_code),
+    ] {
+        if let Some(v) = value {
+            out[key] = json!(v);
+        }
+    }
+    out
+}
+
+/// listFirewallRules.
+pub fn list_firewall_rules(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let page = ctx.page()?;
+    let scope = ctx.scope()?;
+    let p = ctx.params;
+    let state = &*ctx.state;
+    let id = p.uuid("id")?;
+    let ip = p.uuid("ipaddressid")?;
+    let network = p.uuid("networkid")?;
+    let mut items = Vec::new();
+    for rule in &state.firewall_rules {
+        let keep = (scope.matches(&rule.owner)
+            || (id.is_some() || ip.is_some()) && ctx.caller.can_access(state, &rule.owner))
+            && id.is_none_or(|i| i == rule.id)
+            && ip.is_none_or(|i| i == rule.ip_id)
+            && network.is_none_or(|n| {
+                state
+                    .ip(&rule.ip_id)
+                    .is_some_and(|i| i.network_id.as_deref() == Some(n))
+            })
+            && tags_match(state, p, "FirewallRule", &rule.id)?;
+        if keep {
+            items.push(render_firewall_rule(state, rule));
+        }
+    }
+    Ok(list_body("firewallrule", items, page))
+}
+
+/// createFirewallRule.
+pub fn create_firewall_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let p = ctx.params;
+    let state = &*ctx.state;
+    let ip = lookup_required(p, "ipaddressid", |id| state.ip(id))?;
+    let protocol = p.required("protocol")?.trim().to_lowercase();
+    if !["tcp", "udp", "icmp"].contains(&protocol.as_str()) {
+        return Err(ApiError::param(format!(
+            "Invalid protocol: {protocol}; only tcp, udp and icmp are supported"
+        )));
+    }
+    let owner = ip
+        .owner
+        .clone()
+        .ok_or_else(|| ApiError::param(format!("IP address {} is not allocated", ip.address)))?;
+    ctx.caller
+        .check(state, &owner, &format!("IP address {}", ip.address))?;
+    let network = ip.network_id.clone().filter(|_| ip.vpc_id.is_none()).ok_or_else(|| {
+        ApiError::param(format!("Unable to create firewall rule; IP address {} is not associated with an isolated network", ip.address))
+    })?;
+    let cidrs = p
+        .list("cidrlist")
+        .unwrap_or_else(|| vec!["0.0.0.0/0".into()]);
+    if let Some(bad) = cidrs.iter().find(|c| !check_cidr(c)) {
+        return Err(ApiError::param(format!(
+            "Source CIDRs formatting error {bad}"
+        )));
+    }
+    let (mut start, mut end, mut icmp_type, mut icmp_code) =
+        (p.int("startport")?, p.int("endport")?, None, None);
+    if protocol == "icmp" {
+        (start, end) = (None, None);
+        icmp_type = Some(p.int("icmptype")?.unwrap_or(-1));
+        icmp_code = Some(p.int("icmpcode")?.unwrap_or(-1));
+    } else {
+        end = end.or(start);
+        for (name, value) in [("start", start), ("end", end)] {
+            if let Some(v) = value.filter(|v| !(1..=65535).contains(v)) {
+                return Err(ApiError::param(format!(
+                    "Invalid value for {name} port: {v}"
+                )));
+            }
+        }
+        if let (Some(s), Some(e)) = (start, end) {
+            if s > e {
+                return Err(ApiError::param("Start port can't be bigger than end port"));
+            }
+        }
+        port_conflict(state, &ip.id, &protocol, start, end, None)?;
+    }
+    let rule = FirewallRule {
+        id: new_id(),
+        ip_id: ip.id.clone(),
+        protocol,
+        start_port: start,
+        end_port: end,
+        icmp_type,
+        icmp_code,
+        cidrs,
+        state: "Add".into(),
+        owner,
+    };
+    let rule_id = rule.id.clone();
+    ctx.state.firewall_rules.push(rule);
+    let job = ctx.start_job(
+        Some(network),
+        Some(("FirewallRule", rule_id.clone())),
+        JobAction::CreateFirewallRule {
+            rule_id: rule_id.clone(),
+        },
+    );
+    Ok(create_reply(&rule_id, &job))
+}
+
+/// Job: the rule is applied.
+pub fn finish_create(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
+    let rule = state
+        .firewall_rules
+        .iter_mut()
+        .find(|r| r.id == rule_id)
+        .ok_or_else(|| ApiError::internal("Firewall rule vanished"))?;
+    rule.state = "Active".into();
+    let rule = rule.clone();
+    Ok(json!({"firewallrule": render_firewall_rule(state, &rule)}))
+}
+
+/// deleteFirewallRule.
+pub fn delete_firewall_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let state = &*ctx.state;
+    let rule = lookup_required(ctx.params, "id", |id| {
+        state.firewall_rules.iter().find(|r| r.id == id)
+    })?;
+    ctx.caller
+        .check(state, &rule.owner, &format!("firewall rule {}", rule.id))?;
+    let network = state.ip(&rule.ip_id).and_then(|i| i.network_id.clone());
+    let rule_id = rule.id.clone();
+    let job = ctx.start_job(
+        network,
+        Some(("FirewallRule", rule_id.clone())),
+        JobAction::DeleteFirewallRule { rule_id },
+    );
+    Ok(job_reply(&job))
+}
+
+/// Job: remove the rule (and forget it in an LB rule that opened it).
+pub fn finish_delete(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
+    state.firewall_rules.retain(|r| r.id != rule_id);
+    state.tags.retain(|t| t.resource_id != rule_id);
+    for lb in state
+        .lb_rules
+        .iter_mut()
+        .filter(|r| r.firewall_rule_id.as_deref() == Some(rule_id))
+    {
+        lb.firewall_rule_id = None;
+    }
+    Ok(success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_cidr;
+
+    #[test]
+    fn cidr_validation() {
+        for good in [
+            "0.0.0.0/0",
+            "10.0.0.0/8",
+            "192.168.1.7",
+            "::/0",
+            "fd00::/64",
+        ] {
+            assert!(check_cidr(good), "{good}");
+        }
+        for bad in ["10.0.0.0/33", " 10.0.0.0/8", "10.0.0/8", "fd00::/129", "x"] {
+            assert!(!check_cidr(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! Read-only infrastructure commands: zones, networks (with service capabilities),
+//! projects, capabilities and API discovery.
+
+use super::access::owner_fields;
+use super::{COMMANDS, Ctx, embedded_tags, like, tags_match};
+use crate::error::ApiError;
+use crate::response::{Page, list_body};
+use crate::scenario::LbProvider;
+use crate::state::{Network, State};
+use serde_json::{Map, Value, json};
+
+/// listZones.
+pub fn list_zones(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let page = ctx.page()?;
+    let p = ctx.params;
+    let id = p.uuid("id")?;
+    let ids = p.list("ids");
+    let items = ctx
+        .state
+        .zones
+        .iter()
+        .filter(|z| id.is_none_or(|i| i == z.id))
+        .filter(|z| ids.as_ref().is_none_or(|l| l.contains(&z.id)))
+        .filter(|z| p.text("name").is_none_or(|n| n == z.name))
+        .filter(|z| p.text("keyword").is_none_or(|k| like(&z.name, k)))
+        .map(|z| {
+            json!({
+                "id": z.id, "name": z.name, "networktype": "Advanced", "allocationstate": "Enabled",
+                "securitygroupsenabled": false, "localstorageenabled": false, "dns1": "8.8.8.8",
+                "internaldns1": "10.0.0.2", "guestcidraddress": "10.1.0.0/16", "type": "Core",
+                "tags": [],
+            })
+        })
+        .collect();
+    Ok(list_body("zone", items, page))
+}
+
+fn capability(name: &str, value: &str) -> Value {
+    json!({"name": name, "value": value, "canchooseservicecapability": false})
+}
+
+const STICKINESS_METHODS: &str = r#"[{"methodname":"LbCookie","paramlist":[{"paramname":"cookie-name","required":false,"isflag":false,"description":" "},{"paramname":"mode","required":false,"isflag":false,"description":" "},{"paramname":"nocache","required":false,"isflag":true,"description":" "},{"paramname":"indirect","required":false,"isflag":true,"description":" "},{"paramname":"postonly","required":false,"isflag":true,"description":" "},{"paramname":"domain","required":false,"isflag":false,"description":" "}],"description":"This is loadbalancer cookie based stickiness method."},{"methodname":"AppCookie","paramlist":[{"paramname":"cookie-name","required":false,"isflag":false,"description":" "},{"paramname":"length","required":false,"isflag":false,"description":" "},{"paramname":"holdtime","required":false,"isflag":false,"description":" "},{"paramname":"request-learn","required":false,"isflag":true,"description":" "},{"paramname":"prefix","required":false,"isflag":true,"description":" "},{"paramname":"mode","required":false,"isflag":false,"description":" "}],"description":"This is App session based sticky method. Define session stickiness on an existing application cookie. It can be used only for a specific http traffic"},{"methodname":"SourceBased","paramlist":[{"paramname":"tablesize","required":false,"isflag":false,"description":" "},{"paramname":"expire","required":false,"isflag":false,"description":" "}],"description":"This is source based Stickiness method, it can be used for any type of protocol."}]"#;
+
+/// Stickiness methods each provider supports.
+pub fn stickiness_methods(provider: LbProvider) -> &'static [&'static str] {
+    match provider {
+        LbProvider::VirtualRouter => &["LbCookie", "AppCookie", "SourceBased"],
+        LbProvider::Netscaler => &["LbCookie", "AppCookie", "SourceBased"],
+    }
+}
+
+/// The `service[]` array of a network, as `listNetworks` shows it.
+pub fn services(network: &Network) -> Value {
+    let router = if network.is_tier() {
+        "VpcVirtualRouter"
+    } else {
+        "VirtualRouter"
+    };
+    let mut lb_caps = vec![
+        capability("SupportedLBIsolation", "dedicated"),
+        capability("SupportedLbAlgorithms", "roundrobin,leastconn,source"),
+        capability("LbSchemes", "Public"),
+        capability("SupportedStickinessMethods", STICKINESS_METHODS),
+    ];
+    let lb_provider = match network.lb_provider {
+        LbProvider::VirtualRouter => {
+            lb_caps.push(capability("SupportedProtocols", "tcp, udp, tcp-proxy"));
+            lb_caps.push(capability("SslTermination", "true"));
+            router
+        }
+        LbProvider::Netscaler => {
+            lb_caps.push(capability("SupportedProtocols", "tcp,udp,tcp-proxy"));
+            lb_caps.push(capability("HealthCheckPolicy", "true"));
+            "Netscaler"
+        }
+    };
+    let plain = |name: &str| json!({"name": name, "provider": [{"name": router}]});
+    let mut list = vec![
+        json!({"name": "Lb", "capability": lb_caps, "provider": [{"name": lb_provider}]}),
+        json!({"name": "SourceNat", "capability": [capability("SupportedSourceNatTypes", "peraccount"), capability("RedundantRouter", "true")], "provider": [{"name": router}]}),
+        json!({"name": "PortForwarding", "capability": [capability("SupportedProtocols", "tcp,udp")], "provider": [{"name": router}]}),
+        plain("StaticNat"),
+        plain("Dhcp"),
+        plain("Dns"),
+        plain("UserData"),
+    ];
+    if network.is_tier() {
+        list.push(json!({"name": "NetworkACL", "capability": [capability("SupportedProtocols", "tcp,udp,icmp")], "provider": [{"name": router}]}));
+    } else {
+        list.push(json!({"name": "Firewall", "capability": [
+            capability("SupportedProtocols", "tcp,udp,icmp"),
+            capability("SupportedTrafficDirection", "ingress, egress"),
+            capability("MultipleIps", "true"),
+            capability("TrafficStatistics", "per public ip"),
+            capability("SupportedEgressProtocols", "tcp,udp,icmp, all"),
+        ], "provider": [{"name": router}]}));
+    }
+    Value::Array(list)
+}
+
+/// The `network` object.
+pub fn render_network(state: &State, n: &Network) -> Value {
+    let zone = state
+        .zone(&n.zone_id)
+        .map(|z| z.name.clone())
+        .unwrap_or_default();
+    let (base, prefix) = n.cidr.split_once('/').unwrap_or((&n.cidr, "24"));
+    let prefix: u32 = prefix.parse().unwrap_or(24);
+    let base: u32 = base
+        .parse::<std::net::Ipv4Addr>()
+        .map(u32::from)
+        .unwrap_or_default();
+    let mask = if prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - prefix.min(32))
+    };
+    let mut out = Map::new();
+    for (k, v) in [
+        ("id", json!(n.id)),
+        ("name", json!(n.name)),
+        ("displaytext", json!(n.name)),
+        ("type", json!("Isolated")),
+        ("traffictype", json!("Guest")),
+        ("broadcastdomaintype", json!("Vlan")),
+        ("state", json!("Implemented")),
+        ("cidr", json!(n.cidr)),
+        (
+            "gateway",
+            json!(std::net::Ipv4Addr::from(base + 1).to_string()),
+        ),
+        ("netmask", json!(std::net::Ipv4Addr::from(mask).to_string())),
+        ("zoneid", json!(n.zone_id)),
+        ("zonename", json!(zone)),
+        (
+            "networkofferingname",
+            json!(if n.is_tier() {
+                "DefaultIsolatedNetworkOfferingForVpcNetworks"
+            } else {
+                "DefaultIsolatedNetworkOfferingWithSourceNatService"
+            }),
+        ),
+        ("ispersistent", json!(false)),
+        ("restartrequired", json!(false)),
+        ("acltype", json!("Account")),
+        ("issystem", json!(false)),
+        ("service", services(n)),
+        ("tags", embedded_tags(state, "Network", &n.id)),
+    ] {
+        out.insert(k.into(), v);
+    }
+    if let Some(vpc) = n.vpc_id.as_ref().and_then(|v| state.vpc(v)) {
+        out.insert("vpcid".into(), json!(vpc.id));
+        out.insert("vpcname".into(), json!(vpc.name));
+    }
+    if let Some(acl) = n.acl_id.as_ref().and_then(|a| state.acl_list(a)) {
+        out.insert("aclid".into(), json!(acl.id));
+        out.insert("aclname".into(), json!(acl.name));
+    }
+    owner_fields(state, &n.owner, &mut out);
+    Value::Object(out)
+}
+
+/// listNetworks.
+pub fn list_networks(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let page = ctx.page()?;
+    let scope = ctx.scope()?;
+    let p = ctx.params;
+    let state = &*ctx.state;
+    let id = p.uuid("id")?;
+    let zone = p.uuid("zoneid")?;
+    let vpc = p.uuid("vpcid")?;
+    let mut items = Vec::new();
+    for n in &state.networks {
+        let keep = id.is_none_or(|i| i == n.id)
+            && (id.is_some() && ctx.caller.can_access(state, &n.owner) || scope.matches(&n.owner))
+            && zone.is_none_or(|z| z == n.zone_id)
+            && vpc.is_none_or(|v| n.vpc_id.as_deref() == Some(v))
+            && p.text("name").is_none_or(|x| x == n.name)
+            && p.text("type")
+                .is_none_or(|t| t.eq_ignore_ascii_case("Isolated"))
+            && p.bool("forvpc").is_none_or(|f| f == n.is_tier())
+            && p.text("keyword").is_none_or(|k| like(&n.name, k))
+            && tags_match(state, p, "Network", &n.id)?;
+        if keep {
+            items.push(render_network(state, n));
+        }
+    }
+    Ok(list_body("network", items, page))
+}
+
+/// listProjects.
+pub fn list_projects(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let page = ctx.page()?;
+    let p = ctx.params;
+    let state = &*ctx.state;
+    let id = p.uuid("id")?;
+    let items = state
+        .projects
+        .iter()
+        .filter(|x| id.is_none_or(|i| i == x.id))
+        .filter(|x| {
+            ctx.caller.is_admin() && p.bool("listall") == Some(true)
+                || x.members.contains(&ctx.caller.account)
+                || ctx.caller.is_admin() && id.is_some()
+        })
+        .filter(|x| p.text("name").is_none_or(|n| n == x.name))
+        .filter(|x| p.text("keyword").is_none_or(|k| like(&x.name, k)))
+        .map(|x| {
+            json!({
+                "id": x.id, "name": x.name, "displaytext": x.name, "state": "Active",
+                "domain": "ROOT", "domainid": state.domain_id,
+                "owner": x.members.iter().map(|m| json!({"account": m})).collect::<Vec<_>>(),
+                "projectaccountname": format!("PrjAcct-{}-1", x.name),
+                "vmlimit": "Unlimited", "iplimit": "Unlimited", "networklimit": "Unlimited",
+                "tags": embedded_tags(state, "Project", &x.id),
+            })
+        })
+        .collect();
+    Ok(list_body("project", items, page))
+}
+
+/// listCapabilities.
+pub fn list_capabilities(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let state = &*ctx.state;
+    let mut capability = json!({
+        "cloudstackversion": state.version.text,
+        "securitygroupsenabled": false,
+        "dynamicrolesenabled": true,
+        "userpublictemplateenabled": true,
+        "supportELB": "false",
+        "projectinviterequired": false,
+        "allowusercreateprojects": true,
+        "customdiskofferingminsize": 1,
+        "customdiskofferingmaxsize": 1024,
+        "regionsecondaryenabled": false,
+        "kvmsnapshotenabled": true,
+        "allowuserviewdestroyedvm": false,
+        "allowuserexpungerecovervm": false,
+        "allowuserexpungerecovervolume": false,
+        "allowuserviewalldomainaccounts": false,
+        "kubernetesserviceenabled": true,
+        "kubernetesclusterexperimentalfeaturesenabled": false,
+        "defaultuipagesize": 20,
+    });
+    if let Some(t) = &state.settings.throttle {
+        capability["apilimitinterval"] = json!(t.interval_secs);
+        capability["apilimitmax"] = json!(t.max);
+    }
+    Ok(json!({"capability": capability}))
+}
+
+/// listApis (names and async flags of the supported commands).
+pub fn list_apis(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let name = ctx.params.text("name");
+    let items = COMMANDS
+        .iter()
+        .filter(|c| name.is_none_or(|n| n == c.name))
+        .map(|c| json!({"name": c.name, "isasync": c.is_async, "params": [], "response": []}))
+        .collect();
+    Ok(list_body("api", items, Page::all()))
+}

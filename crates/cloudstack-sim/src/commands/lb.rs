@@ -1,0 +1,399 @@
+//! Load-balancer rules: list, create, update, delete (API.md §3.7–§3.10, §6).
+
+use super::access::owner_fields;
+use super::firewall::{check_cidr, port_conflict};
+use super::{
+    Ctx, create_reply, embedded_tags, job_reply, like, lookup, lookup_required, success, tags_match,
+};
+use crate::error::ApiError;
+use crate::jobs::JobAction;
+use crate::response::list_body;
+use crate::scenario::LbProvider;
+use crate::state::{FirewallRule, LbRule, State, new_id};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+const ALGORITHMS: &[&str] = &["roundrobin", "leastconn", "source"];
+const PROTOCOLS: &[&str] = &["tcp", "udp", "tcp-proxy"];
+
+/// The `loadbalancer`/`loadbalancerrule` object.
+pub fn render_rule(state: &State, rule: &LbRule) -> Value {
+    let ip = state.ip(&rule.ip_id);
+    let zone_id = ip.map(|i| i.zone_id.clone()).unwrap_or_default();
+    let zone = state
+        .zone(&zone_id)
+        .map(|z| z.name.clone())
+        .unwrap_or_default();
+    let mut out = Map::new();
+    for (k, v) in [
+        ("id", json!(rule.id)),
+        ("name", json!(rule.name)),
+        ("publicipid", json!(rule.ip_id)),
+        (
+            "publicip",
+            json!(ip.map(|i| i.address.clone()).unwrap_or_default()),
+        ),
+        ("publicport", json!(rule.public_port.to_string())),
+        ("privateport", json!(rule.private_port.to_string())),
+        ("algorithm", json!(rule.algorithm)),
+        ("protocol", json!(rule.protocol)),
+        ("state", json!(rule.state)),
+        ("networkid", json!(rule.network_id)),
+        ("zoneid", json!(zone_id)),
+        ("zonename", json!(zone)),
+        ("fordisplay", json!(true)),
+        ("tags", embedded_tags(state, "LoadBalancer", &rule.id)),
+    ] {
+        out.insert(k.into(), v);
+    }
+    if let Some(d) = &rule.description {
+        out.insert("description".into(), json!(d));
+    }
+    if state.version.at_least(4, 18) {
+        if let Some(cidrs) = &rule.cidrs {
+            out.insert("cidrlist".into(), json!(cidrs.join(" ")));
+        }
+    } else {
+        out.insert("cidrlist".into(), json!(""));
+    }
+    owner_fields(state, &rule.owner, &mut out);
+    Value::Object(out)
+}
+
+/// listLoadBalancerRules.
+pub fn list_load_balancer_rules(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let page = ctx.page()?;
+    let scope = ctx.scope()?;
+    let p = ctx.params;
+    let state = &*ctx.state;
+    let id = p.uuid("id")?;
+    let ip = p.uuid("publicipid")?;
+    let vm = p.uuid("virtualmachineid")?;
+    let network = p.uuid("networkid")?;
+    let zone = p.uuid("zoneid")?;
+    let mut items = Vec::new();
+    for rule in &state.lb_rules {
+        let keep = (scope.matches(&rule.owner)
+            || id.is_some() && ctx.caller.can_access(state, &rule.owner))
+            && id.is_none_or(|i| i == rule.id)
+            && p.text("name").is_none_or(|n| n == rule.name)
+            && p.text("keyword").is_none_or(|k| {
+                like(&rule.name, k) || rule.description.as_deref().is_some_and(|d| like(d, k))
+            })
+            && ip.is_none_or(|i| i == rule.ip_id)
+            && vm.is_none_or(|v| rule.members.iter().any(|m| m.vm_id == v))
+            && network.is_none_or(|n| n == rule.network_id)
+            && zone.is_none_or(|z| state.ip(&rule.ip_id).is_some_and(|i| i.zone_id == z))
+            && tags_match(state, p, "LoadBalancer", &rule.id)?;
+        if keep {
+            items.push(render_rule(state, rule));
+        }
+    }
+    Ok(list_body("loadbalancerrule", items, page))
+}
+
+fn port(command: &str, name: &str, value: i64) -> Result<u16, ApiError> {
+    u16::try_from(value).ok().filter(|p| *p > 0).ok_or_else(|| {
+        let _ = command;
+        ApiError::param(format!("{name} is an invalid value: {value}"))
+    })
+}
+
+fn check_algorithm(algorithm: &str) -> Result<(), ApiError> {
+    if ALGORITHMS.contains(&algorithm) {
+        Ok(())
+    } else {
+        Err(ApiError::param(format!("Invalid algorithm: {algorithm}")))
+    }
+}
+
+/// Provider validation (`validateLBRule`): the Virtual Router takes no UDP since 4.15 and
+/// never public port 8081 (HAProxy stats).
+fn check_provider(
+    state: &State,
+    provider: LbProvider,
+    protocol: &str,
+    public_port: u16,
+) -> Result<(), ApiError> {
+    let unsupported = match provider {
+        LbProvider::VirtualRouter => {
+            (protocol == "udp" && state.version.at_least(4, 15)) || public_port == 8081
+        }
+        LbProvider::Netscaler => false,
+    };
+    if unsupported {
+        Err(ApiError::param_bare(
+            "LB service provider cannot support this rule",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Parses and validates a `cidrlist` parameter.
+fn cidrs_param(ctx: &Ctx<'_>) -> Result<Option<Vec<String>>, ApiError> {
+    let Some(list) = ctx.params.list("cidrlist") else {
+        return Ok(None);
+    };
+    for cidr in &list {
+        if !check_cidr(cidr) {
+            return Err(ApiError::param(format!("CIDR [{cidr}] is invalid.")));
+        }
+    }
+    Ok(Some(list))
+}
+
+/// createLoadBalancerRule: validated and stored (state `Add`) at once, applied by the job.
+pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let p = ctx.params;
+    let state = &*ctx.state;
+    let name = p.required("name")?.to_owned();
+    let algorithm = p.required("algorithm")?.to_owned();
+    let private_port = port(&p.command, "privateport", p.required_int("privateport")?)?;
+    let public_port = port(&p.command, "publicport", p.required_int("publicport")?)?;
+    let ip = lookup_required(p, "publicipid", |id| state.ip(id))?;
+    check_algorithm(&algorithm)?;
+    let protocol = p.text("protocol").unwrap_or("tcp").trim().to_lowercase();
+    if !PROTOCOLS.contains(&protocol.as_str()) {
+        return Err(ApiError::param(format!("Invalid protocol: {protocol}")));
+    }
+    let owner = ip.owner.clone().ok_or_else(|| {
+        ApiError::param(format!(
+            "Unable to create load balancer rule; IP address {} is not allocated",
+            ip.address
+        ))
+    })?;
+    ctx.caller
+        .check(state, &owner, &format!("IP address {}", ip.address))?;
+    if ip.static_nat_vm.is_some() {
+        return Err(ApiError::param(format!(
+            "Can't do load balance on ip address: {}",
+            ip.address
+        )));
+    }
+    let requested_network = lookup(p, "networkid", |id| state.network(id))?;
+    let network = match (&ip.network_id, requested_network) {
+        (Some(n), _) => state
+            .network(n)
+            .ok_or_else(|| ApiError::internal("network vanished"))?,
+        (None, Some(n)) if ip.vpc_id.is_some() && n.vpc_id == ip.vpc_id => n,
+        (None, Some(n)) => {
+            return Err(ApiError::param(format!(
+                "Network {} is not a tier of the IP address's VPC",
+                n.id
+            )));
+        }
+        (None, None) => {
+            return Err(ApiError::param(format!(
+                "Unable to create load balancer rule; the IP address {} is not associated with any network, specify networkid",
+                ip.address
+            )));
+        }
+    };
+    let in_vpc = ip.vpc_id.is_some();
+    let open_firewall = match p.bool("openfirewall") {
+        Some(true) if in_vpc => {
+            return Err(ApiError::param(
+                "Can't have openFirewall=true when IP address belongs to VPC",
+            ));
+        }
+        Some(v) => v,
+        None => !in_vpc,
+    };
+    let cidrs = if state.version.at_least(4, 18) {
+        cidrs_param(ctx)?
+    } else {
+        None
+    };
+    check_provider(state, network.lb_provider, &protocol, public_port)?;
+    let start = i64::from(public_port);
+    for other in state
+        .lb_rules
+        .iter()
+        .filter(|r| r.ip_id == ip.id && r.public_port == public_port)
+    {
+        return Err(ApiError::conflict(format!(
+            "The range specified, {start}-{start}, conflicts with rule {} which has {start}-{start}",
+            other.id
+        )));
+    }
+    let firewall = if open_firewall {
+        port_conflict(state, &ip.id, "tcp", Some(start), Some(start), None)?;
+        Some(FirewallRule {
+            id: new_id(),
+            ip_id: ip.id.clone(),
+            protocol: "tcp".into(),
+            start_port: Some(start),
+            end_port: Some(start),
+            icmp_type: None,
+            icmp_code: None,
+            cidrs: vec!["0.0.0.0/0".into()],
+            state: "Add".into(),
+            owner: owner.clone(),
+        })
+    } else {
+        None
+    };
+    let rule = LbRule {
+        id: new_id(),
+        name,
+        description: p.text("description").map(str::to_owned),
+        ip_id: ip.id.clone(),
+        network_id: network.id.clone(),
+        public_port,
+        private_port,
+        algorithm,
+        protocol,
+        cidrs,
+        state: "Add".into(),
+        members: vec![],
+        firewall_rule_id: firewall.as_ref().map(|f| f.id.clone()),
+        owner,
+    };
+    let (ip_id, network_id, rule_id) = (ip.id.clone(), network.id.clone(), rule.id.clone());
+    if let Some(ip) = ctx.state.ips.iter_mut().find(|i| i.id == ip_id) {
+        ip.network_id.get_or_insert(network_id.clone());
+    }
+    ctx.state.firewall_rules.extend(firewall);
+    ctx.state.lb_rules.push(rule);
+    let job = ctx.start_job(
+        Some(network_id),
+        Some(("FirewallRule", rule_id.clone())),
+        JobAction::CreateLbRule {
+            rule_id: rule_id.clone(),
+        },
+    );
+    Ok(create_reply(&rule_id, &job))
+}
+
+/// Job: the rule is applied.
+pub fn finish_create(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
+    let rule = state
+        .lb_rule(rule_id)
+        .cloned()
+        .ok_or_else(|| ApiError::internal("Load balancer rule vanished"))?;
+    let result = json!({"loadbalancer": render_rule(state, &rule)});
+    if let Some(r) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
+        r.state = "Active".into();
+    }
+    if let Some(fw) = state
+        .firewall_rules
+        .iter_mut()
+        .find(|f| Some(&f.id) == rule.firewall_rule_id.as_ref())
+    {
+        fw.state = "Active".into();
+    }
+    Ok(result)
+}
+
+/// updateLoadBalancerRule (`cidrlist` only from 4.22; ignored before, like an unknown parameter).
+pub fn update_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let p = ctx.params;
+    let state = &*ctx.state;
+    let rule = lookup_required(p, "id", |id| state.lb_rule(id))?;
+    ctx.caller.check(
+        state,
+        &rule.owner,
+        &format!("load balancer rule {}", rule.id),
+    )?;
+    let mut changes = BTreeMap::new();
+    for field in ["name", "description", "algorithm", "protocol"] {
+        if let Some(v) = p.text(field) {
+            changes.insert(field.to_owned(), v.to_owned());
+        }
+    }
+    if let Some(a) = changes.get("algorithm") {
+        check_algorithm(a)?;
+    }
+    if let Some(proto) = changes.get_mut("protocol") {
+        *proto = proto.trim().to_lowercase();
+        if !PROTOCOLS.contains(&proto.as_str()) {
+            return Err(ApiError::param(format!("Invalid protocol: {proto}")));
+        }
+        let provider = state
+            .network(&rule.network_id)
+            .map(|n| n.lb_provider)
+            .unwrap_or_default();
+        check_provider(state, provider, proto, rule.public_port)?;
+    }
+    if state.version.at_least(4, 22) {
+        if let Some(cidrs) = cidrs_param(ctx)? {
+            changes.insert("cidrlist".into(), cidrs.join(" "));
+        }
+    }
+    let (rule_id, network) = (rule.id.clone(), rule.network_id.clone());
+    let job = ctx.start_job(
+        Some(network),
+        Some(("FirewallRule", rule_id.clone())),
+        JobAction::UpdateLbRule { rule_id, changes },
+    );
+    Ok(job_reply(&job))
+}
+
+/// Job: apply the changes.
+pub fn finish_update(
+    state: &mut State,
+    rule_id: &str,
+    changes: &BTreeMap<String, String>,
+) -> Result<Value, ApiError> {
+    let rule = state
+        .lb_rules
+        .iter_mut()
+        .find(|r| r.id == rule_id)
+        .ok_or_else(|| ApiError::internal("Load balancer rule vanished"))?;
+    for (field, value) in changes {
+        match field.as_str() {
+            "name" => rule.name = value.clone(),
+            "description" => rule.description = Some(value.clone()),
+            "algorithm" => rule.algorithm = value.clone(),
+            "protocol" => rule.protocol = value.clone(),
+            "cidrlist" => rule.cidrs = Some(value.split(' ').map(str::to_owned).collect()),
+            _ => {}
+        }
+    }
+    let rule = rule.clone();
+    Ok(json!({"loadbalancer": render_rule(state, &rule)}))
+}
+
+/// deleteLoadBalancerRule.
+pub fn delete_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let state = &*ctx.state;
+    let rule = lookup_required(ctx.params, "id", |id| state.lb_rule(id))?;
+    ctx.caller.check(
+        state,
+        &rule.owner,
+        &format!("load balancer rule {}", rule.id),
+    )?;
+    let (rule_id, network) = (rule.id.clone(), rule.network_id.clone());
+    let job = ctx.start_job(
+        Some(network),
+        Some(("FirewallRule", rule_id.clone())),
+        JobAction::DeleteLbRule { rule_id },
+    );
+    Ok(job_reply(&job))
+}
+
+/// Job: remove the rule.
+pub fn finish_delete(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
+    if state.lb_rule(rule_id).is_none() {
+        return Err(ApiError::param(format!(
+            "Unable to find load balancer rule {rule_id}"
+        )));
+    }
+    remove_rule(state, rule_id);
+    Ok(success())
+}
+
+/// Removes a rule with its members, policies, tags and `openfirewall` firewall rule.
+pub fn remove_rule(state: &mut State, rule_id: &str) {
+    let Some(pos) = state.lb_rules.iter().position(|r| r.id == rule_id) else {
+        return;
+    };
+    let rule = state.lb_rules.remove(pos);
+    if let Some(fw) = rule.firewall_rule_id {
+        state.firewall_rules.retain(|f| f.id != fw);
+        state.tags.retain(|t| t.resource_id != fw);
+    }
+    state.policies.retain(|p| p.rule_id != rule_id);
+    state.tags.retain(|t| t.resource_id != rule_id);
+}

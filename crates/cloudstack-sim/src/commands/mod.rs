@@ -1,0 +1,322 @@
+//! The API commands: a registry (name → handler), the per-call context, and shared filters.
+
+pub mod access;
+mod acl;
+mod firewall;
+mod infra;
+mod ips;
+mod jobs_cmd;
+mod lb;
+mod lb_members;
+mod policies;
+mod tags;
+mod vms;
+
+use crate::error::ApiError;
+use crate::jobs::{JobAction, NewJob};
+use crate::params::Params;
+use crate::response::Page;
+use crate::state::State;
+use access::{Caller, Scope};
+use serde_json::{Value, json};
+
+/// Fault plan applied to the jobs a call starts.
+#[derive(Clone, Debug, Default)]
+pub struct JobFaults {
+    /// Probability that a job fails with 530.
+    pub failure_rate: f64,
+    /// Probability that a job never finishes.
+    pub never_finish_rate: f64,
+}
+
+/// Everything a command handler needs.
+pub struct Ctx<'a> {
+    /// The cloud.
+    pub state: &'a mut State,
+    /// Who calls.
+    pub caller: Caller,
+    /// The request parameters.
+    pub params: &'a Params,
+    /// Job faults to apply.
+    pub job_faults: JobFaults,
+    /// Jobs started by this call (the server starts their runners).
+    pub new_jobs: Vec<String>,
+}
+
+impl Ctx<'_> {
+    /// The requested page, validated.
+    pub fn page(&self) -> Result<Page, ApiError> {
+        Page::from_params(self.params, self.state.settings.max_page_size)
+    }
+
+    /// The list scope of this call.
+    pub fn scope(&self) -> Result<Scope, ApiError> {
+        Scope::of(self.state, &self.caller, self.params)
+    }
+
+    /// Queues a job (behind others on `network_id`) and returns its id.
+    pub fn start_job(
+        &mut self,
+        network_id: Option<String>,
+        instance: Option<(&'static str, String)>,
+        action: JobAction,
+    ) -> String {
+        self.start_job_with(network_id, instance, action, None)
+    }
+
+    /// Like [`Ctx::start_job`]; a `failure` makes the job fail with that error when it runs.
+    pub fn start_job_with(
+        &mut self,
+        network_id: Option<String>,
+        instance: Option<(&'static str, String)>,
+        action: JobAction,
+        failure: Option<ApiError>,
+    ) -> String {
+        let never = rand::random::<f64>() < self.job_faults.never_finish_rate;
+        let failure = failure.or_else(|| {
+            (rand::random::<f64>() < self.job_faults.failure_rate).then(|| {
+                ApiError::internal(format!("Simulated failure of job {}", self.params.command))
+            })
+        });
+        let (instance_type, instance_id) = match instance {
+            Some((t, id)) => (Some(t), Some(id)),
+            None => (None, None),
+        };
+        let id = self.state.enqueue_job(
+            NewJob {
+                command: self.params.command.clone(),
+                account: self.caller.account.clone(),
+                network_id,
+                instance_type,
+                instance_id,
+                action,
+            },
+            never,
+            failure,
+        );
+        self.new_jobs.push(id.clone());
+        id
+    }
+}
+
+/// A command handler.
+pub type Handler = fn(&mut Ctx<'_>) -> Result<Value, ApiError>;
+
+/// A supported API command.
+pub struct Command {
+    /// API name (case-sensitive).
+    pub name: &'static str,
+    /// Handler.
+    pub run: Handler,
+    /// Async (returns a job id).
+    pub is_async: bool,
+}
+
+const fn sync(name: &'static str, run: Handler) -> Command {
+    Command {
+        name,
+        run,
+        is_async: false,
+    }
+}
+
+const fn job(name: &'static str, run: Handler) -> Command {
+    Command {
+        name,
+        run,
+        is_async: true,
+    }
+}
+
+/// Every supported command.
+pub const COMMANDS: &[Command] = &[
+    sync("listVirtualMachines", vms::list_virtual_machines),
+    sync("listZones", infra::list_zones),
+    sync("listNetworks", infra::list_networks),
+    sync("listProjects", infra::list_projects),
+    sync("listCapabilities", infra::list_capabilities),
+    sync("listApis", infra::list_apis),
+    sync("listPublicIpAddresses", ips::list_public_ip_addresses),
+    job("associateIpAddress", ips::associate_ip_address),
+    job("disassociateIpAddress", ips::disassociate_ip_address),
+    sync("listLoadBalancerRules", lb::list_load_balancer_rules),
+    job("createLoadBalancerRule", lb::create_load_balancer_rule),
+    job("updateLoadBalancerRule", lb::update_load_balancer_rule),
+    job("deleteLoadBalancerRule", lb::delete_load_balancer_rule),
+    job(
+        "assignToLoadBalancerRule",
+        lb_members::assign_to_load_balancer_rule,
+    ),
+    job(
+        "removeFromLoadBalancerRule",
+        lb_members::remove_from_load_balancer_rule,
+    ),
+    sync(
+        "listLoadBalancerRuleInstances",
+        lb_members::list_load_balancer_rule_instances,
+    ),
+    sync("listFirewallRules", firewall::list_firewall_rules),
+    job("createFirewallRule", firewall::create_firewall_rule),
+    job("deleteFirewallRule", firewall::delete_firewall_rule),
+    sync("listNetworkACLLists", acl::list_network_acl_lists),
+    sync("listNetworkACLs", acl::list_network_acls),
+    job("createNetworkACL", acl::create_network_acl),
+    job("deleteNetworkACL", acl::delete_network_acl),
+    job("createTags", tags::create_tags),
+    job("deleteTags", tags::delete_tags),
+    sync("listTags", tags::list_tags),
+    sync(
+        "listLBHealthCheckPolicies",
+        policies::list_health_check_policies,
+    ),
+    job(
+        "createLBHealthCheckPolicy",
+        policies::create_health_check_policy,
+    ),
+    job("deleteLBHealthCheckPolicy", policies::delete_policy),
+    sync(
+        "listLBStickinessPolicies",
+        policies::list_stickiness_policies,
+    ),
+    job(
+        "createLBStickinessPolicy",
+        policies::create_stickiness_policy,
+    ),
+    job("deleteLBStickinessPolicy", policies::delete_policy),
+    sync("queryAsyncJobResult", jobs_cmd::query_async_job_result),
+    sync("listAsyncJobs", jobs_cmd::list_async_jobs),
+];
+
+/// The command named exactly `name`.
+pub fn find(name: &str) -> Option<&'static Command> {
+    COMMANDS.iter().find(|c| c.name == name)
+}
+
+/// True for commands that change state (everything but `list*`/`query*`).
+pub fn is_mutating(name: &str) -> bool {
+    !(name.starts_with("list") || name.starts_with("query"))
+}
+
+/// Runs the work of a job at its completion time.
+pub fn run_job_action(state: &mut State, action: &JobAction) -> Result<Value, ApiError> {
+    match action {
+        JobAction::AssociateIp { ip_id } => ips::finish_associate(state, ip_id),
+        JobAction::DisassociateIp { ip_id } => ips::finish_disassociate(state, ip_id),
+        JobAction::CreateLbRule { rule_id } => lb::finish_create(state, rule_id),
+        JobAction::UpdateLbRule { rule_id, changes } => lb::finish_update(state, rule_id, changes),
+        JobAction::DeleteLbRule { rule_id } => lb::finish_delete(state, rule_id),
+        JobAction::AssignToLbRule { rule_id, members } => {
+            lb_members::finish_assign(state, rule_id, members)
+        }
+        JobAction::RemoveFromLbRule { rule_id, members } => {
+            lb_members::finish_remove(state, rule_id, members)
+        }
+        JobAction::CreateFirewallRule { rule_id } => firewall::finish_create(state, rule_id),
+        JobAction::DeleteFirewallRule { rule_id } => firewall::finish_delete(state, rule_id),
+        JobAction::CreateNetworkAcl { item_id } => acl::finish_create(state, item_id),
+        JobAction::DeleteNetworkAcl { item_id } => acl::finish_delete(state, item_id),
+        JobAction::CreateTags {
+            resource_type,
+            resource_ids,
+            tags,
+            customer,
+        } => tags::finish_create(state, resource_type, resource_ids, tags, customer),
+        JobAction::DeleteTags {
+            resource_type,
+            resource_ids,
+            tags,
+        } => tags::finish_delete(state, resource_type, resource_ids, tags),
+        JobAction::CreatePolicy { policy_id } => policies::finish_create(state, policy_id),
+        JobAction::DeletePolicy { policy_id } => policies::finish_delete(state, policy_id),
+    }
+}
+
+/// Undoes the create phase of a job that failed (the entity it created disappears).
+pub fn roll_back_job(state: &mut State, action: &JobAction) {
+    match action {
+        JobAction::AssociateIp { ip_id } => ips::release(state, ip_id),
+        JobAction::CreateLbRule { rule_id } => lb::remove_rule(state, rule_id),
+        JobAction::CreateFirewallRule { rule_id } => {
+            state.firewall_rules.retain(|r| &r.id != rule_id)
+        }
+        JobAction::CreateNetworkAcl { item_id } => state.acl_items.retain(|r| &r.id != item_id),
+        JobAction::CreatePolicy { policy_id } => state.policies.retain(|p| &p.id != policy_id),
+        _ => {}
+    }
+}
+
+/// `{"success":true}`, the result of delete-type jobs.
+pub fn success() -> Value {
+    json!({"success": true})
+}
+
+/// `{"jobid": …}`.
+pub fn job_reply(job_id: &str) -> Value {
+    json!({"jobid": job_id})
+}
+
+/// `{"id": …, "jobid": …}` of the create-type commands.
+pub fn create_reply(id: &str, job_id: &str) -> Value {
+    json!({"id": id, "jobid": job_id})
+}
+
+/// LIKE `%keyword%`, case-insensitive (MySQL default collation).
+pub fn like(haystack: &str, needle: &str) -> bool {
+    haystack.to_lowercase().contains(&needle.to_lowercase())
+}
+
+/// The `tags[i].key/value` filter of list calls: OR across the pairs, each key AND value.
+pub fn tags_match(
+    state: &State,
+    params: &Params,
+    resource_type: &str,
+    resource_id: &str,
+) -> Result<bool, ApiError> {
+    let wanted = params.map("tags")?;
+    if wanted.is_empty() {
+        return Ok(true);
+    }
+    Ok(wanted.values().any(|pair| {
+        state.tags.iter().any(|t| {
+            t.resource_type == resource_type
+                && t.resource_id == resource_id
+                && pair.get("key").is_none_or(|k| k == &t.key)
+                && pair.get("value").is_none_or(|v| v == &t.value)
+        })
+    }))
+}
+
+/// The `tags` array embedded in resource responses.
+pub fn embedded_tags(state: &State, resource_type: &str, resource_id: &str) -> Value {
+    Value::Array(
+        state
+            .tags
+            .iter()
+            .filter(|t| t.resource_type == resource_type && t.resource_id == resource_id)
+            .map(|t| tags::render_tag(state, t))
+            .collect(),
+    )
+}
+
+/// Looks up an entity by a UUID parameter; an unknown id gives the server's 431 text.
+pub fn lookup<'s, T>(
+    params: &Params,
+    name: &str,
+    find: impl FnOnce(&str) -> Option<&'s T>,
+) -> Result<Option<&'s T>, ApiError> {
+    match params.uuid(name)? {
+        None => Ok(None),
+        Some(id) => find(id)
+            .map(Some)
+            .ok_or_else(|| ApiError::invalid_uuid(&params.command, name, id)),
+    }
+}
+
+/// Like [`lookup`] for a required parameter.
+pub fn lookup_required<'s, T>(
+    params: &Params,
+    name: &str,
+    find: impl FnOnce(&str) -> Option<&'s T>,
+) -> Result<&'s T, ApiError> {
+    lookup(params, name, find)?.ok_or_else(|| ApiError::missing(&params.command, name))
+}

@@ -1,0 +1,233 @@
+//! listVirtualMachines and the `virtualmachine` object with its `details` groups (API.md §3.1).
+
+use super::access::owner_fields;
+use super::{Ctx, embedded_tags, like, tags_match};
+use crate::error::ApiError;
+use crate::response::list_body;
+use crate::state::{State, Vm};
+use serde_json::{Map, Value, json};
+
+const DETAILS: &[&str] = &[
+    "all", "group", "nics", "stats", "secgrp", "tmpl", "servoff", "diskoff", "backoff", "iso",
+    "volume", "min", "affgrp",
+];
+
+/// Which optional groups of fields a VM response includes.
+#[derive(Clone, Copy, Debug)]
+pub struct VmDetails {
+    nics: bool,
+    servoff: bool,
+    stats: bool,
+    tmpl: bool,
+}
+
+impl VmDetails {
+    /// Everything (`details` absent or `all`).
+    pub fn all() -> Self {
+        Self {
+            nics: true,
+            servoff: true,
+            stats: true,
+            tmpl: true,
+        }
+    }
+
+    fn parse(list: Option<Vec<String>>) -> Result<Self, ApiError> {
+        let Some(list) = list else {
+            return Ok(Self::all());
+        };
+        if let Some(bad) = list
+            .iter()
+            .find(|d| !DETAILS.contains(&d.to_lowercase().as_str()))
+        {
+            return Err(ApiError::param(format!(
+                "The details parameter contains a non permitted value {bad}. The allowed values are {}",
+                DETAILS.join(", ")
+            )));
+        }
+        let has = |d: &str| {
+            list.iter()
+                .any(|x| x.eq_ignore_ascii_case(d) || x.eq_ignore_ascii_case("all"))
+        };
+        Ok(Self {
+            nics: has("nics"),
+            servoff: has("servoff"),
+            stats: has("stats"),
+            tmpl: has("tmpl"),
+        })
+    }
+}
+
+/// The `nic` objects of a VM.
+fn render_nics(state: &State, vm: &Vm) -> Value {
+    let nics = vm.nics.iter().map(|nic| {
+        let network = state.network(&nic.network_id);
+        let (base, prefix) = network.map(|n| n.cidr.as_str()).unwrap_or("0.0.0.0/24").split_once('/').unwrap_or(("0.0.0.0", "24"));
+        let prefix: u32 = prefix.parse().unwrap_or(24);
+        let base: u32 = base.parse::<std::net::Ipv4Addr>().map(u32::from).unwrap_or_default();
+        let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix.min(32)) };
+        let mut out = json!({
+            "id": nic.id, "networkid": nic.network_id,
+            "networkname": network.map(|n| n.name.clone()).unwrap_or_default(),
+            "ipaddress": nic.ipv4, "netmask": std::net::Ipv4Addr::from(mask).to_string(),
+            "gateway": std::net::Ipv4Addr::from(base + 1).to_string(),
+            "macaddress": nic.mac, "isdefault": nic.isdefault, "traffictype": "Guest", "type": "Isolated",
+            "secondaryip": [], "extradhcpoption": [],
+        });
+        if let Some(v6) = &nic.ipv6 {
+            out["ip6address"] = json!(v6);
+            out["ip6cidr"] = json!("fd00::/64");
+            out["ip6gateway"] = json!("fd00::1");
+        }
+        if let Some(vpc) = network.and_then(|n| n.vpc_id.as_ref()).and_then(|v| state.vpc(v)) {
+            out["vpcid"] = json!(vpc.id);
+            out["vpcname"] = json!(vpc.name);
+        }
+        out
+    });
+    Value::Array(nics.collect())
+}
+
+/// The `virtualmachine` object.
+pub fn render_vm(state: &State, vm: &Vm, details: VmDetails, admin: bool) -> Value {
+    let zone = state
+        .zone(&vm.zone_id)
+        .map(|z| z.name.clone())
+        .unwrap_or_default();
+    let mut out = Map::new();
+    for (k, v) in [
+        ("id", json!(vm.id)),
+        ("name", json!(vm.name)),
+        ("displayname", json!(vm.name)),
+        ("state", json!(vm.state)),
+        ("created", json!(vm.created)),
+        ("zoneid", json!(vm.zone_id)),
+        ("zonename", json!(zone)),
+        ("hypervisor", json!("Simulator")),
+        ("haenable", json!(false)),
+        ("displayvm", json!(true)),
+        ("isdynamicallyscalable", json!(false)),
+        ("guestosid", json!("00000000-0000-4000-8000-000000000001")),
+        ("osdisplayname", json!("Ubuntu 22.04 LTS")),
+        ("tags", embedded_tags(state, "UserVm", &vm.id)),
+    ] {
+        out.insert(k.into(), v);
+    }
+    owner_fields(state, &vm.owner, &mut out);
+    if let Some(account) = state
+        .accounts
+        .iter()
+        .find(|a| matches!(&vm.owner, crate::state::Owner::Account(n) if n == &a.name))
+    {
+        out.insert("userid".into(), json!(account.user_id));
+        out.insert("username".into(), json!(account.name));
+    }
+    if admin {
+        out.insert(
+            "instancename".into(),
+            json!(format!("i-2-{}-VM", &vm.id[..8])),
+        );
+        out.insert(
+            "hostid".into(),
+            json!("00000000-0000-4000-8000-0000000000aa"),
+        );
+        out.insert("hostname".into(), json!("SimulatedHost-1"));
+    }
+    if let Some(ip) = state
+        .ips
+        .iter()
+        .find(|i| i.static_nat_vm.as_deref() == Some(&vm.id))
+    {
+        out.insert("publicip".into(), json!(ip.address));
+        out.insert("publicipid".into(), json!(ip.id));
+    }
+    if details.servoff {
+        if let Some(o) = state.offerings.iter().find(|o| o.id == vm.offering_id) {
+            out.insert("serviceofferingid".into(), json!(o.id));
+            out.insert("serviceofferingname".into(), json!(o.name));
+            out.insert("cpunumber".into(), json!(o.cpu));
+            out.insert("cpuspeed".into(), json!(2000));
+            out.insert("memory".into(), json!(o.memory));
+        }
+    }
+    if details.tmpl {
+        out.insert(
+            "templateid".into(),
+            json!("00000000-0000-4000-8000-0000000000bb"),
+        );
+        out.insert("templatename".into(), json!("ubuntu-22.04"));
+        out.insert("templatedisplaytext".into(), json!("Ubuntu 22.04"));
+        out.insert("passwordenabled".into(), json!(false));
+    }
+    if details.stats {
+        out.insert("cpuused".into(), json!("1%"));
+        out.insert("networkkbsread".into(), json!(0));
+        out.insert("networkkbswrite".into(), json!(0));
+    }
+    if details.nics {
+        out.insert("nic".into(), render_nics(state, vm));
+    }
+    Value::Object(out)
+}
+
+/// True when `vm` passes the `state` filter (`Present` = not Destroyed/Expunging).
+fn state_matches(vm: &Vm, wanted: Option<&str>) -> bool {
+    match wanted {
+        None => !matches!(vm.state.as_str(), "Destroyed" | "Expunging"),
+        Some(w) if w.eq_ignore_ascii_case("present") => {
+            !matches!(vm.state.as_str(), "Destroyed" | "Expunging")
+        }
+        Some(w) => w.eq_ignore_ascii_case(&vm.state),
+    }
+}
+
+/// listVirtualMachines.
+pub fn list_virtual_machines(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let page = ctx.page()?;
+    let scope = ctx.scope()?;
+    let p = ctx.params;
+    let state = &*ctx.state;
+    let details = VmDetails::parse(p.list("details"))?;
+    let id = p.uuid("id")?;
+    if id.is_some() && p.text("ids").is_some() {
+        return Err(ApiError::param(
+            "id and ids are mutually exclusive, specify only one",
+        ));
+    }
+    let ids = p.list("ids");
+    let zone = p.uuid("zoneid")?;
+    let network = p.uuid("networkid")?;
+    let vpc = p.uuid("vpcid")?;
+    let exact_name = state.version.at_least(4, 19);
+    let mut items = Vec::new();
+    for vm in &state.vms {
+        let keep = scope.matches(&vm.owner)
+            && id.is_none_or(|i| i == vm.id)
+            && ids.as_ref().is_none_or(|l| l.contains(&vm.id))
+            && state_matches(vm, p.text("state"))
+            && zone.is_none_or(|z| z == vm.zone_id)
+            && network.is_none_or(|n| vm.nics.iter().any(|nic| nic.network_id == n))
+            && vpc.is_none_or(|v| {
+                vm.nics.iter().any(|nic| {
+                    state
+                        .network(&nic.network_id)
+                        .is_some_and(|n| n.vpc_id.as_deref() == Some(v))
+                })
+            })
+            && p.text("name").is_none_or(|n| {
+                if exact_name {
+                    n.eq_ignore_ascii_case(&vm.name)
+                } else {
+                    like(&vm.name, n)
+                }
+            })
+            && p.text("keyword").is_none_or(|k| {
+                like(&vm.name, k) || vm.nics.iter().any(|nic| nic.ipv4.contains(k))
+            })
+            && tags_match(state, p, "UserVm", &vm.id)?;
+        if keep {
+            items.push(render_vm(state, vm, details, ctx.caller.is_admin()));
+        }
+    }
+    Ok(list_body("virtualmachine", items, page))
+}

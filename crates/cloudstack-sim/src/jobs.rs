@@ -1,0 +1,278 @@
+//! Async jobs: records, the per-network run queue, and the `AsyncJobResponse` rendering.
+
+use crate::error::ApiError;
+use crate::state::{Member, State, new_id, now_text};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// What a job does when it runs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum JobAction {
+    /// Finish associating an allocated IP.
+    AssociateIp { ip_id: String },
+    /// Release an IP and its rules.
+    DisassociateIp { ip_id: String },
+    /// Activate a created LB rule (and its firewall rule).
+    CreateLbRule { rule_id: String },
+    /// Change an LB rule.
+    UpdateLbRule {
+        rule_id: String,
+        changes: BTreeMap<String, String>,
+    },
+    /// Delete an LB rule.
+    DeleteLbRule { rule_id: String },
+    /// Add members.
+    AssignToLbRule {
+        rule_id: String,
+        members: Vec<Member>,
+    },
+    /// Remove members.
+    RemoveFromLbRule {
+        rule_id: String,
+        members: Vec<Member>,
+    },
+    /// Activate a firewall rule.
+    CreateFirewallRule { rule_id: String },
+    /// Delete a firewall rule.
+    DeleteFirewallRule { rule_id: String },
+    /// Activate an ACL item.
+    CreateNetworkAcl { item_id: String },
+    /// Delete an ACL item.
+    DeleteNetworkAcl { item_id: String },
+    /// Add tags.
+    CreateTags {
+        resource_type: String,
+        resource_ids: Vec<String>,
+        tags: Vec<(String, String)>,
+        customer: Option<String>,
+    },
+    /// Remove tags (all of the resources' tags when `tags` is empty).
+    DeleteTags {
+        resource_type: String,
+        resource_ids: Vec<String>,
+        tags: Vec<(String, Option<String>)>,
+    },
+    /// Activate an LB policy.
+    CreatePolicy { policy_id: String },
+    /// Delete an LB policy.
+    DeletePolicy { policy_id: String },
+}
+
+/// An async job.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Job {
+    /// Job id.
+    pub id: String,
+    /// API command that started it.
+    pub command: String,
+    /// Owner account name.
+    pub account: String,
+    /// Owner account id.
+    pub account_id: String,
+    /// User id.
+    pub user_id: String,
+    /// `jobinstancetype`.
+    pub instance_type: Option<String>,
+    /// `jobinstanceid`.
+    pub instance_id: Option<String>,
+    /// 0 pending, 1 succeeded, 2 failed.
+    pub status: u8,
+    /// 0, or the error code.
+    pub result_code: u16,
+    /// `jobresult`.
+    pub result: Option<Value>,
+    /// Creation date.
+    pub created: String,
+    /// Completion date.
+    pub completed: Option<String>,
+    /// Network whose queue the job waits in.
+    pub network_id: Option<String>,
+    /// The work.
+    pub action: JobAction,
+    /// Creation time, ms since the Unix epoch.
+    pub created_ms: u64,
+    /// When it may start (its network's previous job done).
+    pub start_ms: u64,
+    /// When it completes; `None` for a job that never finishes (fault injection).
+    pub finish_ms: Option<u64>,
+    /// When it actually completed.
+    pub completed_ms: Option<u64>,
+    /// Fail with this error instead of running (fault injection).
+    pub injected_failure: Option<ApiErrorRecord>,
+}
+
+/// A serialisable [`ApiError`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ApiErrorRecord {
+    /// Code.
+    pub code: u16,
+    /// CS code.
+    pub cs_code: Option<u32>,
+    /// Text.
+    pub text: String,
+}
+
+impl From<&ApiError> for ApiErrorRecord {
+    fn from(e: &ApiError) -> Self {
+        Self {
+            code: e.code,
+            cs_code: e.cs_code,
+            text: e.text.clone(),
+        }
+    }
+}
+
+impl From<&ApiErrorRecord> for ApiError {
+    fn from(e: &ApiErrorRecord) -> Self {
+        ApiError::new(e.code, e.cs_code, e.text.clone())
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or_default()
+}
+
+/// Java class name reported in `cmd`.
+fn command_class(command: &str) -> String {
+    let package = match command {
+        c if c.contains("LoadBalancer") || c.contains("LB") => "loadbalancer",
+        c if c.contains("Firewall") => "firewall",
+        c if c.contains("NetworkACL") => "network",
+        c if c.contains("Tags") => "tag",
+        _ => "address",
+    };
+    let mut class = command.to_owned();
+    if let Some(first) = class.get_mut(0..1) {
+        first.make_ascii_uppercase();
+    }
+    format!("org.apache.cloudstack.api.command.user.{package}.{class}Cmd")
+}
+
+/// Parameters of a new job.
+pub struct NewJob {
+    /// API command.
+    pub command: String,
+    /// Owner account name.
+    pub account: String,
+    /// Network queue.
+    pub network_id: Option<String>,
+    /// `jobinstancetype`.
+    pub instance_type: Option<&'static str>,
+    /// `jobinstanceid`.
+    pub instance_id: Option<String>,
+    /// The work.
+    pub action: JobAction,
+}
+
+impl State {
+    /// Records a job and schedules it behind the jobs already queued on its network.
+    pub fn enqueue_job(
+        &mut self,
+        new: NewJob,
+        never_finishes: bool,
+        failure: Option<ApiError>,
+    ) -> String {
+        let now = now_ms();
+        let duration = self.settings.job_duration_ms;
+        let start = match &new.network_id {
+            None => now,
+            Some(net) => self
+                .jobs
+                .iter()
+                .rev()
+                .take_while(|j| j.created_ms + 3_600_000 > now)
+                .filter(|j| j.network_id.as_ref() == Some(net) && j.status == 0)
+                .filter_map(|j| j.finish_ms)
+                .max()
+                .unwrap_or(now)
+                .max(now),
+        };
+        let account = self.account(&new.account).cloned();
+        let job = Job {
+            id: new_id(),
+            command: new.command.clone(),
+            account: new.account,
+            account_id: account.as_ref().map(|a| a.id.clone()).unwrap_or_default(),
+            user_id: account
+                .as_ref()
+                .map(|a| a.user_id.clone())
+                .unwrap_or_default(),
+            instance_type: new.instance_type.map(str::to_owned),
+            instance_id: new.instance_id,
+            status: 0,
+            result_code: 0,
+            result: None,
+            created: now_text(),
+            completed: None,
+            network_id: new.network_id,
+            action: new.action,
+            created_ms: now,
+            start_ms: start,
+            finish_ms: (!never_finishes).then_some(start + duration),
+            completed_ms: None,
+            injected_failure: failure.as_ref().map(ApiErrorRecord::from),
+        };
+        let id = job.id.clone();
+        self.jobs.push(job);
+        id
+    }
+
+    /// A job by id.
+    pub fn job(&self, id: &str) -> Option<&Job> {
+        self.jobs.iter().rev().find(|j| j.id == id)
+    }
+
+    /// Stores the outcome of a job.
+    pub fn finish_job(&mut self, id: &str, outcome: Result<Value, ApiError>) {
+        let Some(job) = self.jobs.iter_mut().rev().find(|j| j.id == id) else {
+            return;
+        };
+        job.completed = Some(now_text());
+        job.completed_ms = Some(now_ms());
+        match outcome {
+            Ok(result) => {
+                job.status = 1;
+                job.result = Some(result);
+            }
+            Err(e) => {
+                job.status = 2;
+                job.result_code = e.code;
+                job.result = Some(json!({"errorcode": e.code, "errortext": e.text}));
+            }
+        }
+    }
+}
+
+impl Job {
+    /// The `AsyncJobResponse` object.
+    pub fn render(&self) -> Value {
+        let mut out = json!({
+            "jobid": self.id,
+            "accountid": self.account_id,
+            "account": self.account,
+            "userid": self.user_id,
+            "cmd": command_class(&self.command),
+            "jobstatus": self.status,
+            "jobprocstatus": 0,
+            "jobresultcode": self.result_code,
+            "jobresulttype": "object",
+            "created": self.created,
+        });
+        if let Some(t) = &self.instance_type {
+            out["jobinstancetype"] = json!(t);
+        }
+        if let Some(i) = &self.instance_id {
+            out["jobinstanceid"] = json!(i);
+        }
+        if let Some(r) = &self.result {
+            out["jobresult"] = r.clone();
+        }
+        if let Some(c) = &self.completed {
+            out["completed"] = json!(c);
+        }
+        out
+    }
+}

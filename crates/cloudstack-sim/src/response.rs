@@ -1,0 +1,191 @@
+//! Response envelopes, list shapes and pagination (API.md §2.1, §2.4), and the XML fallback.
+
+use crate::error::ApiError;
+use crate::params::Params;
+use serde_json::{Map, Value, json};
+
+/// The page a list call asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Page {
+    /// Index of the first item.
+    pub start: usize,
+    /// Items per page; `None` = unlimited.
+    pub size: Option<usize>,
+}
+
+impl Page {
+    /// Validates `page`/`pagesize` like `BaseListCmd` with `default.page.size = max`.
+    pub fn from_params(params: &Params, max: u64) -> Result<Self, ApiError> {
+        let page = params.int("page")?;
+        let size = params.int("pagesize")?;
+        let default = usize::try_from(max).ok();
+        match (page, size) {
+            (None, None) => Ok(Self {
+                start: 0,
+                size: default,
+            }),
+            (Some(_), Some(-1)) => Err(ApiError::param(
+                "Can't specify page parameter when pagesize is -1 (Unlimited)",
+            )),
+            (None, Some(-1)) => Ok(Self {
+                start: 0,
+                size: None,
+            }),
+            (_, Some(s)) if s > max as i64 => Err(ApiError::param(format!(
+                "Page size can't exceed max allowed page size value: {max}"
+            ))),
+            (None, Some(_)) => Err(ApiError::param(
+                "\"page\" parameter is required when \"pagesize\" is specified",
+            )),
+            (Some(_), None) => Err(ApiError::param(
+                "\"pagesize\" parameter is required when \"page\" is specified",
+            )),
+            (Some(p), Some(s)) => {
+                let s = usize::try_from(s.max(1)).unwrap_or(1);
+                let p = usize::try_from(p.max(1)).unwrap_or(1);
+                Ok(Self {
+                    start: s.saturating_mul(p - 1),
+                    size: Some(s),
+                })
+            }
+        }
+    }
+
+    /// Everything on one page (commands that ignore paging).
+    pub fn all() -> Self {
+        Self {
+            start: 0,
+            size: None,
+        }
+    }
+}
+
+/// A list body: `count` only when non-zero, the item key only when the page has items.
+pub fn list_body(item_key: &str, items: Vec<Value>, page: Page) -> Value {
+    let total = items.len();
+    let mut body = Map::new();
+    if total > 0 {
+        body.insert("count".into(), json!(total));
+    }
+    let shown: Vec<Value> = items
+        .into_iter()
+        .skip(page.start)
+        .take(page.size.unwrap_or(usize::MAX))
+        .collect();
+    if !shown.is_empty() {
+        body.insert(item_key.into(), Value::Array(shown));
+    }
+    Value::Object(body)
+}
+
+/// `{"<command lower-cased>response": body}`.
+pub fn envelope(command: &str, body: Value) -> Value {
+    json!({ response_name(command): body })
+}
+
+/// The response name of a command.
+pub fn response_name(command: &str) -> String {
+    format!("{}response", command.to_lowercase())
+}
+
+/// A minimal XML rendering (the server's default when `response=json` is not sent).
+pub fn to_xml(value: &Value) -> String {
+    fn write(out: &mut String, key: &str, value: &Value) {
+        match value {
+            Value::Object(map) => {
+                out.push_str(&format!("<{key}>"));
+                for (k, v) in map {
+                    write(out, k, v);
+                }
+                out.push_str(&format!("</{key}>"));
+            }
+            Value::Array(items) => items.iter().for_each(|v| write(out, key, v)),
+            Value::String(s) => {
+                let escaped = s
+                    .replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;");
+                out.push_str(&format!("<{key}>{escaped}</{key}>"));
+            }
+            Value::Null => {}
+            other => out.push_str(&format!("<{key}>{other}</{key}>")),
+        }
+    }
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+    if let Value::Object(map) = value {
+        for (k, v) in map {
+            write(&mut out, k, v);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(pairs: &[(&str, &str)]) -> Result<Page, ApiError> {
+        Page::from_params(&Params::from_pairs(pairs), 500)
+    }
+
+    #[test]
+    fn list_shapes() {
+        assert_eq!(list_body("zone", vec![], Page::all()), json!({}));
+        let items = vec![json!(1), json!(2), json!(3)];
+        assert_eq!(
+            list_body(
+                "zone",
+                items.clone(),
+                Page {
+                    start: 2,
+                    size: Some(2)
+                }
+            ),
+            json!({"count": 3, "zone": [3]})
+        );
+        assert_eq!(
+            list_body(
+                "zone",
+                items,
+                Page {
+                    start: 4,
+                    size: Some(2)
+                }
+            ),
+            json!({"count": 3})
+        );
+    }
+
+    #[test]
+    fn paging_rules() {
+        assert_eq!(
+            page(&[]).unwrap(),
+            Page {
+                start: 0,
+                size: Some(500)
+            }
+        );
+        assert_eq!(
+            page(&[("page", "3"), ("pagesize", "10")]).unwrap(),
+            Page {
+                start: 20,
+                size: Some(10)
+            }
+        );
+        assert_eq!(page(&[("pagesize", "-1")]).unwrap(), Page::all());
+        assert!(
+            page(&[("page", "1"), ("pagesize", "501")])
+                .unwrap_err()
+                .text
+                .contains("max allowed page size value: 500")
+        );
+        assert_eq!(page(&[("pagesize", "10")]).unwrap_err().code, 431);
+        assert_eq!(page(&[("page", "1")]).unwrap_err().code, 431);
+    }
+
+    #[test]
+    fn xml_fallback() {
+        let xml = to_xml(&json!({"listzonesresponse": {"count": 1, "zone": [{"name": "a<b"}]}}));
+        assert!(xml.ends_with("<listzonesresponse><count>1</count><zone><name>a&lt;b</name></zone></listzonesresponse>"));
+    }
+}

@@ -1,0 +1,378 @@
+//! The scenario: a serde (TOML) description of the cloud the simulator starts with.
+//! Objects refer to each other by name; [`crate::state::State::from_scenario`] resolves them.
+
+use crate::version::Version;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A credential that never shows in `Debug` output or logs.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a credential.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    /// The credential itself (for signing or printing on purpose).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// Whole simulated cloud.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Emulated CloudStack version (`4.22.0.0` style).
+    #[serde(default)]
+    pub version: Version,
+    /// Timing, paging and throttling knobs.
+    #[serde(default)]
+    pub settings: Settings,
+    /// Accounts with their API keys.
+    #[serde(default, rename = "account")]
+    pub accounts: Vec<AccountSpec>,
+    /// Projects.
+    #[serde(default, rename = "project")]
+    pub projects: Vec<ProjectSpec>,
+    /// Zones with their public IP pools.
+    #[serde(default, rename = "zone")]
+    pub zones: Vec<ZoneSpec>,
+    /// VPCs.
+    #[serde(default, rename = "vpc")]
+    pub vpcs: Vec<VpcSpec>,
+    /// Network ACL lists (the global `default_allow`/`default_deny` always exist).
+    #[serde(default, rename = "acl_list")]
+    pub acl_lists: Vec<AclListSpec>,
+    /// Guest networks (isolated or VPC tiers).
+    #[serde(default, rename = "network")]
+    pub networks: Vec<NetworkSpec>,
+    /// Service offerings.
+    #[serde(default, rename = "service_offering")]
+    pub service_offerings: Vec<OfferingSpec>,
+    /// Virtual machines.
+    #[serde(default, rename = "vm")]
+    pub vms: Vec<VmSpec>,
+}
+
+/// Timing, paging and throttling knobs.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// How long an async job takes once it may run (jobs on one network run one at a time).
+    pub job_duration_ms: u64,
+    /// Extra latency added to every API call.
+    pub call_latency_ms: u64,
+    /// API rate limit per account (`api.throttling.*`); off when absent.
+    pub throttle: Option<Throttle>,
+    /// `default.page.size`: the page-size cap and the implicit page size.
+    pub max_page_size: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            job_duration_ms: 100,
+            call_latency_ms: 0,
+            throttle: None,
+            max_page_size: 500,
+        }
+    }
+}
+
+/// `api.throttling.max` requests per `api.throttling.interval` per account.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Throttle {
+    /// Requests allowed per interval.
+    pub max: u64,
+    /// Interval length in seconds.
+    #[serde(default = "one_second")]
+    pub interval_secs: u64,
+}
+
+fn one_second() -> u64 {
+    1
+}
+
+/// Role of an account.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// A normal user account.
+    #[default]
+    User,
+    /// A root administrator (sees everything, never throttled).
+    Admin,
+}
+
+/// An account with one user and one API key pair.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountSpec {
+    /// Account name.
+    pub name: String,
+    /// User or root admin.
+    #[serde(default)]
+    pub role: Role,
+    /// API key.
+    pub api_key: Secret,
+    /// Secret key.
+    pub secret_key: Secret,
+    /// Names of the projects this account belongs to.
+    #[serde(default)]
+    pub projects: Vec<String>,
+}
+
+/// A project.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectSpec {
+    /// Fixed id (a lower-case UUID); generated when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Project name.
+    pub name: String,
+}
+
+/// An IPv4 range, both ends included.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IpRange {
+    /// First address.
+    pub start: String,
+    /// Last address.
+    pub end: String,
+}
+
+/// A zone.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZoneSpec {
+    /// Fixed id; generated when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Zone name.
+    pub name: String,
+    /// Public addresses listed one by one.
+    #[serde(default)]
+    pub public_ips: Vec<String>,
+    /// Public addresses given as a range.
+    #[serde(default)]
+    pub public_ip_range: Option<IpRange>,
+}
+
+/// A VPC.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VpcSpec {
+    /// Fixed id; generated when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// VPC name.
+    pub name: String,
+    /// Zone name.
+    pub zone: String,
+    /// Super CIDR.
+    #[serde(default = "default_vpc_cidr")]
+    pub cidr: String,
+    /// Owning account name (the first account when neither owner is given).
+    #[serde(default)]
+    pub account: Option<String>,
+    /// Owning project name.
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+fn default_vpc_cidr() -> String {
+    "10.100.0.0/16".into()
+}
+
+/// A network ACL list of a VPC.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AclListSpec {
+    /// Fixed id; generated when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// List name.
+    pub name: String,
+    /// VPC name.
+    pub vpc: String,
+    /// Description.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// Load-balancer provider of a network.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub enum LbProvider {
+    /// The Virtual Router (HAProxy): no UDP since 4.15, no health checks, port 8081 reserved.
+    #[default]
+    VirtualRouter,
+    /// A NetScaler-like appliance: UDP and health checks.
+    Netscaler,
+}
+
+/// A guest network: isolated (Firewall service) or a VPC tier (NetworkACL service).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// Fixed id; generated when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Network name.
+    pub name: String,
+    /// Zone name.
+    pub zone: String,
+    /// Guest CIDR (`/24` style); the gateway is the first address.
+    pub cidr: String,
+    /// VPC name for a tier.
+    #[serde(default)]
+    pub vpc: Option<String>,
+    /// ACL list name for a tier (`default_allow`, `default_deny` or a list of the VPC).
+    #[serde(default)]
+    pub acl: Option<String>,
+    /// Load-balancer provider.
+    #[serde(default)]
+    pub lb_provider: LbProvider,
+    /// Owning account name (the first account when neither owner is given).
+    #[serde(default)]
+    pub account: Option<String>,
+    /// Owning project name.
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+/// A service offering.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OfferingSpec {
+    /// Fixed id; generated when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Offering name (the Kubernetes instance type).
+    pub name: String,
+    /// CPU count.
+    #[serde(default = "one")]
+    pub cpu: u32,
+    /// Memory in MiB.
+    #[serde(default = "default_memory")]
+    pub memory: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_memory() -> u32 {
+    2048
+}
+
+/// A NIC of a VM.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicSpec {
+    /// Network name.
+    pub network: String,
+    /// IPv4 address in the network.
+    pub ipv4: String,
+    /// IPv6 address.
+    #[serde(default)]
+    pub ipv6: Option<String>,
+    /// Default NIC (exactly one per VM; the first one when none is marked).
+    #[serde(default)]
+    pub isdefault: bool,
+}
+
+/// A virtual machine.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VmSpec {
+    /// Fixed id; generated when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// VM name (host name).
+    pub name: String,
+    /// State (`Running`, `Stopped`, …).
+    #[serde(default = "running")]
+    pub state: String,
+    /// Zone name.
+    pub zone: String,
+    /// Service offering name.
+    pub offering: String,
+    /// NICs.
+    pub nics: Vec<NicSpec>,
+    /// A static-NAT public address from the zone pool.
+    #[serde(default)]
+    pub static_nat_ip: Option<String>,
+    /// Owning account name (the first account when neither owner is given).
+    #[serde(default)]
+    pub account: Option<String>,
+    /// Owning project name.
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+fn running() -> String {
+    "Running".into()
+}
+
+/// A scenario file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// I/O error reading the file.
+    #[error("reading scenario {path}: {source}")]
+    Io {
+        /// File path.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// TOML syntax or schema error.
+    #[error("parsing scenario {path}: {source}")]
+    Parse {
+        /// File path.
+        path: String,
+        /// Cause.
+        source: toml::de::Error,
+    },
+    /// A reference or value inside the scenario is wrong.
+    #[error("scenario: {0}")]
+    Invalid(String),
+}
+
+impl Scenario {
+    /// Parses a TOML scenario text.
+    pub fn from_toml(text: &str) -> Result<Self, ScenarioError> {
+        toml::from_str(text).map_err(|source| ScenarioError::Parse {
+            path: "<text>".into(),
+            source,
+        })
+    }
+
+    /// Reads a TOML scenario file.
+    pub fn load(path: &std::path::Path) -> Result<Self, ScenarioError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| ScenarioError::Parse {
+            path: shown,
+            source,
+        })
+    }
+
+    /// The credentials of an account by name.
+    pub fn account(&self, name: &str) -> Option<&AccountSpec> {
+        self.accounts.iter().find(|a| a.name == name)
+    }
+}

@@ -1,0 +1,443 @@
+//! The simulated cloud's state: every entity the API exposes, serialisable for the state
+//! file and the `/sim/dump` introspection.
+
+use crate::jobs::Job;
+use crate::scenario::{LbProvider, Role, Secret, Settings};
+use crate::version::Version;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Who owns a resource.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Owner {
+    /// An account, by name.
+    Account(String),
+    /// A project, by id.
+    Project(String),
+}
+
+/// An account with its single user and key pair.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Account {
+    /// Account id.
+    pub id: String,
+    /// User id.
+    pub user_id: String,
+    /// Account name (also the user name).
+    pub name: String,
+    /// Role.
+    pub role: Role,
+    /// API key.
+    pub api_key: Secret,
+    /// Secret key.
+    pub secret_key: Secret,
+}
+
+/// A project and its member accounts.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Project {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Member account names.
+    pub members: Vec<String>,
+}
+
+/// A zone.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Zone {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+}
+
+/// A VPC.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Vpc {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Zone id.
+    pub zone_id: String,
+    /// CIDR.
+    pub cidr: String,
+    /// Owner.
+    pub owner: Owner,
+}
+
+/// A network ACL list (global default lists have no VPC).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AclList {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// VPC id (None for `default_allow`/`default_deny`).
+    pub vpc_id: Option<String>,
+}
+
+/// A guest network.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Network {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Zone id.
+    pub zone_id: String,
+    /// CIDR.
+    pub cidr: String,
+    /// VPC id for a tier.
+    pub vpc_id: Option<String>,
+    /// ACL list id for a tier.
+    pub acl_id: Option<String>,
+    /// LB provider.
+    pub lb_provider: LbProvider,
+    /// Owner.
+    pub owner: Owner,
+}
+
+impl Network {
+    /// A VPC tier (NetworkACL service) rather than an isolated network (Firewall service).
+    pub fn is_tier(&self) -> bool {
+        self.vpc_id.is_some()
+    }
+}
+
+/// A service offering.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Offering {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// CPUs.
+    pub cpu: u32,
+    /// Memory MiB.
+    pub memory: u32,
+}
+
+/// A NIC.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Nic {
+    /// Id.
+    pub id: String,
+    /// Network id.
+    pub network_id: String,
+    /// IPv4 address.
+    pub ipv4: String,
+    /// IPv6 address.
+    pub ipv6: Option<String>,
+    /// Default NIC.
+    pub isdefault: bool,
+    /// MAC address.
+    pub mac: String,
+}
+
+/// A virtual machine.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Vm {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// State name.
+    pub state: String,
+    /// Zone id.
+    pub zone_id: String,
+    /// Offering id.
+    pub offering_id: String,
+    /// NICs.
+    pub nics: Vec<Nic>,
+    /// Owner.
+    pub owner: Owner,
+    /// Creation date.
+    pub created: String,
+}
+
+/// A public IP address of a zone pool (free or allocated).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PublicIp {
+    /// Id.
+    pub id: String,
+    /// Address.
+    pub address: String,
+    /// Zone id.
+    pub zone_id: String,
+    /// `Free`, `Allocating`, `Allocated`, `Releasing`.
+    pub state: String,
+    /// Owner while allocated.
+    pub owner: Option<Owner>,
+    /// Allocation date while allocated.
+    pub allocated: Option<String>,
+    /// Associated network.
+    pub network_id: Option<String>,
+    /// Associated VPC.
+    pub vpc_id: Option<String>,
+    /// Source-NAT address of its network/VPC.
+    pub source_nat: bool,
+    /// VM of a static NAT.
+    pub static_nat_vm: Option<String>,
+}
+
+/// A VM assigned to an LB rule.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Member {
+    /// VM id.
+    pub vm_id: String,
+    /// Guest address used.
+    pub ip: String,
+}
+
+/// A load-balancer rule.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LbRule {
+    /// Id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: Option<String>,
+    /// Public IP id.
+    pub ip_id: String,
+    /// Network id.
+    pub network_id: String,
+    /// Public port.
+    pub public_port: u16,
+    /// Private port.
+    pub private_port: u16,
+    /// `roundrobin|leastconn|source`.
+    pub algorithm: String,
+    /// `tcp|udp|tcp-proxy`.
+    pub protocol: String,
+    /// Source CIDRs (stored, rendered space-separated).
+    pub cidrs: Option<Vec<String>>,
+    /// `Add` or `Active`.
+    pub state: String,
+    /// Members.
+    pub members: Vec<Member>,
+    /// Firewall rule created by `openfirewall`.
+    pub firewall_rule_id: Option<String>,
+    /// Owner.
+    pub owner: Owner,
+}
+
+/// A firewall rule on an isolated network's public IP.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FirewallRule {
+    /// Id.
+    pub id: String,
+    /// Public IP id.
+    pub ip_id: String,
+    /// `tcp|udp|icmp`.
+    pub protocol: String,
+    /// Start port.
+    pub start_port: Option<i64>,
+    /// End port.
+    pub end_port: Option<i64>,
+    /// ICMP type.
+    pub icmp_type: Option<i64>,
+    /// ICMP code.
+    pub icmp_code: Option<i64>,
+    /// Source CIDRs.
+    pub cidrs: Vec<String>,
+    /// `Add` or `Active`.
+    pub state: String,
+    /// Owner.
+    pub owner: Owner,
+}
+
+/// An item of a network ACL list.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AclItem {
+    /// Id.
+    pub id: String,
+    /// ACL list id.
+    pub acl_id: String,
+    /// Rule number.
+    pub number: i64,
+    /// Protocol.
+    pub protocol: String,
+    /// Start port.
+    pub start_port: Option<i64>,
+    /// End port.
+    pub end_port: Option<i64>,
+    /// Source CIDRs.
+    pub cidrs: Vec<String>,
+    /// `Ingress` or `Egress`.
+    pub traffic_type: String,
+    /// `Allow` or `Deny`.
+    pub action: String,
+    /// ICMP type.
+    pub icmp_type: Option<i64>,
+    /// ICMP code.
+    pub icmp_code: Option<i64>,
+    /// Reason.
+    pub reason: Option<String>,
+    /// `Add` or `Active`.
+    pub state: String,
+}
+
+/// A resource tag.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Tag {
+    /// Key.
+    pub key: String,
+    /// Value.
+    pub value: String,
+    /// Resource id.
+    pub resource_id: String,
+    /// Resource type (`LoadBalancer`, `PublicIpAddress`, …).
+    pub resource_type: String,
+    /// Customer.
+    pub customer: Option<String>,
+    /// Owner (the resource's).
+    pub owner: Owner,
+}
+
+/// A health-check or stickiness policy of an LB rule.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LbPolicy {
+    /// Id.
+    pub id: String,
+    /// LB rule id.
+    pub rule_id: String,
+    /// `healthcheck` or `stickiness`.
+    pub kind: PolicyKind,
+    /// Name (stickiness).
+    pub name: Option<String>,
+    /// Method (stickiness).
+    pub method: Option<String>,
+    /// Ping path (health check).
+    pub ping_path: Option<String>,
+    /// Timing/threshold values (health check) or method parameters (stickiness).
+    pub values: BTreeMap<String, String>,
+    /// Description.
+    pub description: Option<String>,
+    /// `Add` or `Active`.
+    pub state: String,
+}
+
+/// Kind of LB policy.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    /// Health check.
+    HealthCheck,
+    /// Stickiness.
+    Stickiness,
+}
+
+/// Everything.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct State {
+    /// Emulated version.
+    pub version: Version,
+    /// Knobs.
+    pub settings: Settings,
+    /// Domain id (a single ROOT domain).
+    pub domain_id: String,
+    /// Accounts.
+    pub accounts: Vec<Account>,
+    /// Projects.
+    pub projects: Vec<Project>,
+    /// Zones.
+    pub zones: Vec<Zone>,
+    /// VPCs.
+    pub vpcs: Vec<Vpc>,
+    /// ACL lists.
+    pub acl_lists: Vec<AclList>,
+    /// Networks.
+    pub networks: Vec<Network>,
+    /// Offerings.
+    pub offerings: Vec<Offering>,
+    /// VMs.
+    pub vms: Vec<Vm>,
+    /// Public IPs (every pool address).
+    pub ips: Vec<PublicIp>,
+    /// LB rules.
+    pub lb_rules: Vec<LbRule>,
+    /// Firewall rules.
+    pub firewall_rules: Vec<FirewallRule>,
+    /// ACL items.
+    pub acl_items: Vec<AclItem>,
+    /// Tags.
+    pub tags: Vec<Tag>,
+    /// LB policies.
+    pub policies: Vec<LbPolicy>,
+    /// Async jobs.
+    pub jobs: Vec<Job>,
+}
+
+/// Current time in the server's date format (`2021-10-01T16:25:11+0000`).
+pub fn now_text() -> String {
+    format_time(jiff::Timestamp::now())
+}
+
+/// Formats a timestamp in the server's date format.
+pub fn format_time(ts: jiff::Timestamp) -> String {
+    ts.strftime("%Y-%m-%dT%H:%M:%S%z").to_string()
+}
+
+/// A fresh lower-case UUID.
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+impl State {
+    /// The account with this API key.
+    pub fn account_by_key(&self, api_key: &str) -> Option<&Account> {
+        self.accounts.iter().find(|a| a.api_key.expose() == api_key)
+    }
+
+    /// An account by name.
+    pub fn account(&self, name: &str) -> Option<&Account> {
+        self.accounts.iter().find(|a| a.name == name)
+    }
+
+    /// A zone by id.
+    pub fn zone(&self, id: &str) -> Option<&Zone> {
+        self.zones.iter().find(|z| z.id == id)
+    }
+
+    /// A network by id.
+    pub fn network(&self, id: &str) -> Option<&Network> {
+        self.networks.iter().find(|n| n.id == id)
+    }
+
+    /// A VPC by id.
+    pub fn vpc(&self, id: &str) -> Option<&Vpc> {
+        self.vpcs.iter().find(|v| v.id == id)
+    }
+
+    /// A project by id.
+    pub fn project(&self, id: &str) -> Option<&Project> {
+        self.projects.iter().find(|p| p.id == id)
+    }
+
+    /// A public IP by id.
+    pub fn ip(&self, id: &str) -> Option<&PublicIp> {
+        self.ips.iter().find(|i| i.id == id)
+    }
+
+    /// A VM by id.
+    pub fn vm(&self, id: &str) -> Option<&Vm> {
+        self.vms.iter().find(|v| v.id == id)
+    }
+
+    /// An LB rule by id.
+    pub fn lb_rule(&self, id: &str) -> Option<&LbRule> {
+        self.lb_rules.iter().find(|r| r.id == id)
+    }
+
+    /// An ACL list by id.
+    pub fn acl_list(&self, id: &str) -> Option<&AclList> {
+        self.acl_lists.iter().find(|a| a.id == id)
+    }
+}

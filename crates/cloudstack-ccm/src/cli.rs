@@ -1,1 +1,441 @@
-//! cli (to be written).
+//! Command-line flags, compatible with the Kubernetes cloud controller manager conventions
+//! and with what CKS and the Go `external-cloudstack` deployment pass.
+//!
+//! Without a subcommand the binary runs the controller manager. Flags of the framework
+//! that do not apply here are accepted and ignored with a warning (see [`ignored`]).
+
+pub mod ignored;
+pub mod values;
+
+use std::ffi::OsString;
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+use values::{parse_duration, parse_go_bool};
+
+/// The provider name the binary answers to (`--cloud-provider`).
+pub const PROVIDER_NAME: &str = "external-cloudstack";
+
+/// The only supported `--leader-elect-resource-lock`.
+pub const LEASE_LOCK: &str = "leases";
+
+const AFTER_HELP: &str = "Flags of the Kubernetes cloud controller manager framework that do not apply \
+(--allocate-node-cidrs, --configure-cloud-routes, --cluster-cidr, --use-service-account-credentials, \
+--authentication-kubeconfig, --authorization-kubeconfig, --profiling, --kube-api-qps, ...) are accepted \
+and ignored with a warning. See docs/configuration.md.";
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(name = "cloudstack-ccm", version, about = "Kubernetes cloud controller manager for Apache CloudStack", after_help = AFTER_HELP)]
+pub struct Cli {
+    /// A tool to run instead of the controller manager.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// The controller manager's flags.
+    #[command(flatten)]
+    pub manager: ManagerArgs,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a self-contained demonstration against a simulated CloudStack and API server.
+    Demo(DemoArgs),
+    /// Print the load-balancer changes that would be made, without making them.
+    Plan(PlanArgs),
+}
+
+/// Arguments of `cloudstack-ccm demo`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DemoArgs {}
+
+/// Arguments of `cloudstack-ccm plan`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PlanArgs {}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Flags of the controller manager.
+#[derive(Debug, Clone, Args)]
+pub struct ManagerArgs {
+    /// Cloud provider name; must be external-cloudstack.
+    #[arg(long, value_name = "NAME", default_value = PROVIDER_NAME, value_parser = parse_provider)]
+    pub cloud_provider: String,
+
+    /// Path to the cloud-config file (gcfg, [Global] section).
+    #[arg(long, value_name = "PATH")]
+    pub cloud_config: Option<PathBuf>,
+
+    /// Path to a kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Address of the Kubernetes API server (overrides the kubeconfig's server).
+    #[arg(long, value_name = "URL")]
+    pub master: Option<String>,
+
+    /// Controllers to run: '*' for all, a name to enable, '-name' to disable.
+    /// Names: cloud-node, cloud-node-lifecycle, service (route is accepted and ignored).
+    #[arg(
+        long,
+        value_name = "NAMES",
+        allow_hyphen_values = true,
+        value_delimiter = ',',
+        default_value = "*"
+    )]
+    pub controllers: Vec<String>,
+
+    /// Cluster name, used to tag and name cloud resources.
+    #[arg(long, value_name = "NAME", default_value = "kubernetes")]
+    pub cluster_name: String,
+
+    /// Number of Services reconciled at the same time.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub concurrent_service_syncs: NonZeroU32,
+
+    /// How often node addresses are refreshed from CloudStack.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub node_status_update_frequency: Duration,
+
+    /// How often NotReady nodes are checked against CloudStack (deleted or shut-down VMs).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub node_monitor_period: Duration,
+
+    /// How often every LoadBalancer Service is reconciled even without a change.
+    #[arg(long, value_name = "DURATION", default_value = "100s", value_parser = parse_duration)]
+    pub service_resync_period: Duration,
+
+    /// Only handle Services with this spec.loadBalancerClass (besides Services without a class).
+    #[arg(long, value_name = "CLASS")]
+    pub load_balancer_class: Option<String>,
+
+    /// Run leader election; only the leader runs controllers.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_value = "true", default_missing_value = "true", value_parser = parse_go_bool)]
+    pub leader_elect: bool,
+
+    /// How long a lease is valid without renewal.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader keeps trying to renew before it steps down.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// Interval between acquire and renew attempts.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
+
+    /// Name of the Lease object.
+    #[arg(long, value_name = "NAME", default_value = "cloud-controller-manager")]
+    pub leader_elect_resource_name: String,
+
+    /// Namespace of the Lease object.
+    #[arg(long, value_name = "NAMESPACE", default_value = "kube-system")]
+    pub leader_elect_resource_namespace: String,
+
+    /// Lock type; only 'leases' is supported.
+    #[arg(long, value_name = "TYPE", default_value = LEASE_LOCK, value_parser = parse_lock)]
+    pub leader_elect_resource_lock: String,
+
+    /// Address of the /healthz, /readyz and /metrics server (plain HTTP).
+    #[arg(long, value_name = "IP", default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+
+    /// Port of the /healthz, /readyz and /metrics server (0 = pick a free port).
+    #[arg(long, value_name = "PORT", default_value = "10258")]
+    pub secure_port: u16,
+
+    /// Log verbosity: 0 info, 2 debug for this program, 4 debug for all, 6 trace.
+    #[arg(short = 'v', long = "v", value_name = "LEVEL", default_value = "0",
+          value_parser = clap::value_parser!(u8).range(0..=10))]
+    pub verbosity: u8,
+
+    /// Log format.
+    #[arg(
+        long,
+        alias = "logging-format",
+        value_name = "FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+}
+
+fn parse_provider(text: &str) -> Result<String, String> {
+    if text == PROVIDER_NAME {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "unsupported cloud provider {text:?}: this controller manager is {PROVIDER_NAME:?}"
+        ))
+    }
+}
+
+fn parse_lock(text: &str) -> Result<String, String> {
+    if text == LEASE_LOCK {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "unsupported resource lock {text:?}: only {LEASE_LOCK:?} is supported"
+        ))
+    }
+}
+
+/// A parsed command line and the warnings about ignored flags.
+#[derive(Debug)]
+pub struct ParsedCli {
+    /// The flags.
+    pub cli: Cli,
+    /// One message per ignored flag, naming it.
+    pub warnings: Vec<String>,
+}
+
+impl Cli {
+    /// Parses `args` (program name first), removing ignored framework flags first.
+    pub fn parse_with_warnings(
+        args: impl IntoIterator<Item = OsString>,
+    ) -> Result<ParsedCli, clap::Error> {
+        let (kept, removed) = ignored::strip_ignored(args);
+        let cli = Cli::try_parse_from(kept)?;
+        let warnings = removed
+            .into_iter()
+            .map(|flag| format!("flag {flag} does not apply to the CloudStack cloud controller manager and is ignored"))
+            .collect();
+        Ok(ParsedCli { cli, warnings })
+    }
+}
+
+/// An inconsistent combination of flags.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FlagError(pub String);
+
+impl ManagerArgs {
+    /// Checks what single-flag parsing cannot: the leader-election timings must satisfy
+    /// lease duration > renew deadline > 1.2 × retry period (as client-go requires).
+    pub fn validate(&self) -> Result<(), FlagError> {
+        if self.leader_elect_lease_duration <= self.leader_elect_renew_deadline {
+            return Err(FlagError(
+                "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline"
+                    .into(),
+            ));
+        }
+        if self.leader_elect_renew_deadline.as_secs_f64()
+            <= self.leader_elect_retry_period.as_secs_f64() * 1.2
+        {
+            return Err(FlagError(
+                "--leader-elect-renew-deadline must be greater than 1.2 × --leader-elect-retry-period".into(),
+            ));
+        }
+        if self.leader_elect_retry_period.is_zero() {
+            return Err(FlagError(
+                "--leader-elect-retry-period must be greater than zero".into(),
+            ));
+        }
+        if self.node_monitor_period.is_zero() || self.node_status_update_frequency.is_zero() {
+            return Err(FlagError(
+                "--node-monitor-period and --node-status-update-frequency must be greater than zero".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The `tracing` filter for a `-v` level: 0–1 info; 2–3 also debug for this program and
+/// the CloudStack client; 4–5 debug for everything; 6 and up trace.
+pub fn log_directives(verbosity: u8) -> &'static str {
+    match verbosity {
+        0..=1 => "info",
+        2..=3 => "info,cloudstack_ccm=debug,cloudstack=debug",
+        4..=5 => "debug",
+        _ => "trace",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::time::Duration;
+
+    use super::{Cli, Command, LogFormat, log_directives};
+
+    fn parse(args: &[&str]) -> Result<super::ParsedCli, clap::Error> {
+        Cli::parse_with_warnings(
+            std::iter::once("cloudstack-ccm")
+                .chain(args.iter().copied())
+                .map(OsString::from),
+        )
+    }
+
+    #[test]
+    fn cks_arguments_parse() {
+        let parsed = parse(&[
+            "--cloud-provider=external-cloudstack",
+            "--cloud-config=/config/cloud-config",
+            "--leader-elect=true",
+        ])
+        .unwrap();
+        let args = parsed.cli.manager;
+        assert!(parsed.cli.command.is_none());
+        assert!(parsed.warnings.is_empty());
+        assert_eq!(
+            args.cloud_config.as_deref(),
+            Some(std::path::Path::new("/config/cloud-config"))
+        );
+        assert!(args.leader_elect);
+        assert_eq!(args.leader_elect_lease_duration, Duration::from_secs(15));
+        assert_eq!(args.leader_elect_renew_deadline, Duration::from_secs(10));
+        assert_eq!(args.leader_elect_retry_period, Duration::from_secs(2));
+        assert_eq!(args.leader_elect_resource_name, "cloud-controller-manager");
+        assert_eq!(args.leader_elect_resource_namespace, "kube-system");
+        assert_eq!(args.node_status_update_frequency, Duration::from_secs(300));
+        assert_eq!(args.node_monitor_period, Duration::from_secs(5));
+        assert_eq!(args.secure_port, 10258);
+        assert_eq!(args.cluster_name, "kubernetes");
+        assert_eq!(args.concurrent_service_syncs.get(), 1);
+        assert_eq!(args.controllers, ["*"]);
+        assert_eq!(args.log_format, LogFormat::Text);
+        args.validate().unwrap();
+    }
+
+    #[test]
+    fn go_style_bools() {
+        for (flag, want) in [
+            ("--leader-elect", true),
+            ("--leader-elect=false", false),
+            ("--leader-elect=0", false),
+            ("--leader-elect=True", true),
+        ] {
+            assert_eq!(
+                parse(&[flag]).unwrap().cli.manager.leader_elect,
+                want,
+                "{flag}"
+            );
+        }
+        assert!(parse(&[]).unwrap().cli.manager.leader_elect, "default true");
+        assert!(parse(&["--leader-elect=maybe"]).is_err());
+    }
+
+    #[test]
+    fn durations_and_verbosity() {
+        let args = parse(&[
+            "--leader-elect-lease-duration=2m0s",
+            "--leader-elect-renew-deadline",
+            "1h30m",
+            "--node-monitor-period=500ms",
+            "-v=4",
+        ])
+        .unwrap()
+        .cli
+        .manager;
+        assert_eq!(args.leader_elect_lease_duration, Duration::from_secs(120));
+        assert_eq!(args.leader_elect_renew_deadline, Duration::from_secs(5400));
+        assert_eq!(args.node_monitor_period, Duration::from_millis(500));
+        assert_eq!(args.verbosity, 4);
+        assert_eq!(parse(&["--v=2"]).unwrap().cli.manager.verbosity, 2);
+        assert_eq!(parse(&["-v", "6"]).unwrap().cli.manager.verbosity, 6);
+        assert!(parse(&["--v=11"]).is_err());
+        assert!(parse(&["--node-monitor-period=soon"]).is_err());
+    }
+
+    #[test]
+    fn ignored_flags_warn_by_name() {
+        let parsed = parse(&[
+            "--cloud-provider=external-cloudstack",
+            "--allocate-node-cidrs=false",
+            "--configure-cloud-routes=false",
+            "--cluster-cidr=10.244.0.0/16",
+            "--use-service-account-credentials",
+            "--authentication-kubeconfig",
+            "/k",
+        ])
+        .unwrap();
+        assert_eq!(parsed.warnings.len(), 5);
+        assert!(
+            parsed.warnings[2].contains("--cluster-cidr"),
+            "{:?}",
+            parsed.warnings
+        );
+        assert!(parsed.warnings[4].contains("--authentication-kubeconfig"));
+    }
+
+    #[test]
+    fn wrong_provider_and_lock_are_rejected_clearly() {
+        let err = parse(&["--cloud-provider=aws"]).unwrap_err().to_string();
+        assert!(err.contains("unsupported cloud provider \"aws\""), "{err}");
+        let err = parse(&["--leader-elect-resource-lock=endpoints"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("only \"leases\""), "{err}");
+    }
+
+    #[test]
+    fn inconsistent_lease_timings_are_rejected() {
+        let args = parse(&[
+            "--leader-elect-lease-duration=5s",
+            "--leader-elect-renew-deadline=10s",
+        ])
+        .unwrap()
+        .cli
+        .manager;
+        assert!(
+            args.validate()
+                .unwrap_err()
+                .0
+                .contains("--leader-elect-lease-duration")
+        );
+        let args = parse(&[
+            "--leader-elect-renew-deadline=2s",
+            "--leader-elect-retry-period=2s",
+        ])
+        .unwrap()
+        .cli
+        .manager;
+        assert!(
+            args.validate()
+                .unwrap_err()
+                .0
+                .contains("--leader-elect-renew-deadline")
+        );
+    }
+
+    #[test]
+    fn subcommands_and_controllers_list() {
+        assert!(matches!(
+            parse(&["demo"]).unwrap().cli.command,
+            Some(Command::Demo(_))
+        ));
+        assert!(matches!(
+            parse(&["plan"]).unwrap().cli.command,
+            Some(Command::Plan(_))
+        ));
+        let args = parse(&["--controllers=*,-service"]).unwrap().cli.manager;
+        assert_eq!(args.controllers, ["*", "-service"]);
+        let args = parse(&["--log-format=json", "--load-balancer-class=cloudstack"])
+            .unwrap()
+            .cli
+            .manager;
+        assert_eq!(args.log_format, LogFormat::Json);
+        assert_eq!(args.load_balancer_class.as_deref(), Some("cloudstack"));
+    }
+
+    #[test]
+    fn verbosity_maps_to_filters() {
+        assert_eq!(log_directives(0), "info");
+        assert!(log_directives(2).contains("cloudstack_ccm=debug"));
+        assert_eq!(log_directives(4), "debug");
+        assert_eq!(log_directives(10), "trace");
+    }
+}

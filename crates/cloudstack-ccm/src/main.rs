@@ -1,1 +1,246 @@
-fn main() {}
+//! `cloudstack-ccm`: parses flags, loads the cloud-config, connects to CloudStack and
+//! Kubernetes, serves health and metrics, and runs the controllers while leading.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use cloudstack_ccm::cli::{Cli, Command, LogFormat, ManagerArgs, log_directives};
+use cloudstack_ccm::config::CloudConfig;
+use cloudstack_ccm::controllers::{self, Context, ControllerSet, Shutdown, shutdown_channel};
+use cloudstack_ccm::leader::{
+    ElectionState, LeaderElector, LeaderStatus, LeaseConfig, Outcome, default_identity,
+};
+use cloudstack_ccm::metrics::Metrics;
+use cloudstack_ccm::server::{self, Readiness, ServerState};
+
+fn main() -> ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let parsed = match Cli::parse_with_warnings(std::env::args_os()) {
+        Ok(parsed) => parsed,
+        Err(error) => error.exit(),
+    };
+    let args = parsed.cli.manager;
+    match parsed.cli.command {
+        Some(Command::Demo(_)) => return unavailable("demo"),
+        Some(Command::Plan(_)) => return unavailable("plan"),
+        None => {}
+    }
+    init_tracing(&args);
+    for warning in &parsed.warnings {
+        tracing::warn!("{warning}");
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(anyhow::anyhow!("cannot start the async runtime: {error}")),
+    };
+    match runtime.block_on(run_manager(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(error),
+    }
+}
+
+fn unavailable(subcommand: &str) -> ExitCode {
+    eprintln!(
+        "cloudstack-ccm: error: the `{subcommand}` subcommand is not available in this build"
+    );
+    ExitCode::from(2)
+}
+
+/// Prints `error` as one line (the cause chain joined with `: `) and returns failure.
+fn fail(error: anyhow::Error) -> ExitCode {
+    let line = format!("{error:#}").replace('\n', " ");
+    eprintln!("cloudstack-ccm: error: {line}");
+    ExitCode::FAILURE
+}
+
+fn init_tracing(args: &ManagerArgs) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_directives(args.verbosity)));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
+    args.validate()?;
+    let (enabled, warnings) = ControllerSet::parse(&args.controllers)?;
+    let config = CloudConfig::load(args.cloud_config.as_deref(), |name| {
+        std::env::var(name).ok()
+    })?;
+    for warning in warnings {
+        tracing::warn!("{warning}");
+    }
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), controllers = %enabled, "starting cloudstack-ccm");
+
+    let metrics = Arc::new(Metrics::new());
+    let cloudstack = cloudstack_client(&config, metrics.clone())?;
+    let server_version = server_version(&config, &cloudstack).await?;
+    let kube = kube_client(&args).await?;
+
+    let status = LeaderStatus::new().with_metrics(metrics.clone());
+    let readiness = Readiness::new(status.clone());
+    let (trigger, shutdown) = shutdown_channel();
+    let addr = SocketAddr::new(args.bind_address, args.secure_port);
+    let listener = server::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    tracing::info!(address = %listener.local_addr()?, "serving /healthz, /readyz and /metrics over HTTP");
+    let server_state = ServerState {
+        metrics: metrics.clone(),
+        readiness: readiness.clone(),
+    };
+    let server_shutdown = shutdown.clone();
+    let server = tokio::spawn(server::serve(listener, server_state, async move {
+        server_shutdown.wait().await
+    }));
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("received a termination signal; shutting down");
+        trigger.trigger();
+        // Keep the trigger alive: dropping it would look like a second signal to nobody.
+        std::future::pending::<()>().await;
+    });
+
+    let ctx = Arc::new(Context {
+        kube: kube.clone(),
+        cloudstack,
+        server_version,
+        cloud_config: config,
+        cluster_name: args.cluster_name.clone(),
+        metrics,
+        readiness,
+        node_status_update_frequency: args.node_status_update_frequency,
+        node_monitor_period: args.node_monitor_period,
+        service_resync_period: args.service_resync_period,
+        concurrent_service_syncs: usize::try_from(args.concurrent_service_syncs.get()).unwrap_or(1),
+        load_balancer_class: args.load_balancer_class.clone(),
+    });
+    let result = if args.leader_elect {
+        run_elected(&args, kube, status, ctx, enabled, shutdown.clone()).await
+    } else {
+        tracing::info!("leader election disabled; starting controllers");
+        status.set(ElectionState::Leading);
+        controllers::run(ctx, enabled, shutdown.clone()).await
+    };
+    server.abort();
+    result
+}
+
+async fn run_elected(
+    args: &ManagerArgs,
+    kube: kube::Client,
+    status: LeaderStatus,
+    ctx: Arc<Context>,
+    enabled: ControllerSet,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let config = LeaseConfig {
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_elect_retry_period,
+        ..LeaseConfig::new(
+            args.leader_elect_resource_namespace.clone(),
+            args.leader_elect_resource_name.clone(),
+            default_identity(),
+        )
+    };
+    let elector = LeaderElector::new(kube, config, status);
+    let controllers_shutdown = shutdown.clone();
+    let lead = move || controllers::run(ctx, enabled, controllers_shutdown);
+    match elector.run(lead, shutdown.wait()).await? {
+        Outcome::Finished(result) => result,
+        Outcome::ShutdownWhileStandby | Outcome::Abandoned => Ok(()),
+    }
+}
+
+fn cloudstack_client(
+    config: &CloudConfig,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<cloudstack::Client> {
+    let mut client_config = cloudstack::ClientConfig::new(
+        config.api_url.clone(),
+        config.api_key.clone(),
+        config.secret_key.clone(),
+    );
+    client_config.project_id = config.project_id.clone();
+    client_config.ssl_no_verify = config.ssl_no_verify;
+    client_config.ca_file = config.ca_file.clone();
+    client_config.requests_per_second = config.requests_per_second;
+    client_config.observer = Some(metrics);
+    cloudstack::Client::new(client_config).context("cannot build the CloudStack client")
+}
+
+/// The configured `version`, else `listCapabilities` (works for any account).
+async fn server_version(
+    config: &CloudConfig,
+    client: &cloudstack::Client,
+) -> anyhow::Result<cloudstack::ServerVersion> {
+    if let Some(text) = &config.version {
+        let version: cloudstack::ServerVersion = text
+            .parse()
+            .map_err(|error| anyhow::anyhow!("cloud-config: invalid version {text:?}: {error}"))?;
+        tracing::info!(%version, "CloudStack version set by the cloud-config");
+        return Ok(version);
+    }
+    let version = client
+        .server_version()
+        .await
+        .with_context(|| format!("cannot detect the CloudStack version at {}", config.api_url))?;
+    tracing::info!(%version, "detected the CloudStack version with listCapabilities");
+    Ok(version)
+}
+
+/// `--kubeconfig` (with `--master` overriding its server), else `--master` alone, else the
+/// in-cluster configuration or `$KUBECONFIG` / `~/.kube/config`.
+async fn kube_client(args: &ManagerArgs) -> anyhow::Result<kube::Client> {
+    let mut config = match (&args.kubeconfig, &args.master) {
+        (Some(path), _) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .with_context(|| format!("invalid kubeconfig {}", path.display()))?
+        }
+        (None, Some(master)) => kube::Config::new(
+            master
+                .parse()
+                .with_context(|| format!("invalid --master {master:?}"))?,
+        ),
+        (None, None) => kube::Config::infer()
+            .await
+            .context("cannot find a Kubernetes configuration")?,
+    };
+    if let Some(master) = &args.master {
+        config.cluster_url = master
+            .parse()
+            .with_context(|| format!("invalid --master {master:?}"))?;
+    }
+    kube::Client::try_from(config).context("cannot build the Kubernetes client")
+}
+
+async fn wait_for_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut stream) => {
+                stream.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = terminate => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,5 +1,125 @@
 //! Everything that watches and writes Kubernetes objects.
+//!
+//! This module holds what the controllers share: the [`Context`], which controllers are
+//! enabled ([`ControllerSet`], from `--controllers`), the [`Shutdown`] signal, and
+//! [`run`], which starts the enabled controllers while this replica leads.
+//!
+//! Each controller module exposes
+//! `pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) -> anyhow::Result<()>`,
+//! which returns `Ok(())` once `shutdown` fires and it has stopped.
 
 pub mod node;
 pub mod node_lifecycle;
 pub mod service;
+
+mod set;
+mod shutdown;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+
+use crate::config::CloudConfig;
+use crate::metrics::Metrics;
+use crate::server::Readiness;
+
+pub use set::{ControllerName, ControllerSet, ControllerSetError};
+pub use shutdown::{Shutdown, ShutdownTrigger, shutdown_channel};
+
+/// What every controller needs, shared as `Arc<Context>`.
+pub struct Context {
+    /// Kubernetes API client.
+    pub kube: kube::Client,
+    /// CloudStack API client (reports every call to [`Context::metrics`]).
+    pub cloudstack: cloudstack::Client,
+    /// The CloudStack version (detected via `listCapabilities`, or the config's `version`).
+    pub server_version: cloudstack::ServerVersion,
+    /// The cloud-config (zone, region, project).
+    pub cloud_config: CloudConfig,
+    /// `--cluster-name`: tags and names cloud resources.
+    pub cluster_name: String,
+    /// The metrics registry.
+    pub metrics: Arc<Metrics>,
+    /// Readiness; mark caches synced once the controllers' first sync is done.
+    pub readiness: Readiness,
+    /// `--node-status-update-frequency`: how often node addresses are refreshed (5 m).
+    pub node_status_update_frequency: Duration,
+    /// `--node-monitor-period`: how often NotReady nodes are checked (5 s).
+    pub node_monitor_period: Duration,
+    /// `--service-resync-period`: how often every LoadBalancer Service is reconciled (100 s).
+    pub service_resync_period: Duration,
+    /// `--concurrent-service-syncs`: Services reconciled at the same time.
+    pub concurrent_service_syncs: usize,
+    /// `--load-balancer-class`: the class this controller owns, besides class-less Services.
+    pub load_balancer_class: Option<String>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("cloudstack", &self.cloudstack)
+            .field("server_version", &self.server_version)
+            .field("cloud_config", &self.cloud_config)
+            .field("cluster_name", &self.cluster_name)
+            .field("readiness", &self.readiness)
+            .field(
+                "node_status_update_frequency",
+                &self.node_status_update_frequency,
+            )
+            .field("node_monitor_period", &self.node_monitor_period)
+            .field("service_resync_period", &self.service_resync_period)
+            .field("concurrent_service_syncs", &self.concurrent_service_syncs)
+            .field("load_balancer_class", &self.load_balancer_class)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts the controllers of `enabled` and waits for them.
+///
+/// Returns `Ok(())` when every controller has stopped after `shutdown`; an error as soon
+/// as one controller fails or stops on its own (the process then exits non-zero).
+pub async fn run(
+    ctx: Arc<Context>,
+    enabled: ControllerSet,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let mut tasks: JoinSet<(ControllerName, anyhow::Result<()>)> = JoinSet::new();
+    for name in enabled.enabled() {
+        match name {
+            ControllerName::CloudNode => {
+                // TODO(controllers/node.rs): once `node::run` exists, replace the warning with
+                // tasks.spawn({ let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
+                //     async move { (name, node::run(ctx, shutdown).await) } });
+                tracing::warn!(controller = %name, "controller not available in this build");
+            }
+            ControllerName::CloudNodeLifecycle => {
+                // TODO(controllers/node_lifecycle.rs): as above with `node_lifecycle::run`.
+                tracing::warn!(controller = %name, "controller not available in this build");
+            }
+            ControllerName::Service => {
+                // TODO(controllers/service.rs): as above with `service::run`.
+                tracing::warn!(controller = %name, "controller not available in this build");
+            }
+        }
+    }
+    tracing::info!(controllers = %enabled, "controllers started");
+    // TODO(cloud/inventory.rs): mark synced after the inventory's first refresh instead.
+    ctx.readiness.mark_synced();
+    if tasks.is_empty() {
+        shutdown.wait().await;
+        return Ok(());
+    }
+    while let Some(joined) = tasks.join_next().await {
+        let (name, result) =
+            joined.map_err(|error| anyhow::anyhow!("a controller task panicked: {error}"))?;
+        match result {
+            Ok(()) if shutdown.is_triggered() => {
+                tracing::info!(controller = %name, "controller stopped")
+            }
+            Ok(()) => anyhow::bail!("controller {name} stopped unexpectedly"),
+            Err(error) => return Err(error.context(format!("controller {name} failed"))),
+        }
+    }
+    Ok(())
+}

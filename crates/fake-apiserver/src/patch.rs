@@ -69,14 +69,7 @@ pub fn apply(
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-            json_patch::patch(&mut doc, &ops).map_err(|e| ApiError {
-                code: 422,
-                reason: "Invalid",
-                message: format!(
-                    "the server rejected our request due to an error in our request: {e}"
-                ),
-                details: None,
-            })?;
+            apply_json_patch(&mut doc, &ops)?;
         }
         PatchType::Merge => {
             let patch = parse_object(body)?;
@@ -88,6 +81,29 @@ pub fn apply(
         }
     }
     Ok(doc)
+}
+
+/// Applies JSON patch operations one by one. Like the real server (evanphx/json-patch), a
+/// `test` for `null` succeeds when the path is missing: kube-runtime's `finalizer()` relies
+/// on it when an object has no finalizers yet.
+fn apply_json_patch(doc: &mut Value, ops: &json_patch::Patch) -> Result<(), ApiError> {
+    for (index, op) in ops.0.iter().enumerate() {
+        if let json_patch::PatchOperation::Test(test) = op
+            && test.value.is_null()
+            && doc.pointer(test.path.as_str()).is_none_or(Value::is_null)
+        {
+            continue;
+        }
+        json_patch::patch(doc, std::slice::from_ref(op)).map_err(|e| ApiError {
+            code: 422,
+            reason: "Invalid",
+            message: format!(
+                "the server rejected our request due to an error in our request: operation {index}: {e}"
+            ),
+            details: None,
+        })?;
+    }
+    Ok(())
 }
 
 fn parse_object(body: &[u8]) -> Result<Value, ApiError> {
@@ -340,6 +356,21 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.code, 422);
+    }
+
+    #[test]
+    fn json_patch_test_for_null_passes_on_a_missing_path() {
+        let kind = lookup("services").unwrap();
+        let ops = json!([{ "op": "test", "path": "/metadata/finalizers", "value": null },
+                          { "op": "add", "path": "/metadata/finalizers", "value": ["f"] }]);
+        let patched = apply(
+            kind,
+            PatchType::Json,
+            &json!({ "metadata": { "name": "a" } }),
+            ops.to_string().as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(patched["metadata"]["finalizers"], json!(["f"]));
     }
 
     #[test]

@@ -238,12 +238,17 @@ impl Store {
                     .is_none_or(|(after_ns, after_name)| (ns, name) > (after_ns, after_name))
             })
             .filter(|(_, obj)| selection.matches(kind, obj));
+        let mut last_key: Option<(&str, &str)> = None;
         for ((_, _, ns, name), object) in selected {
-            if limit.is_some_and(|l| l > 0 && items.len() == l) {
-                continue_token = Some(format!("{list_rv}/{ns}/{name}"));
+            if let (Some((last_ns, last_name)), Some(limit)) = (last_key, limit)
+                && limit > 0
+                && items.len() == limit
+            {
+                continue_token = Some(format!("{list_rv}/{last_ns}/{last_name}"));
                 break;
             }
             items.push(object.clone());
+            last_key = Some((ns, name));
         }
         Ok(ListPage {
             items,

@@ -67,7 +67,8 @@ pub struct ClientConfig {
     pub ca_file: Option<PathBuf>,
     /// Timeout of one HTTP request. Default 30 s.
     pub request_timeout: Duration,
-    /// Client-side rate limit in requests per second (none by default).
+    /// Client-side rate limit in requests per second (none by default). Up to that many
+    /// requests may go out at once; after that they are spaced evenly.
     pub requests_per_second: Option<NonZeroU32>,
     /// Retries of a read after a retryable failure. Default 5.
     pub max_retries: u32,

@@ -1,1 +1,497 @@
-//! apply (to be written).
+//! Runs a [`Plan`]: phases in order, the steps of a phase concurrently, every async job
+//! awaited. On a failure the current phase finishes its other steps, the plan stops, and
+//! the error names the step; everything done so far is reported so caches can be renewed,
+//! and the next reconcile plans from what is really there.
+//!
+//! CloudStack runs the jobs of one network one at a time. [`NetworkTurns`] lets one
+//! Service's plan run to its end before the next Service's plan on the same network
+//! starts, so its jobs do not queue behind another Service's and the median Service is
+//! ready early (Services on different networks still run side by side).
+//!
+//! The public IP is recorded on the Service (through an [`IpRecorder`]) as soon as
+//! `associateIpAddress` returns its id, before its job is awaited.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use cloudstack::{
+    AssignToLoadBalancerRule, AssociateIpAddress, CreateFirewallRule, CreateLbHealthCheckPolicy,
+    CreateLbStickinessPolicy, CreateLoadBalancerRule, CreateNetworkAcl, CreateTags,
+    DeleteFirewallRule, DeleteLbHealthCheckPolicy, DeleteLbStickinessPolicy,
+    DeleteLoadBalancerRule, DeleteNetworkAcl, DisassociateIpAddress, RemoveFromLoadBalancerRule,
+    UpdateLoadBalancerRule,
+};
+use futures::future::BoxFuture;
+
+use super::annotations::Cidr;
+use super::plan::{AssociateTarget, IpRef, POLICY_DESCRIPTION, Plan, ResourceRef, RuleRef, Step};
+
+/// The public IP a plan associated, as recorded on the Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedIp {
+    /// The IP id.
+    pub ip_id: String,
+    /// The controller associated it (so it may release it).
+    pub associated_by_controller: bool,
+    /// The network the rules live in.
+    pub network_id: Option<String>,
+}
+
+/// Records a newly associated IP on its Service, before the association finishes.
+pub trait IpRecorder: Send + Sync {
+    /// Records `ip`; an error stops the plan (and the IP is released again).
+    fn record<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// A step that failed, named.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// A CloudStack call failed.
+    #[error("{step}: {source}")]
+    CloudStack {
+        /// The step (its display form).
+        step: String,
+        /// The error.
+        #[source]
+        source: cloudstack::Error,
+    },
+    /// The IP could not be recorded on the Service.
+    #[error("associate IP: {0}")]
+    Record(String),
+    /// A step refers to something an earlier phase should have made.
+    #[error("{step}: {detail}")]
+    Unresolved {
+        /// The step.
+        step: String,
+        /// What is missing.
+        detail: String,
+    },
+}
+
+impl ApplyError {
+    /// The CloudStack error behind this failure, if any.
+    pub fn cloudstack(&self) -> Option<&cloudstack::Error> {
+        match self {
+            ApplyError::CloudStack { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// What a run changed, also when it stopped early.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// The IP associated by the plan: id and address.
+    pub associated_ip: Option<(String, IpAddr)>,
+    /// Rules created by the plan: name → id.
+    pub created_rules: HashMap<String, String>,
+    /// Ids of existing rules whose members or policies changed (or that were deleted).
+    pub touched_rules: BTreeSet<String>,
+    /// Number of steps that succeeded.
+    pub steps_done: usize,
+}
+
+/// One FIFO lock per network: holders run their plans one after the other.
+#[derive(Debug, Default)]
+pub struct NetworkTurns {
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl NetworkTurns {
+    /// Waits for the turn on `network_id` (first come, first served); the turn lasts as
+    /// long as the returned guard.
+    pub async fn wait(&self, network_id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+            locks.entry(network_id.to_string()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+}
+
+/// Runs `plan` with `client`. Returns what was done and, if a step failed, the error.
+pub async fn apply(
+    client: &cloudstack::Client,
+    plan: &Plan,
+    recorder: &dyn IpRecorder,
+) -> (Applied, Result<(), ApplyError>) {
+    let state = Mutex::new(Applied::default());
+    for phase in &plan.phases {
+        let runs = phase
+            .steps
+            .iter()
+            .map(|step| run_step(client, step, recorder, &state));
+        let results = futures::future::join_all(runs).await;
+        let mut failed = None;
+        for result in results {
+            match result {
+                Ok(()) => state.lock().unwrap_or_else(|e| e.into_inner()).steps_done += 1,
+                Err(err) => {
+                    failed.get_or_insert(err);
+                }
+            }
+        }
+        if let Some(err) = failed {
+            return (
+                state.into_inner().unwrap_or_else(|e| e.into_inner()),
+                Err(err),
+            );
+        }
+    }
+    (
+        state.into_inner().unwrap_or_else(|e| e.into_inner()),
+        Ok(()),
+    )
+}
+
+/// Shorthand: wraps a CloudStack error with the step's name.
+fn failed(step: &Step) -> impl FnOnce(cloudstack::Error) -> ApplyError + '_ {
+    move |source| ApplyError::CloudStack {
+        step: step.to_string(),
+        source,
+    }
+}
+
+/// A delete that finds nothing to delete has done its job.
+fn gone_is_fine(result: Result<(), cloudstack::Error>) -> Result<(), cloudstack::Error> {
+    match result {
+        Err(err) if err.is_not_found() => Ok(()),
+        other => other,
+    }
+}
+
+fn cidr_strings(cidrs: &[Cidr]) -> Vec<String> {
+    cidrs.iter().map(Cidr::to_string).collect()
+}
+
+fn lock(state: &Mutex<Applied>) -> std::sync::MutexGuard<'_, Applied> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The id of an IP a step refers to.
+fn ip_id(step: &Step, ip: &IpRef, state: &Mutex<Applied>) -> Result<String, ApplyError> {
+    match ip {
+        IpRef::Existing { id, .. } => Ok(id.clone()),
+        IpRef::Associated => lock(state)
+            .associated_ip
+            .as_ref()
+            .map(|(id, _)| id.clone())
+            .ok_or_else(|| ApplyError::Unresolved {
+                step: step.to_string(),
+                detail: "no IP was associated".into(),
+            }),
+    }
+}
+
+/// The id of a rule a step refers to; existing rules are marked as touched.
+fn rule_id(step: &Step, rule: &RuleRef, state: &Mutex<Applied>) -> Result<String, ApplyError> {
+    match rule {
+        RuleRef::Existing { id, .. } => {
+            lock(state).touched_rules.insert(id.clone());
+            Ok(id.clone())
+        }
+        RuleRef::Created { name } => {
+            lock(state)
+                .created_rules
+                .get(name)
+                .cloned()
+                .ok_or_else(|| ApplyError::Unresolved {
+                    step: step.to_string(),
+                    detail: format!("rule {name} was not created"),
+                })
+        }
+    }
+}
+
+/// Runs one step to the end of its job.
+async fn run_step(
+    client: &cloudstack::Client,
+    step: &Step,
+    recorder: &dyn IpRecorder,
+    state: &Mutex<Applied>,
+) -> Result<(), ApplyError> {
+    match step {
+        Step::AssociateIp { target, address } => {
+            associate_ip(client, step, target, *address, recorder, state).await
+        }
+        Step::CreateRule {
+            name,
+            ip,
+            network_id,
+            protocol,
+            public_port,
+            private_port,
+            algorithm,
+            cidrs,
+            open_firewall,
+        } => {
+            let request = CreateLoadBalancerRule {
+                name: name.clone(),
+                algorithm: algorithm.as_str().to_string(),
+                privateport: u32::from(*private_port),
+                publicport: u32::from(*public_port),
+                publicipid: Some(ip_id(step, ip, state)?),
+                networkid: Some(network_id.clone()),
+                protocol: Some(protocol.as_str().to_string()),
+                openfirewall: Some(*open_firewall),
+                cidrlist: cidr_strings(cidrs),
+                ..Default::default()
+            };
+            let start = client
+                .create_load_balancer_rule_begin(&request)
+                .await
+                .map_err(failed(step))?;
+            let id = start.id.clone().ok_or_else(|| ApplyError::Unresolved {
+                step: step.to_string(),
+                detail: "the reply carried no rule id".into(),
+            })?;
+            lock(state).created_rules.insert(name.clone(), id);
+            client
+                .create_load_balancer_rule_finish(&start)
+                .await
+                .map_err(failed(step))?;
+            Ok(())
+        }
+        Step::UpdateRule {
+            id,
+            new_name,
+            protocol,
+            algorithm,
+            cidrs,
+            ..
+        } => {
+            lock(state).touched_rules.insert(id.clone());
+            let request = UpdateLoadBalancerRule {
+                id: id.clone(),
+                name: new_name.clone(),
+                protocol: protocol.map(|p| p.as_str().to_string()),
+                algorithm: algorithm.map(|a| a.as_str().to_string()),
+                cidrlist: cidrs.as_deref().map(cidr_strings).unwrap_or_default(),
+                ..Default::default()
+            };
+            client
+                .update_load_balancer_rule(&request)
+                .await
+                .map_err(failed(step))
+        }
+        Step::DeleteRule { id, .. } => {
+            lock(state).touched_rules.insert(id.clone());
+            let request = DeleteLoadBalancerRule { id: id.clone() };
+            gone_is_fine(client.delete_load_balancer_rule(&request).await).map_err(failed(step))
+        }
+        Step::AssignMembers { rule, vm_ids } => {
+            let request = AssignToLoadBalancerRule {
+                id: rule_id(step, rule, state)?,
+                virtualmachineids: vm_ids.clone(),
+                ..Default::default()
+            };
+            client
+                .assign_to_load_balancer_rule(&request)
+                .await
+                .map_err(failed(step))
+        }
+        Step::RemoveMembers { rule, vm_ids } => {
+            let request = RemoveFromLoadBalancerRule {
+                id: rule_id(step, rule, state)?,
+                virtualmachineids: vm_ids.clone(),
+                ..Default::default()
+            };
+            client
+                .remove_from_load_balancer_rule(&request)
+                .await
+                .map_err(failed(step))
+        }
+        Step::CreateFirewallRule {
+            ip,
+            protocol,
+            port,
+            cidrs,
+        } => {
+            let request = CreateFirewallRule {
+                ipaddressid: ip_id(step, ip, state)?,
+                protocol: protocol.as_str().to_string(),
+                startport: Some(u32::from(*port)),
+                endport: Some(u32::from(*port)),
+                cidrlist: cidr_strings(cidrs),
+                ..Default::default()
+            };
+            client
+                .create_firewall_rule(&request)
+                .await
+                .map(drop)
+                .map_err(failed(step))
+        }
+        Step::DeleteFirewallRule { id, .. } => {
+            let request = DeleteFirewallRule { id: id.clone() };
+            gone_is_fine(client.delete_firewall_rule(&request).await).map_err(failed(step))
+        }
+        Step::CreateAclItem {
+            acl_id,
+            network_id,
+            protocol,
+            port,
+            cidrs,
+            reason,
+        } => {
+            let request = CreateNetworkAcl {
+                protocol: protocol.as_str().to_string(),
+                aclid: Some(acl_id.clone()),
+                networkid: Some(network_id.clone()),
+                startport: Some(u32::from(*port)),
+                endport: Some(u32::from(*port)),
+                cidrlist: cidr_strings(cidrs),
+                traffictype: Some("Ingress".into()),
+                action: Some("Allow".into()),
+                reason: Some(reason.clone()),
+                ..Default::default()
+            };
+            client
+                .create_network_acl(&request)
+                .await
+                .map(drop)
+                .map_err(failed(step))
+        }
+        Step::DeleteAclItem { id, .. } => {
+            let request = DeleteNetworkAcl { id: id.clone() };
+            gone_is_fine(client.delete_network_acl(&request).await).map_err(failed(step))
+        }
+        Step::CreateHealthCheck { rule, check } => {
+            let request = CreateLbHealthCheckPolicy {
+                lbruleid: rule_id(step, rule, state)?,
+                pingpath: Some(check.path.clone()),
+                responsetimeout: Some(check.timeout_secs),
+                intervaltime: Some(check.interval_secs),
+                healthythreshold: Some(check.healthy_threshold),
+                unhealthythreshold: Some(check.unhealthy_threshold),
+                description: Some(POLICY_DESCRIPTION.to_string()),
+                ..Default::default()
+            };
+            client
+                .create_lb_health_check_policy(&request)
+                .await
+                .map(drop)
+                .map_err(failed(step))
+        }
+        Step::DeleteHealthCheck { id, .. } => {
+            let request = DeleteLbHealthCheckPolicy { id: id.clone() };
+            gone_is_fine(client.delete_lb_health_check_policy(&request).await).map_err(failed(step))
+        }
+        Step::CreateStickiness { rule, name, policy } => {
+            let request = CreateLbStickinessPolicy {
+                lbruleid: rule_id(step, rule, state)?,
+                name: name.clone(),
+                methodname: policy.method.as_str().to_string(),
+                param: policy
+                    .params
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                description: Some(POLICY_DESCRIPTION.to_string()),
+                ..Default::default()
+            };
+            client
+                .create_lb_stickiness_policy(&request)
+                .await
+                .map(drop)
+                .map_err(failed(step))
+        }
+        Step::DeleteStickiness { id, .. } => {
+            let request = DeleteLbStickinessPolicy { id: id.clone() };
+            gone_is_fine(client.delete_lb_stickiness_policy(&request).await).map_err(failed(step))
+        }
+        Step::TagResources {
+            resource_type,
+            resources,
+            tags,
+        } => {
+            let resourceids = resources
+                .iter()
+                .map(|resource| match resource {
+                    ResourceRef::Existing(id) => Ok(id.clone()),
+                    ResourceRef::CreatedRule(name) => {
+                        rule_id(step, &RuleRef::Created { name: name.clone() }, state)
+                    }
+                    ResourceRef::AssociatedIp => ip_id(step, &IpRef::Associated, state),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let request = CreateTags {
+                resourceids,
+                resourcetype: resource_type.as_str().to_string(),
+                tags: tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                ..Default::default()
+            };
+            client.create_tags(&request).await.map_err(failed(step))
+        }
+        Step::ReleaseIp { id, .. } => {
+            let request = DisassociateIpAddress {
+                id: Some(id.clone()),
+                ..Default::default()
+            };
+            gone_is_fine(client.disassociate_ip_address(&request).await).map_err(failed(step))
+        }
+    }
+}
+
+/// `associateIpAddress`: record the id on the Service as soon as the reply names it, then
+/// wait for the job. If recording fails the IP is released again, so nothing leaks.
+async fn associate_ip(
+    client: &cloudstack::Client,
+    step: &Step,
+    target: &AssociateTarget,
+    address: Option<IpAddr>,
+    recorder: &dyn IpRecorder,
+    state: &Mutex<Applied>,
+) -> Result<(), ApplyError> {
+    let (networkid, vpcid, network_id) = match target {
+        AssociateTarget::Network(id) => (Some(id.clone()), None, Some(id.clone())),
+        AssociateTarget::Vpc(id) => (None, Some(id.clone()), None),
+    };
+    let request = AssociateIpAddress {
+        networkid,
+        vpcid,
+        ipaddress: address.map(|a| a.to_string()),
+        ..Default::default()
+    };
+    let start = client
+        .associate_ip_address_begin(&request)
+        .await
+        .map_err(failed(step))?;
+    let id = start.id.clone().ok_or_else(|| ApplyError::Unresolved {
+        step: step.to_string(),
+        detail: "the reply carried no IP id".into(),
+    })?;
+    let recorded = recorder
+        .record(&RecordedIp {
+            ip_id: id.clone(),
+            associated_by_controller: true,
+            network_id,
+        })
+        .await;
+    let finished = client
+        .associate_ip_address_finish(&start)
+        .await
+        .map_err(failed(step));
+    if let Err(detail) = recorded {
+        let release = DisassociateIpAddress {
+            id: Some(id.clone()),
+            ..Default::default()
+        };
+        if let Err(err) = client.disassociate_ip_address(&release).await {
+            tracing::warn!(ip_id = %id, error = %err, "cannot release an IP that could not be recorded");
+        }
+        return Err(ApplyError::Record(detail));
+    }
+    let ip = finished?;
+    let parsed = ip
+        .ipaddress
+        .as_deref()
+        .and_then(|a| a.parse::<IpAddr>().ok())
+        .or(address);
+    let address = parsed.ok_or_else(|| ApplyError::Unresolved {
+        step: step.to_string(),
+        detail: "the job result carried no address".into(),
+    })?;
+    lock(state).associated_ip = Some((id, address));
+    Ok(())
+}

@@ -6,6 +6,7 @@
 
 pub mod annotations;
 pub mod apply;
+pub mod ensure;
 pub mod observe;
 pub mod plan;
 pub mod spec;

@@ -205,3 +205,9 @@ impl ObservedLb {
         self.rules.iter().find(|r| r.name == name)
     }
 }
+
+// The reading functions: the shared per-resync view of CloudStack, the per-rule cache of
+// members and policies, and the assembly of one Service's `ObservedLb` from both.
+pub mod assemble;
+pub mod details;
+pub mod snapshot;

@@ -1,0 +1,418 @@
+//! The engine: `ensure` (observe → plan → apply) and `ensure_deleted` for one Service,
+//! sharing one view of CloudStack and one per-rule cache across every Service.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::time::Duration;
+
+use super::apply::{self, ApplyError, IpRecorder, NetworkTurns};
+use super::observe::ObservedLb;
+use super::observe::assemble::{ObserveInputs, observe};
+use super::observe::details::{PolicyKinds, RuleDetailsCache};
+use super::observe::snapshot::{CloudSnapshot, SnapshotCache};
+use super::plan::{self, Backends, Plan, PlanContext, PlanError, Step};
+use super::spec::LbSpec;
+use crate::cloud::capabilities::{
+    NetworkCapabilities, NetworkFacts, NetworkService, PortAccess, ServerFeatures,
+};
+use crate::cloud::provider_id::ProviderId;
+
+/// Why a Service's load balancer could not be ensured or deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum EnsureError {
+    /// Reading CloudStack failed.
+    #[error("reading CloudStack: {0}")]
+    Observe(#[source] cloudstack::Error),
+    /// The spec cannot be reached on this network (nothing was changed).
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A step failed.
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    /// The backends' network could not be determined.
+    #[error("{0}")]
+    Network(String),
+}
+
+impl EnsureError {
+    /// Whether retrying without a change of the Service cannot help (bad input, an IP
+    /// owned by someone else, an unsupported protocol): no backoff retry needed, the
+    /// periodic resync still re-checks it.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, EnsureError::Plan(_))
+    }
+}
+
+/// How a plan changes the load balancer, for Events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing to do.
+    None,
+    /// Only members are added or removed (the backend nodes changed).
+    MembersOnly,
+    /// Anything else.
+    Other,
+}
+
+/// A plan ready to run, with what it was made from.
+#[derive(Debug)]
+pub struct Prepared {
+    plan: Plan,
+    observed: ObservedLb,
+    network_id: String,
+}
+
+impl Prepared {
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// What the plan changes.
+    pub fn change(&self) -> Change {
+        if self.plan.is_empty() {
+            Change::None
+        } else if self
+            .plan
+            .steps()
+            .all(|s| matches!(s, Step::AssignMembers { .. } | Step::RemoveMembers { .. }))
+        {
+            Change::MembersOnly
+        } else {
+            Change::Other
+        }
+    }
+}
+
+/// The result of running a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ensured {
+    /// The load balancer's public address.
+    pub public_ip: IpAddr,
+    /// Warnings of the plan (for a Warning Event).
+    pub warnings: Vec<String>,
+    /// Jobs run.
+    pub jobs: usize,
+}
+
+/// The result of deleting a load balancer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deleted {
+    /// Jobs run (0: there was nothing).
+    pub jobs: usize,
+    /// Warnings (e.g. the IP was kept).
+    pub warnings: Vec<String>,
+}
+
+/// The engine's knobs.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// Cluster name for ownership tags.
+    pub cluster_name: String,
+    /// Version gates of the server.
+    pub server: ServerFeatures,
+    /// Longest use of one view of CloudStack (a resync renews it anyway).
+    pub snapshot_max_age: Duration,
+    /// Longest use of a rule's cached members and policies.
+    pub details_max_age: Duration,
+}
+
+/// The load-balancer engine shared by all Services.
+pub struct Engine {
+    client: cloudstack::Client,
+    settings: EngineSettings,
+    snapshots: SnapshotCache,
+    details: RuleDetailsCache,
+    turns: NetworkTurns,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The capabilities of a listed network.
+pub fn network_facts(network: &cloudstack::Network) -> NetworkFacts {
+    NetworkFacts {
+        id: network.id.clone().unwrap_or_default(),
+        name: network.name.clone().unwrap_or_default(),
+        vpc_id: network.vpcid.clone().filter(|v| !v.is_empty()),
+        acl_id: network.aclid.clone().filter(|v| !v.is_empty()),
+        acl_name: network.aclname.clone().filter(|v| !v.is_empty()),
+        services: network
+            .service
+            .iter()
+            .map(|s| NetworkService {
+                name: s.name.clone().unwrap_or_default(),
+                capabilities: s
+                    .capability
+                    .iter()
+                    .filter_map(|c| Some((c.name.clone()?, c.value.clone().unwrap_or_default())))
+                    .collect(),
+                providers: s.provider.iter().filter_map(|p| p.name.clone()).collect(),
+            })
+            .collect(),
+    }
+}
+
+impl Engine {
+    /// An engine using `client`.
+    pub fn new(client: cloudstack::Client, settings: EngineSettings) -> Engine {
+        Engine {
+            client,
+            snapshots: SnapshotCache::new(settings.snapshot_max_age),
+            details: RuleDetailsCache::new(settings.details_max_age),
+            turns: NetworkTurns::default(),
+            settings,
+        }
+    }
+
+    /// Starts a resync: the next reads renew the shared view of CloudStack.
+    pub fn start_resync(&self) {
+        self.snapshots.invalidate();
+    }
+
+    /// Resolves Nodes (name, providerID) to their VMs and the VMs' default-NIC network,
+    /// from the shared view (one VM list per resync, never a call per Node). Nodes whose
+    /// VM is unknown are left out; all VMs must share one network.
+    pub async fn resolve_backends(
+        &self,
+        nodes: &[(String, String)],
+    ) -> Result<Backends, EnsureError> {
+        let snapshot = self
+            .snapshots
+            .get(&self.client)
+            .await
+            .map_err(EnsureError::Observe)?;
+        let mut by_network: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (name, provider_id) in nodes {
+            let vm_id = match ProviderId::parse(provider_id) {
+                Ok(id) => id.vm_id().to_ascii_lowercase(),
+                Err(err) => {
+                    tracing::debug!(node = %name, error = %err, "node left out of load balancers");
+                    continue;
+                }
+            };
+            match snapshot.vm_networks.get(&vm_id) {
+                Some(network) => {
+                    by_network.entry(network.clone()).or_default().insert(vm_id);
+                }
+                None => {
+                    tracing::debug!(node = %name, vm = %vm_id, "no VM for node; left out of load balancers")
+                }
+            }
+        }
+        if by_network.len() > 1 {
+            return Err(EnsureError::Network(format!(
+                "the eligible nodes are on several networks ({}); a load balancer serves one network",
+                by_network.keys().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        Ok(by_network
+            .into_iter()
+            .next()
+            .map(|(network_id, vm_ids)| Backends { network_id, vm_ids })
+            .unwrap_or_default())
+    }
+
+    /// The capabilities of network `network_id` from the view.
+    fn plan_context(
+        &self,
+        snapshot: &CloudSnapshot,
+        network_id: &str,
+    ) -> Result<PlanContext, EnsureError> {
+        let network = snapshot
+            .network(network_id)
+            .ok_or_else(|| EnsureError::Network(format!("network {network_id} not found")))?;
+        Ok(PlanContext {
+            network: NetworkCapabilities::from_facts(
+                &network_facts(network),
+                &self.settings.server,
+            ),
+            server: self.settings.server,
+            cluster_name: self.settings.cluster_name.clone(),
+        })
+    }
+
+    /// Observes and plans, without changing anything (the dry run uses this alone).
+    pub async fn prepare(
+        &self,
+        spec: &LbSpec,
+        backends: &Backends,
+    ) -> Result<Prepared, EnsureError> {
+        let snapshot = self
+            .snapshots
+            .get(&self.client)
+            .await
+            .map_err(EnsureError::Observe)?;
+        let network_id = self.network_of(&snapshot, spec, backends)?;
+        let ctx = self.plan_context(&snapshot, &network_id)?;
+        let observed = self.observe(&snapshot, spec, &ctx.network).await?;
+        let mut backends = backends.clone();
+        backends.network_id = network_id.clone();
+        let plan = plan::plan(spec, &observed, &backends, &ctx)?;
+        Ok(Prepared {
+            plan,
+            observed,
+            network_id,
+        })
+    }
+
+    /// Which network the Service's rules live in: the backends' network, else the one
+    /// recorded on the Service, else the one of its existing rules.
+    fn network_of(
+        &self,
+        snapshot: &CloudSnapshot,
+        spec: &LbSpec,
+        backends: &Backends,
+    ) -> Result<String, EnsureError> {
+        if !backends.network_id.is_empty() {
+            return Ok(backends.network_id.clone());
+        }
+        let from_rules = || {
+            snapshot
+                .rules
+                .iter()
+                .find(|r| r.name.as_deref().is_some_and(|n| spec.owns_rule_name(n)))
+                .and_then(|r| r.networkid.clone())
+        };
+        spec.recorded_network_id
+            .clone()
+            .or_else(from_rules)
+            .ok_or_else(|| {
+                EnsureError::Network(
+                    "no eligible node with a VM, so the load balancer's network is unknown".into(),
+                )
+            })
+    }
+
+    async fn observe(
+        &self,
+        snapshot: &CloudSnapshot,
+        spec: &LbSpec,
+        network: &NetworkCapabilities,
+    ) -> Result<ObservedLb, EnsureError> {
+        let acl_id = match &network.port_access {
+            PortAccess::NetworkAcl { acl_id, .. } => acl_id.as_deref(),
+            _ => None,
+        };
+        let inputs = ObserveInputs {
+            client: &self.client,
+            details: &self.details,
+            policy_kinds: PolicyKinds {
+                health_check: network.health_check,
+                stickiness: !network.stickiness_methods.is_empty(),
+            },
+            acl_id,
+        };
+        observe(&inputs, snapshot, spec)
+            .await
+            .map_err(EnsureError::Observe)
+    }
+
+    /// Runs a prepared plan (after the turn on its network) and returns the public IP.
+    pub async fn apply(
+        &self,
+        prepared: Prepared,
+        recorder: &dyn IpRecorder,
+    ) -> Result<Ensured, EnsureError> {
+        let Prepared {
+            plan,
+            observed,
+            network_id,
+        } = prepared;
+        let warnings = plan.warnings.clone();
+        let applied = if plan.is_empty() {
+            apply::Applied::default()
+        } else {
+            let _turn = self.turns.wait(&network_id).await;
+            let (applied, result) = apply::apply(&self.client, &plan, recorder).await;
+            self.after_changes(&applied);
+            result?;
+            applied
+        };
+        let public_ip = applied
+            .associated_ip
+            .as_ref()
+            .map(|(_, address)| *address)
+            .or_else(|| observed.ip.as_ref().map(|ip| ip.address))
+            .ok_or_else(|| EnsureError::Network("the load balancer has no public IP".into()))?;
+        Ok(Ensured {
+            public_ip,
+            warnings,
+            jobs: applied.steps_done,
+        })
+    }
+
+    /// Renews what the controller's own changes made stale.
+    fn after_changes(&self, applied: &apply::Applied) {
+        self.snapshots.invalidate();
+        for id in applied
+            .touched_rules
+            .iter()
+            .chain(applied.created_rules.values())
+        {
+            self.details.forget(id);
+        }
+    }
+
+    /// Deletes the load balancer of `spec` (its rules, their firewall rules or ACL items,
+    /// and the IP when the controller associated it and nothing else uses it).
+    pub async fn ensure_deleted(&self, spec: &LbSpec) -> Result<Deleted, EnsureError> {
+        let snapshot = self
+            .snapshots
+            .get(&self.client)
+            .await
+            .map_err(EnsureError::Observe)?;
+        let network_id = self.network_of(&snapshot, spec, &Backends::default()).ok();
+        let ctx = match network_id
+            .as_deref()
+            .map(|id| self.plan_context(&snapshot, id))
+        {
+            Some(Ok(ctx)) => ctx,
+            // No rules and no recorded network: nothing opens ports, only the IP may go.
+            _ => PlanContext {
+                network: NetworkCapabilities::from_facts(
+                    &NetworkFacts::default(),
+                    &self.settings.server,
+                ),
+                server: self.settings.server,
+                cluster_name: self.settings.cluster_name.clone(),
+            },
+        };
+        let observed = self.observe(&snapshot, spec, &ctx.network).await?;
+        let plan = plan::plan_delete(&spec.delete_spec(), &observed, &ctx);
+        if plan.is_empty() {
+            return Ok(Deleted {
+                jobs: 0,
+                warnings: plan.warnings,
+            });
+        }
+        let _turn = self
+            .turns
+            .wait(network_id.as_deref().unwrap_or_default())
+            .await;
+        let (applied, result) = apply::apply(&self.client, &plan, &NoRecording).await;
+        self.after_changes(&applied);
+        result?;
+        Ok(Deleted {
+            jobs: applied.steps_done,
+            warnings: plan.warnings,
+        })
+    }
+}
+
+/// Deletion never associates an IP, so nothing is recorded.
+struct NoRecording;
+
+impl IpRecorder for NoRecording {
+    fn record<'a>(
+        &'a self,
+        _ip: &'a apply::RecordedIp,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+}

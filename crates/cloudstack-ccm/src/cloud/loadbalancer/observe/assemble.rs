@@ -1,0 +1,279 @@
+//! Builds one Service's [`ObservedLb`] from the shared [`CloudSnapshot`] and the per-rule
+//! details: its rules by exact name (current and legacy names), its IP (requested
+//! address, else recorded id, else the IP of its rules), the firewall rules or ACL items
+//! of its ports, and the rules of others on the same IP.
+
+use std::collections::BTreeSet;
+
+use cloudstack::{
+    FirewallRule, ListPublicIpAddresses, LoadBalancerRule, NetworkAcl, PublicIpAddress, Tag,
+};
+
+use super::details::{PolicyKinds, RuleDetailsCache};
+use super::snapshot::CloudSnapshot;
+use super::{
+    ForeignRule, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedIp, ObservedLb,
+    ObservedRule, TAG_SERVICE_UID, Tags,
+};
+use crate::cloud::loadbalancer::annotations::{Algorithm, Cidr};
+use crate::cloud::loadbalancer::spec::LbSpec;
+use crate::cloud::loadbalancer::{IpProtocol, LbProtocol};
+
+/// Tags as a map (entries without a key are skipped).
+pub fn tag_map(tags: &[Tag]) -> Tags {
+    tags.iter()
+        .filter_map(|t| Some((t.key.clone()?, t.value.clone().unwrap_or_default())))
+        .collect()
+}
+
+/// The Service's rules in the snapshot, by exact name.
+pub fn own_rules<'a>(
+    snapshot: &'a CloudSnapshot,
+    spec: &'a LbSpec,
+) -> impl Iterator<Item = &'a LoadBalancerRule> + 'a {
+    snapshot.rules.iter().filter(|r| {
+        r.name
+            .as_deref()
+            .is_some_and(|name| spec.owns_rule_name(name))
+    })
+}
+
+/// Converts a listed rule (with its details) to an [`ObservedRule`]; `None` for entries
+/// missing an id, a protocol we know, or ports.
+fn observed_rule(rule: &LoadBalancerRule) -> Option<ObservedRule> {
+    Some(ObservedRule {
+        id: rule.id.clone()?,
+        name: rule.name.clone()?,
+        protocol: LbProtocol::parse(rule.protocol.as_deref().unwrap_or("tcp"))?,
+        public_port: u16::try_from(rule.publicport?).ok()?,
+        private_port: u16::try_from(rule.privateport?).ok()?,
+        algorithm: rule
+            .algorithm
+            .as_deref()
+            .and_then(Algorithm::parse)
+            .unwrap_or(Algorithm::RoundRobin),
+        cidrs: Cidr::parse_lenient_list(rule.cidrlist.as_deref().unwrap_or_default()),
+        public_ip_id: rule.publicipid.clone().unwrap_or_default(),
+        network_id: rule.networkid.clone(),
+        members: BTreeSet::new(),
+        tags: tag_map(&rule.tags),
+        health_checks: Vec::new(),
+        stickiness: Vec::new(),
+    })
+}
+
+/// Converts a listed public IP; `ours` says whether it is in the account's allocated list.
+pub fn observed_ip(ip: &PublicIpAddress, ours: bool) -> Option<ObservedIp> {
+    let ownership = if ours {
+        IpOwnership::Ours
+    } else if ip.is_allocated() {
+        IpOwnership::OtherAccount(
+            ip.project
+                .clone()
+                .or_else(|| ip.account.clone())
+                .unwrap_or_else(|| "another account".into()),
+        )
+    } else {
+        IpOwnership::Free
+    };
+    Some(ObservedIp {
+        id: ip.id.clone()?,
+        address: ip.ipaddress.as_deref()?.parse().ok()?,
+        ownership,
+        associated_network_id: ip.associatednetworkid.clone(),
+        vpc_id: ip.vpcid.clone(),
+        is_source_nat: ip.issourcenat.unwrap_or(false),
+        is_static_nat: ip.isstaticnat.unwrap_or(false),
+        tags: tag_map(&ip.tags),
+    })
+}
+
+/// Finds the IP the Service uses or asks for. A requested address not allocated to us is
+/// looked up (one call, `allocatedonly=false`) to tell a free address from one owned by
+/// someone else.
+async fn find_ip(
+    client: &cloudstack::Client,
+    snapshot: &CloudSnapshot,
+    spec: &LbSpec,
+    rules: &[ObservedRule],
+) -> Result<Option<ObservedIp>, cloudstack::Error> {
+    if let Some(requested) = spec.requested_ip {
+        let address = requested.to_string();
+        if let Some(ip) = snapshot.ip_by_address(&address) {
+            return Ok(observed_ip(ip, true));
+        }
+        let request = ListPublicIpAddresses {
+            ipaddress: Some(address.clone()),
+            allocatedonly: Some(false),
+            listall: Some(true),
+            ..Default::default()
+        };
+        let found = client.list_public_ip_addresses(&request).await?;
+        let exact = found
+            .iter()
+            .find(|ip| ip.ipaddress.as_deref() == Some(address.as_str()));
+        return Ok(exact.and_then(|ip| observed_ip(ip, false)));
+    }
+    let by_recorded = spec
+        .recorded_ip_id
+        .as_deref()
+        .and_then(|id| snapshot.ip_by_id(id));
+    let by_rules = || {
+        rules
+            .first()
+            .and_then(|r| snapshot.ip_by_id(&r.public_ip_id))
+    };
+    Ok(by_recorded
+        .or_else(by_rules)
+        .and_then(|ip| observed_ip(ip, true)))
+}
+
+/// The ports that matter for opening rules: the Service's wanted and existing ports,
+/// without the ports other rules on the IP hold.
+fn port_scope(spec: &LbSpec, rules: &[ObservedRule], foreign: &[ForeignRule]) -> BTreeSet<u16> {
+    let foreign_ports: BTreeSet<u16> = foreign.iter().map(|r| r.public_port).collect();
+    spec.rules
+        .iter()
+        .map(|r| r.public_port)
+        .chain(rules.iter().map(|r| r.public_port))
+        .filter(|port| !foreign_ports.contains(port))
+        .collect()
+}
+
+/// Whether a port range touches one of `ports`.
+fn covers(start: Option<u32>, end: Option<u32>, ports: &BTreeSet<u16>) -> bool {
+    let Some(start) = start else { return false };
+    let end = end.unwrap_or(start);
+    ports.iter().any(|p| (start..=end).contains(&u32::from(*p)))
+}
+
+/// Whether a resource is tagged as the Service's.
+fn tagged_for(tags: &Tags, spec: &LbSpec) -> bool {
+    tags.get(TAG_SERVICE_UID)
+        .is_some_and(|uid| *uid == spec.service.uid)
+}
+
+fn observed_firewall_rule(rule: &FirewallRule) -> Option<ObservedFirewallRule> {
+    let start = u16::try_from(rule.startport?).ok()?;
+    Some(ObservedFirewallRule {
+        id: rule.id.clone()?,
+        protocol: IpProtocol::parse(rule.protocol.as_deref()?)?,
+        start_port: start,
+        end_port: rule
+            .endport
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or(start),
+        cidrs: Cidr::parse_lenient_list(rule.cidrlist.as_deref().unwrap_or_default()),
+        tags: tag_map(&rule.tags),
+    })
+}
+
+fn observed_acl_item(item: &NetworkAcl) -> Option<ObservedAclItem> {
+    let start = u16::try_from(item.startport?).ok()?;
+    Some(ObservedAclItem {
+        id: item.id.clone()?,
+        acl_id: item.aclid.clone().unwrap_or_default(),
+        protocol: IpProtocol::parse(item.protocol.as_deref()?)?,
+        start_port: start,
+        end_port: item
+            .endport
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or(start),
+        cidrs: Cidr::parse_lenient_list(item.cidrlist.as_deref().unwrap_or_default()),
+        allow: item
+            .action
+            .as_deref()
+            .is_none_or(|a| a.eq_ignore_ascii_case("allow")),
+        reason: item.reason.clone().unwrap_or_default(),
+        tags: tag_map(&item.tags),
+    })
+}
+
+/// Everything the reader needs besides the snapshot.
+pub struct ObserveInputs<'a> {
+    /// The CloudStack client (for the few reads not in the snapshot).
+    pub client: &'a cloudstack::Client,
+    /// The per-rule details cache.
+    pub details: &'a RuleDetailsCache,
+    /// Which policies to read for the Service's rules.
+    pub policy_kinds: PolicyKinds,
+    /// ACL list of the Service's network, when it is a VPC tier with its own list.
+    pub acl_id: Option<&'a str>,
+}
+
+/// What CloudStack holds for `spec`.
+pub async fn observe(
+    inputs: &ObserveInputs<'_>,
+    snapshot: &CloudSnapshot,
+    spec: &LbSpec,
+) -> Result<ObservedLb, cloudstack::Error> {
+    let listed: Vec<&LoadBalancerRule> = own_rules(snapshot, spec).collect();
+    let mut rules: Vec<ObservedRule> = listed.iter().filter_map(|r| observed_rule(r)).collect();
+    let details = futures::future::try_join_all(rules.iter().map(|r| {
+        inputs
+            .details
+            .get(inputs.client, &r.id, inputs.policy_kinds)
+    }))
+    .await?;
+    for (rule, details) in rules.iter_mut().zip(details) {
+        rule.members = details.members.clone();
+        rule.health_checks = details.health_checks.clone();
+        rule.stickiness = details.stickiness.clone();
+    }
+    let ip = find_ip(inputs.client, snapshot, spec, &rules).await?;
+    let own_ids: BTreeSet<&str> = rules.iter().map(|r| r.id.as_str()).collect();
+    let foreign_rules: Vec<ForeignRule> = match &ip {
+        Some(ip) => snapshot
+            .rules_on_ip(&ip.id)
+            .filter(|r| r.id.as_deref().is_some_and(|id| !own_ids.contains(id)))
+            .filter_map(|r| {
+                Some(ForeignRule {
+                    id: r.id.clone()?,
+                    name: r.name.clone().unwrap_or_default(),
+                    public_port: u16::try_from(r.publicport?).ok()?,
+                })
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let ports = port_scope(spec, &rules, &foreign_rules);
+    let firewall_rules = match &ip {
+        Some(ip) => snapshot
+            .firewall_rules_on_ip(&ip.id)
+            .filter(|r| {
+                covers(r.startport, r.endport, &ports) || tagged_for(&tag_map(&r.tags), spec)
+            })
+            .filter_map(observed_firewall_rule)
+            .collect(),
+        None => Vec::new(),
+    };
+    let acl_items = match inputs.acl_id {
+        Some(acl_id) => snapshot
+            .acl_items(inputs.client, acl_id)
+            .await?
+            .iter()
+            .filter(|item| {
+                item.traffictype
+                    .as_deref()
+                    .is_none_or(|t| t.eq_ignore_ascii_case("ingress"))
+            })
+            .filter(|item| {
+                covers(item.startport, item.endport, &ports)
+                    || tagged_for(&tag_map(&item.tags), spec)
+                    || item
+                        .reason
+                        .as_deref()
+                        .is_some_and(|reason| reason.contains(&spec.lb_name))
+            })
+            .filter_map(observed_acl_item)
+            .collect(),
+        None => Vec::new(),
+    };
+    Ok(ObservedLb {
+        ip,
+        rules,
+        firewall_rules,
+        acl_items,
+        foreign_rules,
+    })
+}

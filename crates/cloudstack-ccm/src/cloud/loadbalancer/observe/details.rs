@@ -1,0 +1,185 @@
+//! Per-rule details that CloudStack only returns rule by rule: the assigned VMs
+//! (`listLoadBalancerRuleInstances`) and the health-check and stickiness policies. They
+//! are cached by rule id until the controller changes that rule (apply forgets it), the
+//! rule disappears, or the entry is older than the cache's maximum age (which bounds how
+//! long a change made by hand in CloudStack goes unnoticed).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cloudstack::{
+    ListLbHealthCheckPolicies, ListLbStickinessPolicies, ListLoadBalancerRuleInstances,
+};
+
+use crate::cloud::loadbalancer::annotations::StickinessMethod;
+use crate::cloud::loadbalancer::observe::{ObservedHealthCheck, ObservedStickiness};
+
+/// What is known of one rule beyond its list entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleDetails {
+    /// VM ids assigned to the rule.
+    pub members: BTreeSet<String>,
+    /// Health-check policies (read only where the provider has them).
+    pub health_checks: Vec<ObservedHealthCheck>,
+    /// Stickiness policies (read only where the provider has them).
+    pub stickiness: Vec<ObservedStickiness>,
+}
+
+/// Which policy kinds to read for a rule (those its network's provider supports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyKinds {
+    /// Read health-check policies.
+    pub health_check: bool,
+    /// Read stickiness policies.
+    pub stickiness: bool,
+}
+
+/// The cache of [`RuleDetails`] by rule id.
+#[derive(Debug)]
+pub struct RuleDetailsCache {
+    entries: Mutex<HashMap<String, (Instant, Arc<RuleDetails>)>>,
+    max_age: Duration,
+}
+
+impl RuleDetailsCache {
+    /// A cache whose entries are read again after `max_age`.
+    pub fn new(max_age: Duration) -> Self {
+        Self {
+            entries: Mutex::new(HashMap::new()),
+            max_age,
+        }
+    }
+
+    /// The details of rule `rule_id`, read from CloudStack when not cached.
+    pub async fn get(
+        &self,
+        client: &cloudstack::Client,
+        rule_id: &str,
+        kinds: PolicyKinds,
+    ) -> Result<Arc<RuleDetails>, cloudstack::Error> {
+        if let Some((read_at, details)) = self.lock().get(rule_id)
+            && read_at.elapsed() < self.max_age
+        {
+            return Ok(details.clone());
+        }
+        let details = Arc::new(read(client, rule_id, kinds).await?);
+        self.lock()
+            .insert(rule_id.to_string(), (Instant::now(), details.clone()));
+        Ok(details)
+    }
+
+    /// Forgets rule `rule_id` (after the controller changed it).
+    pub fn forget(&self, rule_id: &str) {
+        self.lock().remove(rule_id);
+    }
+
+    /// Keeps only the rules in `live` (drops rules that no longer exist).
+    pub fn retain<'a>(&self, live: impl IntoIterator<Item = &'a str>) {
+        let live: BTreeSet<&str> = live.into_iter().collect();
+        self.lock().retain(|id, _| live.contains(id.as_str()));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, Arc<RuleDetails>)>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Reads the members and the wanted policy kinds of one rule, concurrently.
+async fn read(
+    client: &cloudstack::Client,
+    rule_id: &str,
+    kinds: PolicyKinds,
+) -> Result<RuleDetails, cloudstack::Error> {
+    let members = async {
+        let request = ListLoadBalancerRuleInstances {
+            id: rule_id.to_string(),
+            ..Default::default()
+        };
+        let vms = client.list_load_balancer_rule_instances(&request).await?;
+        Ok::<_, cloudstack::Error>(
+            vms.into_iter()
+                .filter_map(|vm| vm.id)
+                .collect::<BTreeSet<_>>(),
+        )
+    };
+    let health_checks = async {
+        if !kinds.health_check {
+            return Ok(Vec::new());
+        }
+        let request = ListLbHealthCheckPolicies {
+            lbruleid: Some(rule_id.to_string()),
+            ..Default::default()
+        };
+        let lists = client.list_lb_health_check_policies(&request).await?;
+        Ok(lists
+            .into_iter()
+            .flat_map(|list| list.healthcheckpolicy)
+            .filter_map(|p| {
+                Some(ObservedHealthCheck {
+                    id: p.id?,
+                    path: p.pingpath.unwrap_or_default(),
+                    description: p.description.unwrap_or_default(),
+                    interval_secs: to_u32(p.healthcheckinterval),
+                    timeout_secs: to_u32(p.responsetime),
+                    healthy_threshold: to_u32(p.healthcheckthresshold),
+                    unhealthy_threshold: to_u32(p.unhealthcheckthresshold),
+                })
+            })
+            .collect())
+    };
+    let stickiness = async {
+        if !kinds.stickiness {
+            return Ok(Vec::new());
+        }
+        let request = ListLbStickinessPolicies {
+            lbruleid: Some(rule_id.to_string()),
+            ..Default::default()
+        };
+        let lists = client.list_lb_stickiness_policies(&request).await?;
+        Ok(lists
+            .into_iter()
+            .flat_map(|list| list.stickinesspolicy)
+            .filter_map(|p| {
+                Some(ObservedStickiness {
+                    id: p.id?,
+                    name: p.name.unwrap_or_default(),
+                    description: p.description.unwrap_or_default(),
+                    method: p.methodname.as_deref().and_then(StickinessMethod::parse),
+                    params: stickiness_params(p.params.as_ref()),
+                })
+            })
+            .collect())
+    };
+    let (members, health_checks, stickiness) =
+        futures::try_join!(members, health_checks, stickiness)?;
+    Ok(RuleDetails {
+        members,
+        health_checks,
+        stickiness,
+    })
+}
+
+/// A non-negative count from CloudStack's integer fields (absent or negative → 0).
+fn to_u32(value: Option<i64>) -> u32 {
+    value.and_then(|v| u32::try_from(v).ok()).unwrap_or(0)
+}
+
+/// Stickiness parameters as CloudStack returns them (a JSON object of strings, names
+/// lower-cased).
+fn stickiness_params(
+    params: Option<&serde_json::Value>,
+) -> std::collections::BTreeMap<String, String> {
+    let Some(serde_json::Value::Object(map)) = params else {
+        return Default::default();
+    };
+    map.iter()
+        .map(|(k, v)| {
+            let value = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.to_ascii_lowercase(), value)
+        })
+        .collect()
+}

@@ -1,11 +1,102 @@
 //! The service controller: LoadBalancer Services get a CloudStack load balancer.
 //!
-//! One `reconcile` per Service: the cleanup finalizer first, then the load-balancer engine
-//! (`cloud::loadbalancer`: observe → plan → apply), then `status.loadBalancer.ingress`
-//! (patched only on change) and Events with the Kubernetes service controller's reasons.
+//! One `reconcile` per Service (kube-runtime `Controller`, `--concurrent-service-syncs` at
+//! a time): the cleanup finalizer first, then the engine (`cloud::loadbalancer`: observe →
+//! plan → apply), then `status.loadBalancer.ingress` (patched only on change) and Events
+//! with the Kubernetes service controller's reasons. Every Service is re-synced when the
+//! set of eligible Nodes changes (once per burst, not per Node event) and every resync
+//! period, which also renews the shared view of CloudStack; failures retry with
+//! exponential backoff.
 
 pub mod backoff;
 pub mod eligible;
 pub mod events;
 pub mod finalizer;
+mod ip_record;
+mod node_watch;
+mod reconcile;
+pub mod settings;
 pub mod status;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::Api;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
+
+use crate::cloud::loadbalancer::ensure::Engine;
+use crate::controllers::{Context, Shutdown};
+
+pub use self::ip_record::ip_annotations;
+pub use self::reconcile::{ReconcileError, deletion_spec, plan_services};
+pub use self::settings::Settings;
+
+/// The reporting component of our Events (as the Kubernetes service controller's).
+pub const REPORTER: &str = "service-controller";
+
+/// Runs the service controller until `shutdown` fires.
+pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) -> anyhow::Result<()> {
+    let settings = Settings::from_context(&ctx);
+    run_with(ctx, settings, shutdown).await
+}
+
+/// Runs the service controller with explicit settings (tests use short periods).
+pub async fn run_with(
+    ctx: Arc<Context>,
+    settings: Settings,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let client = ctx.kube.clone();
+    let nodes = node_watch::start(Api::<Node>::all(client.clone()), settings.node_debounce);
+    // Backends come from the Node store: wait for the first full list, so a start-up
+    // reconcile never sees "no nodes" and empties every load balancer.
+    tokio::select! {
+        ready = nodes.store.wait_until_ready() => ready?,
+        () = shutdown.wait() => return Ok(()),
+    }
+    let engine = Arc::new(Engine::new(ctx.cloudstack.clone(), settings.engine(&ctx)));
+    let state = Arc::new(reconcile::State {
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: REPORTER.into(),
+                instance: None,
+            },
+        ),
+        spec_options: settings::spec_options(&ctx),
+        backoff: backoff::RetryBackoff::new(settings.backoff_base, settings.backoff_max),
+        nodes: nodes.store.clone(),
+        engine: engine.clone(),
+        ctx: ctx.clone(),
+    });
+
+    let mut ticker = tokio::time::interval(settings.resync_period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    let resync = futures::stream::unfold(ticker, move |mut ticker| {
+        let engine = engine.clone();
+        async move {
+            ticker.tick().await;
+            engine.start_resync();
+            Some(((), ticker))
+        }
+    });
+
+    let stop = shutdown.clone();
+    Controller::new(Api::<Service>::all(client), watcher::Config::default())
+        .with_config(ControllerConfig::default().concurrency(settings.concurrency))
+        .reconcile_all_on(futures::stream::select(nodes.changes, resync))
+        .graceful_shutdown_on(async move { stop.wait().await })
+        .run(reconcile::reconcile, reconcile::error_policy, state)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(error = %err, "service reconcile did not finish");
+            }
+        })
+        .await;
+    drop(nodes.tasks);
+    Ok(())
+}

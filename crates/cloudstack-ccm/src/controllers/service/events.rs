@@ -22,6 +22,9 @@ pub enum Reason {
     DeletedLoadBalancer,
     /// Deleting the load balancer failed (Warning).
     DeleteLoadBalancerFailed,
+    /// Something the load balancer could not do and does not fail for, e.g. a VPC tier
+    /// on a default ACL list or an IP kept by `keep-ip` (Warning).
+    LoadBalancerWarning,
 }
 
 impl Reason {
@@ -35,13 +38,16 @@ impl Reason {
             Self::DeletingLoadBalancer => "DeletingLoadBalancer",
             Self::DeletedLoadBalancer => "DeletedLoadBalancer",
             Self::DeleteLoadBalancerFailed => "DeleteLoadBalancerFailed",
+            Self::LoadBalancerWarning => "LoadBalancerWarning",
         }
     }
 
     /// Warning for failures, Normal otherwise.
     pub fn event_type(self) -> EventType {
         match self {
-            Self::SyncLoadBalancerFailed | Self::DeleteLoadBalancerFailed => EventType::Warning,
+            Self::SyncLoadBalancerFailed
+            | Self::DeleteLoadBalancerFailed
+            | Self::LoadBalancerWarning => EventType::Warning,
             _ => EventType::Normal,
         }
     }
@@ -56,6 +62,7 @@ impl Reason {
             Self::DeletingLoadBalancer => "Deleting load balancer",
             Self::DeletedLoadBalancer => "Deleted load balancer",
             Self::DeleteLoadBalancerFailed => "Error deleting load balancer",
+            Self::LoadBalancerWarning => "Load balancer warning",
         }
     }
 }

@@ -6,26 +6,15 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
+use crate::cloud::loadbalancer::spec::{self, SpecOptions};
+
 /// The finalizer the Kubernetes service controller (and the Go CCM) put on Services with a
 /// load balancer.
 pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 
-/// Whether `service` asks for a load balancer from us: `type: LoadBalancer`, not being
-/// deleted, and no `loadBalancerClass` or the one we are configured to own.
-pub fn wants_load_balancer(service: &Service, our_class: Option<&str>) -> bool {
-    if service.metadata.deletion_timestamp.is_some() {
-        return false;
-    }
-    let Some(spec) = service.spec.as_ref() else {
-        return false;
-    };
-    if spec.type_.as_deref() != Some("LoadBalancer") {
-        return false;
-    }
-    match spec.load_balancer_class.as_deref() {
-        None => true,
-        Some(class) => our_class == Some(class),
-    }
+/// Whether `service` asks for a load balancer from us and is not being deleted.
+pub fn wants_load_balancer(service: &Service, options: &SpecOptions) -> bool {
+    service.metadata.deletion_timestamp.is_none() && spec::wants_load_balancer(service, options)
 }
 
 /// Whether `service` carries the cleanup finalizer.
@@ -105,27 +94,18 @@ mod tests {
     }
 
     #[test]
-    fn only_unclassed_or_our_class_load_balancers_are_wanted() {
-        assert!(wants_load_balancer(&service("LoadBalancer", None), None));
-        assert!(!wants_load_balancer(&service("ClusterIP", None), None));
-        assert!(!wants_load_balancer(&service("NodePort", None), None));
-        assert!(!wants_load_balancer(
-            &service("LoadBalancer", Some("other")),
-            None
-        ));
-        assert!(!wants_load_balancer(
-            &service("LoadBalancer", Some("other")),
-            Some("ours")
-        ));
+    fn deleting_services_no_longer_want_a_load_balancer() {
+        let options = SpecOptions::default();
         assert!(wants_load_balancer(
-            &service("LoadBalancer", Some("ours")),
-            Some("ours")
+            &service("LoadBalancer", None),
+            &options
         ));
+        assert!(!wants_load_balancer(&service("ClusterIP", None), &options));
         let mut deleting = service("LoadBalancer", None);
         deleting.metadata.deletion_timestamp = Some(
             k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
         );
-        assert!(!wants_load_balancer(&deleting, None));
+        assert!(!wants_load_balancer(&deleting, &options));
     }
 
     #[test]

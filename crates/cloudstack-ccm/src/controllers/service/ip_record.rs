@@ -1,0 +1,64 @@
+//! Records the public IP of a load balancer on its Service (annotations), as soon as the
+//! IP id is known and before its association finishes, so a crash never leaks it.
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::{Map, Value, json};
+
+use crate::cloud::loadbalancer::annotations;
+use crate::cloud::loadbalancer::apply::{IpRecorder, RecordedIp};
+
+/// Writes the IP id (and whether we associated it, and the network) into the Service's
+/// annotations with a merge patch.
+pub struct AnnotationIpRecorder {
+    api: Api<Service>,
+    name: String,
+}
+
+impl AnnotationIpRecorder {
+    /// A recorder for `service`.
+    pub fn new(api: Api<Service>, service: &Service) -> Self {
+        Self {
+            api,
+            name: service.name_any(),
+        }
+    }
+}
+
+/// The annotations that record `ip`.
+pub fn ip_annotations(ip: &RecordedIp) -> Map<String, Value> {
+    let mut values = Map::new();
+    values.insert(annotations::IP_ID.key.to_string(), json!(ip.ip_id));
+    if ip.associated_by_controller {
+        values.insert(
+            annotations::IP_ASSOCIATED_BY_CONTROLLER.key.to_string(),
+            json!("true"),
+        );
+    }
+    if let Some(network_id) = &ip.network_id {
+        values.insert(annotations::NETWORK_ID.key.to_string(), json!(network_id));
+    }
+    values
+}
+
+impl IpRecorder for AnnotationIpRecorder {
+    fn record<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>> {
+        async move {
+            let patch = json!({ "metadata": { "annotations": ip_annotations(ip) } });
+            self.api
+                .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(drop)
+                .map_err(|err| {
+                    format!(
+                        "recording public IP {} on Service {}: {err}",
+                        ip.ip_id, self.name
+                    )
+                })
+        }
+        .boxed()
+    }
+}

@@ -1,0 +1,339 @@
+//! `reconcile` and `error_policy` of the service controller.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::runtime::controller::Action;
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::Store;
+use kube::{Api, ResourceExt};
+
+use crate::cloud::loadbalancer::annotations::{self, Annotations};
+use crate::cloud::loadbalancer::ensure::{Change, Engine, EnsureError};
+use crate::cloud::loadbalancer::plan::{Backends, Plan};
+use crate::cloud::loadbalancer::spec::{LbSpec, SpecOptions};
+use crate::cloud::loadbalancer::{default_lb_name, leaseweb_lb_name};
+use crate::controllers::Context;
+
+use super::backoff::RetryBackoff;
+use super::eligible::eligible_set;
+use super::events::{self, Reason};
+use super::finalizer;
+use super::ip_record::AnnotationIpRecorder;
+use super::status::{self, IngressTarget};
+
+/// The controller name in metrics.
+const CONTROLLER: &str = "service";
+
+/// What every reconcile shares.
+pub struct State {
+    /// The shared controller-manager context.
+    pub ctx: Arc<Context>,
+    /// The load-balancer engine (with its shared view of CloudStack).
+    pub engine: Arc<Engine>,
+    /// Posts Events.
+    pub recorder: Recorder,
+    /// All Nodes.
+    pub nodes: Store<Node>,
+    /// What the spec needs from the configuration.
+    pub spec_options: SpecOptions,
+    /// Retry delays per Service.
+    pub backoff: RetryBackoff,
+}
+
+/// Why a reconcile failed; retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// A Kubernetes API call failed.
+    #[error("{action}: {source}")]
+    Kube {
+        /// What we were doing.
+        action: &'static str,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The load-balancer engine failed.
+    #[error(transparent)]
+    Engine(#[from] EnsureError),
+}
+
+/// Wraps a Kubernetes error with what we were doing.
+fn kube_err(action: &'static str) -> impl FnOnce(kube::Error) -> ReconcileError {
+    move |source| ReconcileError::Kube { action, source }
+}
+
+/// `namespace/name` of a Service, for logs and the backoff table.
+pub fn key_of(service: &Service) -> String {
+    format!(
+        "{}/{}",
+        service.namespace().unwrap_or_default(),
+        service.name_any()
+    )
+}
+
+/// Reconciles one Service and counts the result.
+pub async fn reconcile(service: Arc<Service>, state: Arc<State>) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    let result = reconcile_service(&service, &state).await;
+    let metrics = &state.ctx.metrics;
+    metrics.reconcile(CONTROLLER, if result.is_ok() { "success" } else { "error" });
+    metrics.reconcile_duration(CONTROLLER, started.elapsed());
+    if result.is_ok() {
+        state.backoff.reset(&key_of(&service));
+    }
+    result
+}
+
+/// Decides how long to wait before retrying a failed Service (exponential backoff).
+pub fn error_policy(service: Arc<Service>, err: &ReconcileError, state: Arc<State>) -> Action {
+    let key = key_of(&service);
+    let delay = state.backoff.next_delay(&key);
+    tracing::warn!(service = %key, error = %err, retry_in = ?delay, "load balancer sync failed");
+    Action::requeue(delay)
+}
+
+async fn reconcile_service(
+    service: &Arc<Service>,
+    state: &State,
+) -> Result<Action, ReconcileError> {
+    let namespace = service.namespace().unwrap_or_default();
+    let api: Api<Service> = Api::namespaced(state.ctx.kube.clone(), &namespace);
+    if !finalizer::wants_load_balancer(service, &state.spec_options) {
+        if finalizer::has_finalizer(service) {
+            cleanup(service, &api, state).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    let spec = match LbSpec::from_service(service, &state.spec_options) {
+        Ok(spec) => spec,
+        Err(err) => {
+            // Bad input: nothing is created; a change of the Service re-runs this.
+            tracing::warn!(service = %key_of(service), error = %err, "invalid load-balancer Service");
+            let note = format!("Error syncing load balancer: {err}");
+            events::publish(
+                &state.recorder,
+                service,
+                Reason::SyncLoadBalancerFailed,
+                Some(note),
+            )
+            .await;
+            return Ok(Action::await_change());
+        }
+    };
+    // The finalizer goes on before anything exists in CloudStack.
+    let service = if finalizer::has_finalizer(service) {
+        service.clone()
+    } else {
+        Arc::new(
+            finalizer::add(&api, service)
+                .await
+                .map_err(kube_err("adding the finalizer"))?,
+        )
+    };
+    match ensure(&service, &api, &spec, state).await {
+        Ok(()) => Ok(Action::await_change()),
+        Err(ReconcileError::Engine(err)) if err.is_permanent() => {
+            let note = format!("Error syncing load balancer: {err}");
+            events::publish(
+                &state.recorder,
+                &service,
+                Reason::SyncLoadBalancerFailed,
+                Some(note),
+            )
+            .await;
+            tracing::warn!(service = %key_of(&service), error = %err, "load balancer cannot be built as asked");
+            Ok(Action::await_change())
+        }
+        Err(err) => {
+            let note = format!("Error syncing load balancer: {err}");
+            events::publish(
+                &state.recorder,
+                &service,
+                Reason::SyncLoadBalancerFailed,
+                Some(note),
+            )
+            .await;
+            Err(err)
+        }
+    }
+}
+
+/// The eligible Nodes as (name, providerID) pairs.
+fn eligible_nodes(nodes: &Store<Node>) -> Vec<(String, String)> {
+    let nodes = nodes.state();
+    eligible_set(nodes.iter().map(|node| &**node))
+        .into_iter()
+        .map(|n| (n.name, n.provider_id))
+        .collect()
+}
+
+/// Brings the load balancer of `service` to its spec, then the status.
+async fn ensure(
+    service: &Service,
+    api: &Api<Service>,
+    spec: &LbSpec,
+    state: &State,
+) -> Result<(), ReconcileError> {
+    let backends = state
+        .engine
+        .resolve_backends(&eligible_nodes(&state.nodes))
+        .await?;
+    let prepared = state.engine.prepare(spec, &backends).await?;
+    let change = prepared.change();
+    if change == Change::Other {
+        events::publish(&state.recorder, service, Reason::EnsuringLoadBalancer, None).await;
+    }
+    let recorder = AnnotationIpRecorder::new(api.clone(), service);
+    let ensured = state.engine.apply(prepared, &recorder).await?;
+    match change {
+        Change::None => {}
+        Change::MembersOnly => {
+            events::publish(&state.recorder, service, Reason::UpdatedLoadBalancer, None).await
+        }
+        Change::Other => {
+            events::publish(&state.recorder, service, Reason::EnsuredLoadBalancer, None).await
+        }
+    }
+    if change != Change::None {
+        for warning in &ensured.warnings {
+            events::publish(
+                &state.recorder,
+                service,
+                Reason::LoadBalancerWarning,
+                Some(warning.clone()),
+            )
+            .await;
+        }
+        tracing::info!(service = %key_of(service), jobs = ensured.jobs, ip = %ensured.public_ip, "load balancer ensured");
+    }
+    let target = match &spec.hostname {
+        Some(hostname) => IngressTarget::Hostname(hostname.clone()),
+        None => IngressTarget::Ip {
+            address: ensured.public_ip.to_string(),
+            proxy: spec.proxy_protocol,
+        },
+    };
+    status::patch_if_changed(api, service, &target.ingress())
+        .await
+        .map_err(kube_err("patching the status"))?;
+    Ok(())
+}
+
+/// Deletes the load balancer of a Service being deleted or no longer asking for one, then
+/// drops the status (when the Service stays) and the finalizer.
+async fn cleanup(
+    service: &Service,
+    api: &Api<Service>,
+    state: &State,
+) -> Result<(), ReconcileError> {
+    let spec = deletion_spec(service, &state.spec_options);
+    events::publish(&state.recorder, service, Reason::DeletingLoadBalancer, None).await;
+    let deleted = match state.engine.ensure_deleted(&spec).await {
+        Ok(deleted) => deleted,
+        Err(err) => {
+            let note = format!("Error deleting load balancer: {err}");
+            events::publish(
+                &state.recorder,
+                service,
+                Reason::DeleteLoadBalancerFailed,
+                Some(note),
+            )
+            .await;
+            return Err(err.into());
+        }
+    };
+    tracing::info!(service = %key_of(service), jobs = deleted.jobs, "load balancer deleted");
+    for warning in deleted.warnings {
+        events::publish(
+            &state.recorder,
+            service,
+            Reason::LoadBalancerWarning,
+            Some(warning),
+        )
+        .await;
+    }
+    events::publish(&state.recorder, service, Reason::DeletedLoadBalancer, None).await;
+    if service.metadata.deletion_timestamp.is_none() {
+        status::patch_if_changed(api, service, &[])
+            .await
+            .map_err(kube_err("clearing the status"))?;
+    }
+    finalizer::remove(api, service)
+        .await
+        .map_err(kube_err("removing the finalizer"))
+}
+
+/// The spec used to delete a Service's load balancer. When the Service no longer parses
+/// (e.g. a broken annotation), a minimal spec is read leniently from its metadata: the
+/// names and the recorded IP, with `keep-ip` assumed unless it clearly says `false`.
+pub fn deletion_spec(service: &Service, options: &SpecOptions) -> LbSpec {
+    if let Ok(spec) = LbSpec::from_service(service, options) {
+        return spec;
+    }
+    let meta = &service.metadata;
+    let uid = meta.uid.clone().unwrap_or_default();
+    let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+    let name = meta.name.clone().unwrap_or_default();
+    let raw = Annotations::new(meta.annotations.as_ref());
+    let value = |annotation| raw.raw(annotation).map(str::trim);
+    LbSpec {
+        lb_name: default_lb_name(&uid),
+        legacy_lb_names: vec![leaseweb_lb_name(&options.cluster_name, &namespace, &name)],
+        service: crate::cloud::loadbalancer::spec::ServiceRef {
+            namespace,
+            name,
+            uid,
+        },
+        rules: Vec::new(),
+        algorithm: annotations::Algorithm::RoundRobin,
+        source_ranges: vec![annotations::Cidr::ANY_V4],
+        rule_cidrs: None,
+        requested_ip: None,
+        recorded_ip_id: value(&annotations::IP_ID).map(str::to_string),
+        recorded_network_id: value(&annotations::NETWORK_ID).map(str::to_string),
+        ip_associated_by_controller: value(&annotations::IP_ASSOCIATED_BY_CONTROLLER)
+            == Some("true"),
+        keep_ip: value(&annotations::KEEP_IP).is_some_and(|v| !v.eq_ignore_ascii_case("false")),
+        hostname: None,
+        proxy_protocol: false,
+        health_check: None,
+        stickiness: None,
+    }
+}
+
+/// The plan of each Service that wants a load balancer, without applying it (the `plan`
+/// dry run), keyed by `namespace/name`; the error instead of a plan where there is one.
+pub async fn plan_services(
+    engine: &Engine,
+    services: &[Service],
+    nodes: &[Node],
+    options: &SpecOptions,
+) -> Vec<(String, Result<Plan, String>)> {
+    let eligible: Vec<(String, String)> = eligible_set(nodes)
+        .into_iter()
+        .map(|n| (n.name, n.provider_id))
+        .collect();
+    let backends: Result<Backends, String> = engine
+        .resolve_backends(&eligible)
+        .await
+        .map_err(|e| e.to_string());
+    let mut plans = Vec::new();
+    for service in services
+        .iter()
+        .filter(|s| finalizer::wants_load_balancer(s, options))
+    {
+        let plan = match (&backends, LbSpec::from_service(service, options)) {
+            (Err(err), _) => Err(err.clone()),
+            (_, Err(err)) => Err(err.to_string()),
+            (Ok(backends), Ok(spec)) => engine
+                .prepare(&spec, backends)
+                .await
+                .map(|prepared| prepared.plan().clone())
+                .map_err(|e| e.to_string()),
+        };
+        plans.push((key_of(service), plan));
+    }
+    plans
+}

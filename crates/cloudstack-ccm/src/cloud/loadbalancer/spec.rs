@@ -294,6 +294,49 @@ impl LbSpec {
         })
     }
 
+    /// A spec good enough to delete the Service's load balancer when
+    /// [`LbSpec::from_service`] refuses it (a bad annotation or port must not block the
+    /// cleanup). Fails only without `metadata.uid`/`metadata.name`. No rules; an
+    /// unreadable `keep-ip` counts as set, so an IP is never released by mistake.
+    pub fn for_deletion(service: &Service, options: &SpecOptions) -> Result<LbSpec, SpecError> {
+        let meta = &service.metadata;
+        let uid = meta.uid.clone().ok_or(SpecError::MissingField {
+            field: "metadata.uid",
+        })?;
+        let name = meta.name.clone().ok_or(SpecError::MissingField {
+            field: "metadata.name",
+        })?;
+        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let annotations = Annotations::new(meta.annotations.as_ref());
+        Ok(LbSpec {
+            legacy_lb_names: vec![leaseweb_lb_name(&options.cluster_name, &namespace, &name)],
+            lb_name: default_lb_name(&uid),
+            service: ServiceRef {
+                namespace,
+                name,
+                uid,
+            },
+            rules: Vec::new(),
+            algorithm: Algorithm::RoundRobin,
+            source_ranges: vec![Cidr::ANY_V4],
+            rule_cidrs: None,
+            requested_ip: annotations.get(&ann::ADDRESS, ann::parse_ip).ok().flatten(),
+            recorded_ip_id: annotations.get(&ann::IP_ID, ann::parse_uuid).ok().flatten(),
+            recorded_network_id: annotations
+                .get(&ann::NETWORK_ID, ann::parse_uuid)
+                .ok()
+                .flatten(),
+            ip_associated_by_controller: annotations
+                .flag(&ann::IP_ASSOCIATED_BY_CONTROLLER)
+                .unwrap_or(false),
+            keep_ip: annotations.flag(&ann::KEEP_IP).unwrap_or(true),
+            hostname: None,
+            proxy_protocol: false,
+            health_check: None,
+            stickiness: None,
+        })
+    }
+
     /// Every rule-name prefix of this Service (`<name>-`), current first.
     pub fn name_prefixes(&self) -> impl Iterator<Item = String> + '_ {
         std::iter::once(&self.lb_name)

@@ -443,3 +443,28 @@ fn rule_names_of_the_service_are_recognised_exactly() {
         assert!(!spec.owns_rule_name(&name), "{name}");
     }
 }
+
+#[test]
+fn deletion_spec_survives_bad_input() {
+    let broken = service(
+        json!({
+            (ann::ALGORITHM.key): "random",
+            (ann::KEEP_IP.key): "maybe",
+            (ann::IP_ID.key): "0a1b2c3d-0000-4000-8000-000000000001",
+            (ann::IP_ASSOCIATED_BY_CONTROLLER.key): "true"
+        }),
+        json!({"ports": [{"port": 80, "protocol": "SCTP"}]}),
+    );
+    assert!(LbSpec::from_service(&broken, &options()).is_err());
+    let spec = LbSpec::for_deletion(&broken, &options()).unwrap();
+    assert_eq!(spec.lb_name, LB);
+    assert!(spec.keep_ip, "an unreadable keep-ip keeps the IP");
+    assert!(spec.ip_associated_by_controller);
+    assert_eq!(
+        spec.recorded_ip_id.as_deref(),
+        Some("0a1b2c3d-0000-4000-8000-000000000001")
+    );
+    assert!(spec.rules.is_empty());
+    let clean = LbSpec::for_deletion(&service(json!({}), json!({})), &options()).unwrap();
+    assert!(!clean.keep_ip);
+}

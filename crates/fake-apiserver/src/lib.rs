@@ -19,6 +19,7 @@ mod discovery;
 mod error;
 mod faults;
 mod object;
+mod openapi;
 mod patch;
 mod resources;
 mod routes;

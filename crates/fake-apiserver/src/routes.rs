@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use crate::discovery;
 use crate::error::ApiError;
 use crate::faults::{Faults, Verb};
+use crate::openapi;
 use crate::patch::PatchType;
 use crate::resources::{self, ResourceKind};
 use crate::selector::{FieldSelector, LabelSelector};
@@ -42,6 +43,12 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/apis", get(discovery::group_list))
         .route("/apis/{group}", get(discovery::group))
         .route("/apis/{group}/{version}", get(discovery::group_resources))
+        .route("/openapi/v3", get(openapi::root))
+        .route("/openapi/v3/api/{version}", get(openapi::core_document))
+        .route(
+            "/openapi/v3/apis/{group}/{version}",
+            get(openapi::group_document),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))

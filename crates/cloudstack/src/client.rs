@@ -30,7 +30,7 @@ const SIGNATURE_LIFETIME: Duration = Duration::from_secs(5 * 60);
 /// A CloudStack API client. Cheap to clone (shares one connection pool, rate limiter and
 /// configuration).
 ///
-/// Retries: reads (`list*`, `query*`, `get*`, including `queryAsyncJobResult`) are retried
+/// Retries: reads (`list*` and `query*`, including `queryAsyncJobResult`) are retried
 /// with exponential backoff on 429 (honouring "retry after N ms"), on non-deterministic 5xx
 /// errors, connection errors and timeouts, up to [`ClientConfig::max_retries`] times.
 /// Mutating commands are sent exactly once: when their reply is lost the outcome is unknown,

@@ -17,10 +17,11 @@ const PROJECT_SCOPED: &[&str] = &[
     "associateIpAddress",
 ];
 
-/// Whether a command only reads: `list*`, `query*` and `get*`. Reads are sent with GET and
-/// retried on transient failures.
+/// Whether a command only reads: `list*` (including `listCapabilities`) and `query*`
+/// (including `queryAsyncJobResult`). Reads are sent with GET and retried on transient
+/// failures.
 pub fn is_read(command: &str) -> bool {
-    command.starts_with("list") || command.starts_with("query") || command.starts_with("get")
+    command.starts_with("list") || command.starts_with("query")
 }
 
 /// Whether the client may resend `command` after a transient failure. Only reads qualify

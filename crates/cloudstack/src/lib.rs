@@ -10,6 +10,8 @@
 //! * Typed requests ([`requests`]) and responses ([`types`]) cover the commands a cloud
 //!   controller manager uses.
 
+#![warn(missing_docs)]
+
 mod api;
 mod client;
 mod command;

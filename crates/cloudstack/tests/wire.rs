@@ -163,3 +163,39 @@ async fn rate_limit_spaces_requests() {
     );
     assert_eq!(server.requests_of("listZones").len(), 12);
 }
+
+#[test]
+fn invalid_configuration_is_rejected_naming_the_field() {
+    let bad_url = cloudstack::ClientConfig::new("mgmt:8080/client/api", "k", "s");
+    let error = cloudstack::Client::new(bad_url).unwrap_err().to_string();
+    assert!(error.contains("api_url"), "{error}");
+
+    let mut missing_ca = cloudstack::ClientConfig::new("https://mgmt/client/api", "k", "s");
+    missing_ca.ca_file = Some("/nonexistent/ca.pem".into());
+    let error = cloudstack::Client::new(missing_ca).unwrap_err().to_string();
+    assert!(
+        error.contains("ca_file") && error.contains("/nonexistent/ca.pem"),
+        "{error}"
+    );
+
+    let empty_secret = cloudstack::ClientConfig::new("https://mgmt/client/api", "k", "");
+    let error = cloudstack::Client::new(empty_secret)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("secret_key"), "{error}");
+}
+
+#[test]
+fn client_debug_output_hides_keys() {
+    let client = cloudstack::Client::new(cloudstack::ClientConfig::new(
+        "https://mgmt/client/api",
+        support::API_KEY,
+        support::SECRET_KEY,
+    ))
+    .unwrap();
+    let debug = format!("{client:?}");
+    assert!(
+        !debug.contains(support::API_KEY) && !debug.contains(support::SECRET_KEY),
+        "{debug}"
+    );
+}

@@ -2,7 +2,7 @@
 //! differ between versions), unknown fields are ignored, and ids and ports decode from
 //! numbers or strings.
 
-pub mod de;
+pub(crate) mod de;
 
 mod address;
 mod network;

@@ -1,0 +1,515 @@
+//! The rule, member, policy, port and tag decisions behind [`plan`](super::plan).
+
+use super::*;
+
+/// How a desired rule is reached.
+enum RuleAction<'a> {
+    /// Create it.
+    Create,
+    /// Keep this observed rule (maybe updated).
+    Keep(&'a ObservedRule),
+}
+
+pub(super) struct Planner<'a> {
+    spec: &'a LbSpec,
+    observed: &'a ObservedLb,
+    backends: &'a Backends,
+    ctx: &'a PlanContext,
+    ip: IpRef,
+    pub(super) phase1: Vec<Step>,
+    pub(super) phase2: Vec<Step>,
+    pub(super) phase3: Vec<Step>,
+    /// Names of rules created by this plan.
+    created: Vec<String>,
+    /// Public ports of rules deleted and created again (their firewall is redone).
+    recreated_ports: BTreeSet<u16>,
+    /// Created rules that get `openfirewall=true`.
+    open_firewall: BTreeSet<u16>,
+    /// Ids of observed rules that stay.
+    kept_ids: BTreeSet<String>,
+}
+
+impl<'a> Planner<'a> {
+    pub(super) fn new(
+        spec: &'a LbSpec,
+        observed: &'a ObservedLb,
+        backends: &'a Backends,
+        ctx: &'a PlanContext,
+        ip: IpRef,
+    ) -> Self {
+        Planner {
+            spec,
+            observed,
+            backends,
+            ctx,
+            ip,
+            phase1: Vec::new(),
+            phase2: Vec::new(),
+            phase3: Vec::new(),
+            created: Vec::new(),
+            recreated_ports: BTreeSet::new(),
+            open_firewall: BTreeSet::new(),
+            kept_ids: BTreeSet::new(),
+        }
+    }
+
+    /// The `cidrlist` to send when creating a rule (empty: none).
+    fn create_cidrs(&self) -> Vec<Cidr> {
+        match &self.spec.rule_cidrs {
+            Some(c) if self.ctx.server.lb_cidrlist_on_create => c.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether an observed rule's `cidrlist` differs from the wanted one (absent and
+    /// empty both mean everything).
+    fn cidrs_differ(&self, rule: &ObservedRule) -> bool {
+        if !self.ctx.server.lb_cidrlist_on_create {
+            return false;
+        }
+        let effective = |c: &[Cidr]| -> BTreeSet<Cidr> {
+            if c.is_empty() {
+                [Cidr::ANY_V4].into()
+            } else {
+                c.iter().copied().collect()
+            }
+        };
+        let wanted = effective(self.spec.rule_cidrs.as_deref().unwrap_or_default());
+        effective(&rule.cidrs) != wanted
+    }
+
+    pub(super) fn rules(&mut self) {
+        let spec = self.spec;
+        let observed = self.observed;
+        let mut used: BTreeSet<&str> = BTreeSet::new();
+        // Exact names first, so a rule is never taken over by another port.
+        for rule in &spec.rules {
+            if observed.rule(&rule.name).is_some() {
+                used.insert(rule.name.as_str());
+            }
+        }
+        let mut kept: Vec<(&RuleSpec, &ObservedRule)> = Vec::new();
+        for rule in &spec.rules {
+            let action = match observed.rule(&rule.name) {
+                Some(o) => RuleAction::Keep(o),
+                None => self.match_other(rule, &mut used),
+            };
+            match action {
+                RuleAction::Keep(o) => {
+                    if o.private_port != rule.node_port
+                        || (self.cidrs_differ(o) && !self.ctx.server.lb_cidrlist_update)
+                        || o.protocol.ip_protocol() != rule.protocol.ip_protocol()
+                    {
+                        self.phase1.push(Step::DeleteRule {
+                            id: o.id.clone(),
+                            name: o.name.clone(),
+                        });
+                        self.recreated_ports.insert(rule.public_port);
+                        self.create(rule);
+                    } else {
+                        self.update(rule, o);
+                        self.kept_ids.insert(o.id.clone());
+                        kept.push((rule, o));
+                    }
+                }
+                RuleAction::Create => self.create(rule),
+            }
+        }
+        for (rule, o) in kept {
+            let r = RuleRef::Existing {
+                id: o.id.clone(),
+                name: o.name.clone(),
+            };
+            self.members(r.clone(), &o.members, 2);
+            self.policies(rule, Some(o), r);
+        }
+        // Rules of the Service no port wants any more.
+        let wanted_ports: BTreeSet<u16> = spec.rules.iter().map(|r| r.public_port).collect();
+        for o in &observed.rules {
+            if used.contains(o.name.as_str()) {
+                continue;
+            }
+            let step = Step::DeleteRule {
+                id: o.id.clone(),
+                name: o.name.clone(),
+            };
+            if wanted_ports.contains(&o.public_port) {
+                self.phase1.push(step);
+            } else {
+                self.phase3.push(step);
+            }
+        }
+    }
+
+    /// Finds an observed rule of the Service for this port under another name: a legacy
+    /// name with the same protocol (adopted as is), or the tcp ↔ tcp-proxy twin.
+    fn match_other(&mut self, rule: &RuleSpec, used: &mut BTreeSet<&'a str>) -> RuleAction<'a> {
+        let candidates = self
+            .observed
+            .rules
+            .iter()
+            .filter(|o| o.public_port == rule.public_port && !used.contains(o.name.as_str()));
+        let mut twin = None;
+        for o in candidates {
+            if o.protocol == rule.protocol {
+                used.insert(o.name.as_str());
+                return RuleAction::Keep(o);
+            }
+            twin.get_or_insert(o);
+        }
+        match twin {
+            Some(o) => {
+                used.insert(o.name.as_str());
+                RuleAction::Keep(o)
+            }
+            None => RuleAction::Create,
+        }
+    }
+
+    fn create(&mut self, rule: &RuleSpec) {
+        let isolated_default = self.ctx.network.port_access == PortAccess::Firewall
+            && self.spec.source_ranges == [Cidr::ANY_V4]
+            && !self.firewall_kept(rule.protocol.ip_protocol(), rule.public_port);
+        if isolated_default {
+            self.open_firewall.insert(rule.public_port);
+        }
+        self.phase2.push(Step::CreateRule {
+            name: rule.name.clone(),
+            ip: self.ip.clone(),
+            network_id: self.backends.network_id.clone(),
+            protocol: rule.protocol,
+            public_port: rule.public_port,
+            private_port: rule.node_port,
+            algorithm: self.spec.algorithm,
+            cidrs: self.create_cidrs(),
+            open_firewall: isolated_default,
+        });
+        self.created.push(rule.name.clone());
+        let r = RuleRef::Created {
+            name: rule.name.clone(),
+        };
+        self.members(r.clone(), &BTreeSet::new(), 3);
+        self.policies(rule, None, r);
+    }
+
+    /// Whether an observed firewall rule for exactly this port stays in place.
+    fn firewall_kept(&self, protocol: IpProtocol, port: u16) -> bool {
+        !self.recreated_ports.contains(&port)
+            && self
+                .observed
+                .firewall_rules
+                .iter()
+                .any(|f| f.protocol == protocol && f.start_port == port && f.end_port == port)
+    }
+
+    fn update(&mut self, rule: &RuleSpec, o: &ObservedRule) {
+        let rename = o.protocol != rule.protocol;
+        let cidrs = (self.cidrs_differ(o) && self.ctx.server.lb_cidrlist_update).then(|| {
+            let c = self.spec.rule_cidrs.clone().unwrap_or_default();
+            if c.is_empty() { vec![Cidr::ANY_V4] } else { c }
+        });
+        let algorithm = (o.algorithm != self.spec.algorithm).then_some(self.spec.algorithm);
+        if rename || cidrs.is_some() || algorithm.is_some() {
+            self.phase2.push(Step::UpdateRule {
+                id: o.id.clone(),
+                name: o.name.clone(),
+                new_name: rename.then(|| rule.name.clone()),
+                protocol: rename.then_some(rule.protocol),
+                algorithm,
+                cidrs,
+            });
+        }
+    }
+
+    fn members(&mut self, rule: RuleRef, current: &BTreeSet<String>, phase: u8) {
+        let wanted = &self.backends.vm_ids;
+        let add: Vec<String> = wanted.difference(current).cloned().collect();
+        let remove: Vec<String> = current.difference(wanted).cloned().collect();
+        let target = if phase == 2 {
+            &mut self.phase2
+        } else {
+            &mut self.phase3
+        };
+        if !add.is_empty() {
+            target.push(Step::AssignMembers {
+                rule: rule.clone(),
+                vm_ids: add,
+            });
+        }
+        if !remove.is_empty() {
+            target.push(Step::RemoveMembers {
+                rule,
+                vm_ids: remove,
+            });
+        }
+    }
+
+    /// Health-check and stickiness policies of one rule. Removals of outdated policies
+    /// go before creations (one policy of each kind per rule).
+    fn policies(&mut self, rule: &RuleSpec, o: Option<&ObservedRule>, r: RuleRef) {
+        let caps = &self.ctx.network;
+        let name = o
+            .map_or(rule.name.as_str(), |o| o.name.as_str())
+            .to_string();
+        let hc = self
+            .spec
+            .health_check
+            .as_ref()
+            .filter(|_| caps.health_check);
+        let mut create_hc = hc.is_some();
+        for h in o.map(|o| o.health_checks.as_slice()).unwrap_or_default() {
+            let same = hc.is_some_and(|w| {
+                w.path == h.path
+                    && w.interval_secs == h.interval_secs
+                    && w.timeout_secs == h.timeout_secs
+                    && w.healthy_threshold == h.healthy_threshold
+                    && w.unhealthy_threshold == h.unhealthy_threshold
+            });
+            if same && create_hc {
+                create_hc = false;
+            } else if hc.is_some() || h.description == POLICY_DESCRIPTION {
+                self.phase2.push(Step::DeleteHealthCheck {
+                    id: h.id.clone(),
+                    rule: name.clone(),
+                });
+            }
+        }
+        if let (true, Some(check)) = (create_hc, hc) {
+            self.phase3.push(Step::CreateHealthCheck {
+                rule: r.clone(),
+                check: check.clone(),
+            });
+        }
+        let st = self.spec.stickiness.as_ref();
+        let mut create_st = st.is_some();
+        for s in o.map(|o| o.stickiness.as_slice()).unwrap_or_default() {
+            let same = st.is_some_and(|w| Some(w.method) == s.method && w.params == s.params);
+            if same && create_st {
+                create_st = false;
+            } else if st.is_some() || s.description == POLICY_DESCRIPTION {
+                self.phase2.push(Step::DeleteStickiness {
+                    id: s.id.clone(),
+                    rule: name.clone(),
+                });
+            }
+        }
+        if let (true, Some(policy)) = (create_st, st) {
+            self.phase3.push(Step::CreateStickiness {
+                rule: r,
+                name: format!(
+                    "{}-{}",
+                    self.spec.lb_name,
+                    policy.method.as_str().to_ascii_lowercase()
+                ),
+                policy: policy.clone(),
+            });
+        }
+    }
+
+    /// Firewall rules (isolated) or ACL items (VPC) for the wanted ports, and removal of
+    /// those for ports no rule of the Service uses any more.
+    pub(super) fn ports(&mut self, warnings: &mut Vec<String>) {
+        let wanted: BTreeMap<(IpProtocol, u16), ()> = self
+            .spec
+            .rules
+            .iter()
+            .map(|r| ((r.protocol.ip_protocol(), r.public_port), ()))
+            .collect();
+        let old_ports: BTreeSet<(IpProtocol, u16)> = self
+            .observed
+            .rules
+            .iter()
+            .map(|r| (r.protocol.ip_protocol(), r.public_port))
+            .filter(|k| !wanted.contains_key(k))
+            .collect();
+        match self.ctx.network.port_access.clone() {
+            PortAccess::Firewall => self.firewall(&wanted, &old_ports, warnings),
+            PortAccess::NetworkAcl { acl_id, acl_name } => {
+                if let Some(name) = acl_name
+                    .as_deref()
+                    .filter(|n| DEFAULT_ACL_LISTS.contains(n))
+                {
+                    warnings.push(format!(
+                        "network {} uses the ACL list {name}: no ACL items are added; use a custom ACL list to open the ports",
+                        self.ctx.network.network_label()
+                    ));
+                    return;
+                }
+                let Some(acl_id) = acl_id else {
+                    warnings.push(format!(
+                        "network {} has no ACL list id: ports not opened",
+                        self.ctx.network.network_label()
+                    ));
+                    return;
+                };
+                self.acl(&acl_id, &wanted, &old_ports);
+            }
+            PortAccess::Open => {}
+        }
+    }
+
+    fn firewall(
+        &mut self,
+        wanted: &BTreeMap<(IpProtocol, u16), ()>,
+        old_ports: &BTreeSet<(IpProtocol, u16)>,
+        warnings: &mut Vec<String>,
+    ) {
+        let ranges: BTreeSet<Cidr> = self.spec.source_ranges.iter().copied().collect();
+        for &(protocol, port) in wanted.keys() {
+            let exact: Vec<&ObservedFirewallRule> = self
+                .observed
+                .firewall_rules
+                .iter()
+                .filter(|f| f.protocol == protocol && f.start_port == port && f.end_port == port)
+                .collect();
+            let recreated = self.recreated_ports.contains(&port);
+            if self.open_firewall.contains(&port) {
+                // The new rule opens the port itself; a firewall rule left from the old
+                // one would conflict with it.
+                for f in exact.iter().filter(|_| recreated) {
+                    self.phase1.push(Step::DeleteFirewallRule {
+                        id: f.id.clone(),
+                        protocol,
+                        port,
+                    });
+                }
+                continue;
+            }
+            let covering = self.observed.firewall_rules.iter().any(|f| {
+                f.protocol == protocol
+                    && f.start_port <= port
+                    && port <= f.end_port
+                    && f.start_port != f.end_port
+            });
+            let mut keep = false;
+            for f in exact {
+                let same = f.cidrs.iter().copied().collect::<BTreeSet<_>>() == ranges;
+                if same && !recreated && !keep {
+                    keep = true;
+                } else {
+                    self.phase1.push(Step::DeleteFirewallRule {
+                        id: f.id.clone(),
+                        protocol,
+                        port,
+                    });
+                }
+            }
+            if keep {
+                continue;
+            }
+            if covering {
+                warnings.push(format!("{protocol} port {port}: a firewall rule for a port range covers it; no rule added"));
+                continue;
+            }
+            self.phase2.push(Step::CreateFirewallRule {
+                ip: self.ip.clone(),
+                protocol,
+                port,
+                cidrs: self.spec.source_ranges.clone(),
+            });
+        }
+        for f in &self.observed.firewall_rules {
+            if f.start_port == f.end_port && old_ports.contains(&(f.protocol, f.start_port)) {
+                self.phase3.push(Step::DeleteFirewallRule {
+                    id: f.id.clone(),
+                    protocol: f.protocol,
+                    port: f.start_port,
+                });
+            }
+        }
+    }
+
+    fn acl(
+        &mut self,
+        acl_id: &str,
+        wanted: &BTreeMap<(IpProtocol, u16), ()>,
+        old_ports: &BTreeSet<(IpProtocol, u16)>,
+    ) {
+        let ranges: BTreeSet<Cidr> = self.spec.source_ranges.iter().copied().collect();
+        let ours =
+            |i: &ObservedAclItem| acl_item_is_ours(i, &self.spec.lb_name, &self.spec.service.uid);
+        for &(protocol, port) in wanted.keys() {
+            let exact: Vec<&ObservedAclItem> = self
+                .observed
+                .acl_items
+                .iter()
+                .filter(|i| i.protocol == protocol && i.start_port == port && i.end_port == port)
+                .collect();
+            // An item someone else made for this port decides it; we add nothing.
+            if exact.iter().any(|i| !ours(i)) {
+                continue;
+            }
+            let mut keep = false;
+            for i in exact {
+                let same = i.allow && i.cidrs.iter().copied().collect::<BTreeSet<_>>() == ranges;
+                if same && !keep {
+                    keep = true;
+                } else {
+                    self.phase1.push(Step::DeleteAclItem {
+                        id: i.id.clone(),
+                        protocol,
+                        port,
+                    });
+                }
+            }
+            if !keep {
+                self.phase2.push(Step::CreateAclItem {
+                    acl_id: acl_id.to_string(),
+                    network_id: self.ctx.network.network_id.clone(),
+                    protocol,
+                    port,
+                    cidrs: self.spec.source_ranges.clone(),
+                    reason: acl_reason(&self.spec.lb_name),
+                });
+            }
+        }
+        for i in &self.observed.acl_items {
+            if ours(i) && old_ports.contains(&(i.protocol, i.start_port)) {
+                self.phase3.push(Step::DeleteAclItem {
+                    id: i.id.clone(),
+                    protocol: i.protocol,
+                    port: i.start_port,
+                });
+            }
+        }
+    }
+
+    /// Ownership tags: all rules lacking them in one call, the associated IP in another.
+    pub(super) fn tags(&mut self) {
+        let rule_tags: Tags = [
+            (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
+            (TAG_SERVICE_UID.to_string(), self.spec.service.uid.clone()),
+        ]
+        .into();
+        let mut resources: Vec<ResourceRef> = self
+            .created
+            .iter()
+            .cloned()
+            .map(ResourceRef::CreatedRule)
+            .collect();
+        for o in &self.observed.rules {
+            let untagged = rule_tags.iter().any(|(k, v)| o.tags.get(k) != Some(v));
+            if self.kept_ids.contains(&o.id) && untagged {
+                resources.push(ResourceRef::Existing(o.id.clone()));
+            }
+        }
+        if !resources.is_empty() {
+            self.phase3.push(Step::TagResources {
+                resource_type: TagResourceType::LoadBalancer,
+                resources,
+                tags: rule_tags,
+            });
+        }
+        if self.ip == IpRef::Associated {
+            self.phase2.push(Step::TagResources {
+                resource_type: TagResourceType::PublicIpAddress,
+                resources: vec![ResourceRef::AssociatedIp],
+                tags: [
+                    (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
+                    (TAG_ASSOCIATED.to_string(), "true".to_string()),
+                ]
+                .into(),
+            });
+        }
+    }
+}

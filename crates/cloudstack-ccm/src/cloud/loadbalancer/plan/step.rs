@@ -1,0 +1,407 @@
+//! The steps of a plan: one CloudStack async job each, and how they print.
+
+use super::*;
+
+/// Where to associate a new public IP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AssociateTarget {
+    /// An isolated network (`networkid`).
+    Network(String),
+    /// A VPC (`vpcid`); the IP binds to the tier with the first rule.
+    Vpc(String),
+}
+
+/// A public IP a step works on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IpRef {
+    /// An IP that exists.
+    Existing {
+        /// IP id.
+        id: String,
+        /// Address.
+        address: IpAddr,
+    },
+    /// The IP associated by this plan's `AssociateIp` step.
+    Associated,
+}
+
+/// A load-balancer rule a step works on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleRef {
+    /// A rule that exists.
+    Existing {
+        /// Rule id.
+        id: String,
+        /// Rule name.
+        name: String,
+    },
+    /// A rule created by an earlier phase of this plan.
+    Created {
+        /// Rule name.
+        name: String,
+    },
+}
+
+/// A resource to tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceRef {
+    /// An existing resource id.
+    Existing(String),
+    /// A rule created by this plan (by name).
+    CreatedRule(String),
+    /// The IP associated by this plan.
+    AssociatedIp,
+}
+
+/// The CloudStack resource type of a `createTags` call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TagResourceType {
+    /// `LoadBalancer`.
+    LoadBalancer,
+    /// `PublicIpAddress`.
+    PublicIpAddress,
+}
+
+impl TagResourceType {
+    /// The `resourcetype` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TagResourceType::LoadBalancer => "LoadBalancer",
+            TagResourceType::PublicIpAddress => "PublicIpAddress",
+        }
+    }
+}
+
+/// One CloudStack change (one async job).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// `associateIpAddress`.
+    AssociateIp {
+        /// Network or VPC.
+        target: AssociateTarget,
+        /// A specific address, when one was asked for.
+        address: Option<IpAddr>,
+    },
+    /// `createLoadBalancerRule`.
+    CreateRule {
+        /// Rule name.
+        name: String,
+        /// Public IP.
+        ip: IpRef,
+        /// Network of the members.
+        network_id: String,
+        /// Protocol.
+        protocol: LbProtocol,
+        /// Public port.
+        public_port: u16,
+        /// Private (node) port.
+        private_port: u16,
+        /// Algorithm.
+        algorithm: Algorithm,
+        /// `cidrlist`; empty: not sent.
+        cidrs: Vec<Cidr>,
+        /// `openfirewall`.
+        open_firewall: bool,
+    },
+    /// `updateLoadBalancerRule` (only the fields that change are set).
+    UpdateRule {
+        /// Rule id.
+        id: String,
+        /// Current name.
+        name: String,
+        /// New name (tcp ↔ tcp-proxy switch).
+        new_name: Option<String>,
+        /// New protocol.
+        protocol: Option<LbProtocol>,
+        /// New algorithm.
+        algorithm: Option<Algorithm>,
+        /// New `cidrlist` (≥ 4.22).
+        cidrs: Option<Vec<Cidr>>,
+    },
+    /// `deleteLoadBalancerRule`.
+    DeleteRule {
+        /// Rule id.
+        id: String,
+        /// Rule name.
+        name: String,
+    },
+    /// `assignToLoadBalancerRule` with all VM ids.
+    AssignMembers {
+        /// The rule.
+        rule: RuleRef,
+        /// VM ids.
+        vm_ids: Vec<String>,
+    },
+    /// `removeFromLoadBalancerRule` with all VM ids.
+    RemoveMembers {
+        /// The rule.
+        rule: RuleRef,
+        /// VM ids.
+        vm_ids: Vec<String>,
+    },
+    /// `createFirewallRule` (isolated networks).
+    CreateFirewallRule {
+        /// Public IP.
+        ip: IpRef,
+        /// Protocol (`tcp` for `tcp-proxy`).
+        protocol: IpProtocol,
+        /// Port.
+        port: u16,
+        /// Source CIDRs.
+        cidrs: Vec<Cidr>,
+    },
+    /// `deleteFirewallRule`.
+    DeleteFirewallRule {
+        /// Rule id.
+        id: String,
+        /// Protocol.
+        protocol: IpProtocol,
+        /// Port.
+        port: u16,
+    },
+    /// `createNetworkACL` (VPC tiers).
+    CreateAclItem {
+        /// ACL list id.
+        acl_id: String,
+        /// Tier id.
+        network_id: String,
+        /// Protocol.
+        protocol: IpProtocol,
+        /// Port.
+        port: u16,
+        /// Source CIDRs.
+        cidrs: Vec<Cidr>,
+        /// `reason` text marking the item as the Service's.
+        reason: String,
+    },
+    /// `deleteNetworkACL`.
+    DeleteAclItem {
+        /// Item id.
+        id: String,
+        /// Protocol.
+        protocol: IpProtocol,
+        /// Port.
+        port: u16,
+    },
+    /// `createLBHealthCheckPolicy`.
+    CreateHealthCheck {
+        /// The rule.
+        rule: RuleRef,
+        /// The policy.
+        check: HealthCheck,
+    },
+    /// `deleteLBHealthCheckPolicy`.
+    DeleteHealthCheck {
+        /// Policy id.
+        id: String,
+        /// Rule name (for display).
+        rule: String,
+    },
+    /// `createLBStickinessPolicy`.
+    CreateStickiness {
+        /// The rule.
+        rule: RuleRef,
+        /// Policy name.
+        name: String,
+        /// The policy.
+        policy: Stickiness,
+    },
+    /// `deleteLBStickinessPolicy`.
+    DeleteStickiness {
+        /// Policy id.
+        id: String,
+        /// Rule name (for display).
+        rule: String,
+    },
+    /// `createTags` on several resources of one type.
+    TagResources {
+        /// Resource type.
+        resource_type: TagResourceType,
+        /// Resources.
+        resources: Vec<ResourceRef>,
+        /// Tags.
+        tags: Tags,
+    },
+    /// `disassociateIpAddress`.
+    ReleaseIp {
+        /// IP id.
+        id: String,
+        /// Address.
+        address: IpAddr,
+    },
+}
+
+fn join<T: fmt::Display>(items: &[T], sep: &str) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+impl fmt::Display for IpRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IpRef::Existing { address, .. } => write!(f, "{address}"),
+            IpRef::Associated => f.write_str("the new IP"),
+        }
+    }
+}
+
+impl fmt::Display for RuleRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuleRef::Existing { name, .. } | RuleRef::Created { name } => f.write_str(name),
+        }
+    }
+}
+
+impl fmt::Display for ResourceRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ResourceRef::Existing(id) => f.write_str(id),
+            ResourceRef::CreatedRule(name) => f.write_str(name),
+            ResourceRef::AssociatedIp => f.write_str("the new IP"),
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::AssociateIp { target, address } => {
+                let what = address.map_or("a new IP".to_string(), |a| format!("IP {a}"));
+                match target {
+                    AssociateTarget::Network(n) => write!(f, "associate {what} with network {n}"),
+                    AssociateTarget::Vpc(v) => write!(f, "associate {what} with VPC {v}"),
+                }
+            }
+            Step::CreateRule {
+                name,
+                ip,
+                protocol,
+                public_port,
+                private_port,
+                algorithm,
+                cidrs,
+                open_firewall,
+                ..
+            } => {
+                write!(
+                    f,
+                    "create rule {name}: {ip}:{public_port} -> node port {private_port} ({protocol}, {algorithm}"
+                )?;
+                if !cidrs.is_empty() {
+                    write!(f, ", cidrlist {}", join(cidrs, ","))?;
+                }
+                if *open_firewall {
+                    f.write_str(", open firewall")?;
+                }
+                f.write_str(")")
+            }
+            Step::UpdateRule {
+                name,
+                new_name,
+                protocol,
+                algorithm,
+                cidrs,
+                ..
+            } => {
+                let mut changes = Vec::new();
+                if let Some(n) = new_name {
+                    changes.push(format!("rename to {n}"));
+                }
+                if let Some(p) = protocol {
+                    changes.push(format!("protocol {p}"));
+                }
+                if let Some(a) = algorithm {
+                    changes.push(format!("algorithm {a}"));
+                }
+                if let Some(c) = cidrs {
+                    changes.push(format!("cidrlist {}", join(c, ",")));
+                }
+                write!(f, "update rule {name}: {}", changes.join(", "))
+            }
+            Step::DeleteRule { name, .. } => write!(f, "delete rule {name}"),
+            Step::AssignMembers { rule, vm_ids } => {
+                write!(f, "assign {} to rule {rule}", join(vm_ids, ","))
+            }
+            Step::RemoveMembers { rule, vm_ids } => {
+                write!(f, "remove {} from rule {rule}", join(vm_ids, ","))
+            }
+            Step::CreateFirewallRule {
+                ip,
+                protocol,
+                port,
+                cidrs,
+            } => {
+                write!(
+                    f,
+                    "open firewall {protocol} {ip}:{port} from {}",
+                    join(cidrs, ",")
+                )
+            }
+            Step::DeleteFirewallRule { id, protocol, port } => {
+                write!(f, "delete firewall rule {id} ({protocol} {port})")
+            }
+            Step::CreateAclItem {
+                acl_id,
+                protocol,
+                port,
+                cidrs,
+                ..
+            } => {
+                write!(
+                    f,
+                    "add ACL item to {acl_id}: allow {protocol} {port} from {}",
+                    join(cidrs, ",")
+                )
+            }
+            Step::DeleteAclItem { id, protocol, port } => {
+                write!(f, "delete ACL item {id} ({protocol} {port})")
+            }
+            Step::CreateHealthCheck { rule, check } => write!(
+                f,
+                "add health check to rule {rule}: {} every {}s, timeout {}s, healthy {}, unhealthy {}",
+                check.path,
+                check.interval_secs,
+                check.timeout_secs,
+                check.healthy_threshold,
+                check.unhealthy_threshold
+            ),
+            Step::DeleteHealthCheck { id, rule } => {
+                write!(f, "delete health check {id} of rule {rule}")
+            }
+            Step::CreateStickiness { rule, policy, .. } => {
+                let params: Vec<String> = policy
+                    .params
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                write!(f, "add stickiness {} to rule {rule}", policy.method)?;
+                if !params.is_empty() {
+                    write!(f, " ({})", params.join(","))?;
+                }
+                Ok(())
+            }
+            Step::DeleteStickiness { id, rule } => {
+                write!(f, "delete stickiness policy {id} of rule {rule}")
+            }
+            Step::TagResources {
+                resource_type,
+                resources,
+                tags,
+            } => {
+                let tags: Vec<String> = tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                write!(
+                    f,
+                    "tag {} {}: {}",
+                    resource_type.as_str(),
+                    join(resources, ","),
+                    tags.join(",")
+                )
+            }
+            Step::ReleaseIp { address, .. } => write!(f, "release IP {address}"),
+        }
+    }
+}

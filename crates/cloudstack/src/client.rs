@@ -33,8 +33,10 @@ const SIGNATURE_LIFETIME: Duration = Duration::from_secs(5 * 60);
 /// Retries: reads (`list*` and `query*`, including `queryAsyncJobResult`) are retried
 /// with exponential backoff on 429 (honouring "retry after N ms"), on non-deterministic 5xx
 /// errors, connection errors and timeouts, up to [`ClientConfig::max_retries`] times.
-/// Mutating commands are sent exactly once: when their reply is lost the outcome is unknown,
-/// and repeating a create could duplicate it, so the caller re-observes and decides.
+/// Mutating commands are retried only after a 429, which the server raises while verifying
+/// the request, before the command runs. On any other failure a mutation is not resent: its
+/// outcome is unknown (a lost reply may hide a created rule or an allocated IP), so the
+/// caller re-observes the cloud state and decides.
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
@@ -102,13 +104,15 @@ impl Client {
 
     /// Sends `command` and returns the object under `<command lowercased>response`.
     /// Adds the configured `projectid` where the command accepts it; retries reads on
-    /// transient failures (see [`Client`]).
+    /// transient failures and every command on 429 (see [`Client`]).
     pub async fn call(&self, command: &str, params: Params) -> Result<Value, Error> {
         let params = self.with_project(command, params);
-        if !is_retry_safe(command) {
-            return self.send(command, &params).await;
-        }
         let config = &self.inner.config;
+        let should_retry: fn(&Error) -> bool = if is_retry_safe(command) {
+            Error::is_retryable
+        } else {
+            Error::is_throttled
+        };
         let backoff = ExponentialBuilder::default()
             .with_min_delay(config.retry_backoff_initial)
             .with_max_delay(config.retry_backoff_max)
@@ -118,7 +122,7 @@ impl Client {
         (|| self.send(command, &params))
             .retry(backoff)
             .sleep(tokio::time::sleep)
-            .when(Error::is_retryable)
+            .when(should_retry)
             .adjust(|error, delay| {
                 delay.map(|delay| match error.retry_after() {
                     Some(asked) => asked.min(max_delay).max(delay),
@@ -126,7 +130,7 @@ impl Client {
                 })
             })
             .notify(|error, delay| {
-                tracing::debug!(command, %error, ?delay, "retrying CloudStack read");
+                tracing::debug!(command, %error, ?delay, "retrying CloudStack call");
             })
             .await
     }

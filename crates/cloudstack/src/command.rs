@@ -24,10 +24,12 @@ pub fn is_read(command: &str) -> bool {
     command.starts_with("list") || command.starts_with("query")
 }
 
-/// Whether the client may resend `command` after a transient failure. Only reads qualify
-/// (`queryAsyncJobResult` is one): a mutating call whose reply was lost may have taken
-/// effect, so repeating it could create a duplicate rule or allocate a second IP. Callers of
-/// mutating commands re-observe the cloud state and decide themselves.
+/// Whether the client may resend `command` after any transient failure (5xx, connection
+/// error, timeout). Only reads qualify (`queryAsyncJobResult` is one): a mutating call whose
+/// reply was lost may have taken effect, so repeating it could create a duplicate rule or
+/// allocate a second IP. Callers of mutating commands re-observe the cloud state and decide
+/// themselves. (A 429 is different: it is raised before the command runs, so the client
+/// retries it for every command.)
 pub fn is_retry_safe(command: &str) -> bool {
     is_read(command)
 }

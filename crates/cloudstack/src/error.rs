@@ -135,7 +135,8 @@ impl Error {
     /// failures that are not deterministic (HTTP 5xx other than CloudStack's account,
     /// capacity, allocation, in-use and rule-conflict codes 531–533 and 535–537), connection
     /// errors and timeouts. Parameter errors (4xx) are never retryable. The client retries
-    /// only reads and job queries; see [`crate::Client`].
+    /// reads and job queries on all of these and mutating commands only on 429; see
+    /// [`crate::Client`].
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Api {

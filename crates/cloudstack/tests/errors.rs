@@ -184,6 +184,30 @@ async fn mutating_calls_are_never_retried() {
 }
 
 #[tokio::test]
+async fn throttled_mutation_is_retried_because_it_never_ran() {
+    let server = TestServer::start(|request, nth| match request.command.as_str() {
+        "deleteLoadBalancerRule" if nth == 0 => error_envelope(
+            "deleteLoadBalancerRule",
+            429,
+            9999,
+            "The given user has reached his/her account api limit, please retry after [10] ms.",
+        ),
+        "deleteLoadBalancerRule" => envelope("deleteLoadBalancerRule", json!({"jobid": "j1"})),
+        _ => envelope(
+            "queryAsyncJobResult",
+            json!({"jobid": "j1", "jobstatus": 1, "jobresult": {"success": true}}),
+        ),
+    })
+    .await;
+    server
+        .client()
+        .delete_load_balancer_rule(&DeleteLoadBalancerRule { id: "lb-1".into() })
+        .await
+        .unwrap();
+    assert_eq!(server.requests_of("deleteLoadBalancerRule").len(), 2);
+}
+
+#[tokio::test]
 async fn connection_errors_on_reads_are_retried_then_reported_as_transport() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     // Bind and drop a listener to get a port nobody listens on.

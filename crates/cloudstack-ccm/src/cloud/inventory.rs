@@ -220,6 +220,20 @@ pub trait InventoryObserver: Send + Sync {
     fn looked_up(&self, hit: bool);
 }
 
+impl InventoryObserver for crate::metrics::Metrics {
+    fn refreshed(&self, ok: bool) {
+        self.inventory_refresh(ok);
+    }
+
+    fn looked_up(&self, hit: bool) {
+        if hit {
+            self.inventory_hit();
+        } else {
+            self.inventory_miss();
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct RefreshState {
     last_error: Option<InventoryError>,

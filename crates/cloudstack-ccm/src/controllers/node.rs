@@ -1,1 +1,530 @@
-//! node (to be written).
+//! cloud-node: initialise new nodes and keep their addresses current.
+//!
+//! A node the kubelet registers with `--cloud-provider=external` carries the taint
+//! `node.cloudprovider.kubernetes.io/uninitialized`. For such a node we find its VM
+//! in the inventory and, in ONE update of the Node, set `spec.providerID` (only when
+//! empty), the instance-type / zone / region labels (GA and beta twins, non-empty
+//! values only) and drop the taint; then ONE status patch writes the addresses, and
+//! a `Synced` Event is recorded. A VM not found yet keeps the taint: a Warning Event
+//! names the node and the node is retried with a growing delay.
+//!
+//! Every `--node-status-update-frequency` the addresses of initialised nodes are
+//! recomputed from one inventory view and patched only where they changed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, NodeAddress as K8sNodeAddress, Taint};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+
+use super::{Context, Shutdown};
+use crate::cloud::instances::{InstanceError, InstanceMetadata, Instances, NodeAddress, NodeRef};
+use crate::cloud::inventory::{CloudStackVms, Inventory, InventorySettings};
+use crate::metrics::Metrics;
+
+/// Taint the kubelet sets until a cloud controller initialises the node.
+pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// Annotation in which the kubelet passes `--node-ip`.
+pub const PROVIDED_NODE_IP_ANNOTATION: &str = "alpha.kubernetes.io/provided-node-ip";
+/// Instance-type label (GA).
+pub const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+/// Instance-type label (beta twin).
+pub const LABEL_INSTANCE_TYPE_BETA: &str = "beta.kubernetes.io/instance-type";
+/// Zone label (GA).
+pub const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
+/// Zone label (beta twin).
+pub const LABEL_ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
+/// Region label (GA).
+pub const LABEL_REGION: &str = "topology.kubernetes.io/region";
+/// Region label (beta twin).
+pub const LABEL_REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
+
+/// Name of this controller in Events (`reportingController`).
+pub const CONTROLLER_NAME: &str = "cloud-node-controller";
+/// Metrics label of this controller.
+const METRICS_NAME: &str = "node";
+/// First retry delay of a node that could not be initialised; doubles up to [`MAX_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+/// Longest retry delay of a node that could not be initialised.
+const MAX_RETRY: Duration = Duration::from_secs(300);
+
+/// Why a node could not be initialised or refreshed.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// No VM matches the node (yet).
+    #[error("node {node}: no CloudStack VM matches its providerID or name")]
+    VmNotFound {
+        /// Node name.
+        node: String,
+    },
+    /// The VM lookup failed.
+    #[error(transparent)]
+    Instance(#[from] InstanceError),
+    /// The Kubernetes API refused a request.
+    #[error("node {node}: {action}: {source}")]
+    Kube {
+        /// Node name.
+        node: String,
+        /// What we tried (`update`, `patch status`, …).
+        action: &'static str,
+        /// The API error.
+        source: kube::Error,
+    },
+}
+
+impl NodeError {
+    fn kube(node: &str, action: &'static str) -> impl FnOnce(kube::Error) -> Self {
+        let node = node.to_string();
+        move |source| Self::Kube {
+            node,
+            action,
+            source,
+        }
+    }
+}
+
+/// Runs the cloud-node controller until `shutdown` fires, with VM answers from
+/// [`instances_for`]. See [`run_with`] to share one inventory between controllers.
+pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) -> anyhow::Result<()> {
+    let instances = instances_for(&ctx);
+    run_with(ctx, instances, shutdown).await
+}
+
+/// Runs the cloud-node controller until `shutdown` fires, answering from `instances`.
+pub async fn run_with(
+    ctx: Arc<Context>,
+    instances: Instances,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let recorder = Recorder::new(ctx.kube.clone(), reporter(CONTROLLER_NAME));
+    let controller = Arc::new(CloudNode::new(
+        ctx.kube.clone(),
+        instances,
+        recorder,
+        ctx.metrics.clone(),
+        ctx.node_status_update_frequency,
+    ));
+    controller.run(async move { shutdown.wait().await }).await;
+    Ok(())
+}
+
+/// A node-facing view of the VMs for this context: one [`Inventory`] over
+/// `listVirtualMachines` with the default freshness, counted in the metrics, and the
+/// cloud-config `region`.
+pub fn instances_for(ctx: &Context) -> Instances {
+    let source = Arc::new(CloudStackVms::new(ctx.cloudstack.clone()));
+    let inventory =
+        Inventory::new(source, InventorySettings::default()).with_observer(ctx.metrics.clone());
+    Instances::new(Arc::new(inventory), ctx.cloud_config.region.clone())
+}
+
+/// The Event reporter of a controller.
+pub fn reporter(controller: &str) -> Reporter {
+    Reporter {
+        controller: controller.to_string(),
+        instance: None,
+    }
+}
+
+/// State shared by every reconciliation of the cloud-node controller.
+pub struct CloudNode {
+    client: kube::Client,
+    instances: Instances,
+    recorder: Recorder,
+    metrics: Arc<Metrics>,
+    status_update_frequency: Duration,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl CloudNode {
+    /// A controller writing with `client`, asking `instances`, recording Events with
+    /// `recorder` and refreshing addresses every `status_update_frequency`.
+    pub fn new(
+        client: kube::Client,
+        instances: Instances,
+        recorder: Recorder,
+        metrics: Arc<Metrics>,
+        status_update_frequency: Duration,
+    ) -> Self {
+        Self {
+            client,
+            instances,
+            recorder,
+            metrics,
+            status_update_frequency,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Runs until `shutdown` completes: initialises tainted nodes as they appear and
+    /// refreshes addresses periodically.
+    pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let controller = Controller::new(nodes, watcher::Config::default());
+        let store = controller.store();
+        let (stop_refresh, refresh_stopped) = tokio::sync::oneshot::channel::<()>();
+        let refresher = tokio::spawn(
+            self.clone()
+                .refresh_addresses_every_period(store, refresh_stopped),
+        );
+        controller
+            .graceful_shutdown_on(shutdown)
+            .run(reconcile, error_policy, self)
+            .for_each(|result| async move {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "cloud-node reconcile ended with an error");
+                }
+            })
+            .await;
+        tracing::debug!("cloud-node controller stopped");
+        let _ = stop_refresh.send(());
+        let _ = refresher.await;
+        tracing::debug!("cloud-node address refresh stopped");
+    }
+
+    async fn refresh_addresses_every_period(
+        self: Arc<Self>,
+        store: Store<Node>,
+        mut stop: tokio::sync::oneshot::Receiver<()>,
+    ) {
+        // Not `store.wait_until_ready()`: the controller waits on the same store and
+        // only one waiter is woken. Until the store fills, a tick sees no nodes.
+        let mut ticker = tokio::time::interval(self.status_update_frequency);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = ticker.tick() => self.refresh_addresses(&store.state()).await,
+            }
+        }
+    }
+
+    /// Recomputes the addresses of every initialised node in `nodes` and patches the
+    /// ones that changed. One inventory refresh (one list call) serves all nodes.
+    pub async fn refresh_addresses(&self, nodes: &[Arc<Node>]) {
+        if let Err(error) = self.instances.inventory().refresh().await {
+            tracing::warn!(%error, "refreshing node addresses skipped");
+            return;
+        }
+        for node in nodes
+            .iter()
+            .filter(|node| !has_taint(node, UNINITIALIZED_TAINT))
+        {
+            let name = node.name_any();
+            let result = self.refresh_node_addresses(node).await;
+            let outcome = match &result {
+                Ok(true) => "updated",
+                Ok(false) => "unchanged",
+                Err(_) => "error",
+            };
+            self.metrics.reconcile(METRICS_NAME, outcome);
+            if let Err(error) = result {
+                tracing::warn!(node = %name, %error, "refreshing node addresses failed");
+            }
+        }
+    }
+
+    /// Patches the node's addresses when they differ from its VM's; `Ok(true)` if patched.
+    async fn refresh_node_addresses(&self, node: &Node) -> Result<bool, NodeError> {
+        let name = node.name_any();
+        let Some(metadata) = self.instances.metadata(&node_ref(node)).await? else {
+            // A node whose VM is gone is the lifecycle controller's business.
+            return Ok(false);
+        };
+        let wanted = to_k8s_addresses(&metadata.addresses);
+        let current = node
+            .status
+            .as_ref()
+            .and_then(|status| status.addresses.clone())
+            .unwrap_or_default();
+        if current == wanted {
+            return Ok(false);
+        }
+        self.patch_addresses(&name, &wanted).await?;
+        tracing::info!(node = %name, "node addresses updated");
+        Ok(true)
+    }
+
+    async fn initialise(&self, node: &Node) -> Result<(), NodeError> {
+        let name = node.name_any();
+        let metadata = self
+            .instances
+            .metadata(&node_ref(node))
+            .await?
+            .ok_or_else(|| NodeError::VmNotFound { node: name.clone() })?;
+        let api: Api<Node> = Api::all(self.client.clone());
+        let initialised = initialised_node(node, &metadata);
+        api.replace(&name, &PostParams::default(), &initialised)
+            .await
+            .map_err(NodeError::kube(&name, "update"))?;
+        self.patch_addresses(&name, &to_k8s_addresses(&metadata.addresses))
+            .await?;
+        tracing::info!(node = %name, provider_id = %metadata.provider_id, "node initialised");
+        self.publish(
+            node,
+            EventType::Normal,
+            "Synced",
+            "Node synced successfully".to_string(),
+        )
+        .await;
+        Ok(())
+    }
+
+    async fn patch_addresses(
+        &self,
+        name: &str,
+        addresses: &[K8sNodeAddress],
+    ) -> Result<(), NodeError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let patch = serde_json::json!({ "status": { "addresses": addresses } });
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(NodeError::kube(name, "patch status"))?;
+        Ok(())
+    }
+
+    async fn publish(&self, node: &Node, type_: EventType, reason: &str, note: String) {
+        let event = Event {
+            type_,
+            reason: reason.to_string(),
+            note: Some(note),
+            action: "InitializeNode".to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &node.object_ref(&())).await {
+            tracing::warn!(node = %node.name_any(), %error, "recording an Event failed");
+        }
+    }
+
+    /// The delay before retrying `node`, growing with each failure in a row.
+    fn next_retry(&self, node: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let count = failures.entry(node.to_string()).or_insert(0);
+        let delay = FIRST_RETRY
+            .saturating_mul(1u32 << (*count).min(16))
+            .min(MAX_RETRY);
+        *count += 1;
+        delay
+    }
+
+    fn forget_failures(&self, node: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(node);
+    }
+}
+
+async fn reconcile(node: Arc<Node>, ctx: Arc<CloudNode>) -> Result<Action, NodeError> {
+    let name = node.name_any();
+    if node.meta().deletion_timestamp.is_some() || !has_taint(&node, UNINITIALIZED_TAINT) {
+        ctx.forget_failures(&name);
+        return Ok(Action::await_change());
+    }
+    let started = std::time::Instant::now();
+    let result = ctx.initialise(&node).await;
+    ctx.metrics
+        .reconcile_duration(METRICS_NAME, started.elapsed());
+    match result {
+        Ok(()) => {
+            ctx.metrics.reconcile(METRICS_NAME, "ok");
+            ctx.forget_failures(&name);
+            Ok(Action::await_change())
+        }
+        Err(error) => {
+            let result = match error {
+                NodeError::VmNotFound { .. } => "not-found",
+                _ => "error",
+            };
+            ctx.metrics.reconcile(METRICS_NAME, result);
+            tracing::warn!(node = %name, %error, "initialising node failed");
+            let reason = match error {
+                NodeError::VmNotFound { .. } => "InstanceNotFound",
+                _ => "SyncNodeFailed",
+            };
+            ctx.publish(&node, EventType::Warning, reason, error.to_string())
+                .await;
+            Err(error)
+        }
+    }
+}
+
+fn error_policy(node: Arc<Node>, _error: &NodeError, ctx: Arc<CloudNode>) -> Action {
+    Action::requeue(ctx.next_retry(&node.name_any()))
+}
+
+/// The strings the cloud layer needs from a node.
+pub fn node_ref(node: &Node) -> NodeRef<'_> {
+    NodeRef {
+        name: node.metadata.name.as_deref().unwrap_or_default(),
+        provider_id: node
+            .spec
+            .as_ref()
+            .and_then(|spec| spec.provider_id.as_deref())
+            .filter(|id| !id.is_empty()),
+        provided_node_ip: node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(PROVIDED_NODE_IP_ANNOTATION))
+            .map(String::as_str),
+    }
+}
+
+/// True when the node carries a taint with this key.
+pub fn has_taint(node: &Node, key: &str) -> bool {
+    taints(node).iter().any(|taint| taint.key == key)
+}
+
+/// The node's taints.
+pub fn taints(node: &Node) -> &[Taint] {
+    node.spec
+        .as_ref()
+        .and_then(|spec| spec.taints.as_deref())
+        .unwrap_or_default()
+}
+
+/// The node as initialisation leaves it: providerID (if empty), labels, no
+/// uninitialized taint. Status is left alone (it is patched separately).
+pub fn initialised_node(node: &Node, metadata: &InstanceMetadata) -> Node {
+    let mut node = node.clone();
+    let labels = node.metadata.labels.get_or_insert_with(BTreeMap::new);
+    let pairs = [
+        (LABEL_INSTANCE_TYPE, &metadata.instance_type),
+        (LABEL_INSTANCE_TYPE_BETA, &metadata.instance_type),
+        (LABEL_ZONE, &metadata.zone),
+        (LABEL_ZONE_BETA, &metadata.zone),
+        (LABEL_REGION, &metadata.region),
+        (LABEL_REGION_BETA, &metadata.region),
+    ];
+    for (key, value) in pairs {
+        if !value.is_empty() {
+            labels.insert(key.to_string(), value.clone());
+        }
+    }
+    let spec = node.spec.get_or_insert_with(Default::default);
+    if spec.provider_id.as_deref().is_none_or(str::is_empty) {
+        spec.provider_id = Some(metadata.provider_id.clone());
+    }
+    if let Some(taints) = spec.taints.as_mut() {
+        taints.retain(|taint| taint.key != UNINITIALIZED_TAINT);
+    }
+    node
+}
+
+/// Converts addresses to the Kubernetes type.
+pub fn to_k8s_addresses(addresses: &[NodeAddress]) -> Vec<K8sNodeAddress> {
+    addresses
+        .iter()
+        .map(|address| K8sNodeAddress {
+            type_: address.kind.as_str().to_string(),
+            address: address.address.clone(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cloud::instances::AddressKind;
+    use k8s_openapi::api::core::v1::NodeSpec;
+
+    fn metadata(instance_type: &str) -> InstanceMetadata {
+        InstanceMetadata {
+            provider_id: "external-cloudstack://8a0b4f3e-1c2d-4e5f-9a8b-7c6d5e4f3a2b".into(),
+            instance_type: instance_type.into(),
+            zone: "zone-1".into(),
+            region: "zone-1".into(),
+            addresses: vec![NodeAddress {
+                kind: AddressKind::InternalIp,
+                address: "10.1.1.5".into(),
+            }],
+        }
+    }
+
+    fn tainted_node(provider_id: Option<&str>) -> Node {
+        Node {
+            metadata: kube::api::ObjectMeta {
+                name: Some("worker-1".into()),
+                labels: Some(BTreeMap::from([("keep".into(), "me".into())])),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: provider_id.map(str::to_string),
+                taints: Some(vec![
+                    Taint {
+                        key: UNINITIALIZED_TAINT.into(),
+                        value: Some("true".into()),
+                        effect: "NoSchedule".into(),
+                        time_added: None,
+                    },
+                    Taint {
+                        key: "dedicated".into(),
+                        value: Some("db".into()),
+                        effect: "NoSchedule".into(),
+                        time_added: None,
+                    },
+                ]),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    #[test]
+    fn initialised_node_sets_labels_provider_id_and_drops_the_taint() {
+        let node = initialised_node(&tainted_node(None), &metadata("Small-Instance"));
+        let labels = node.metadata.labels.as_ref().unwrap();
+        for key in [LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA] {
+            assert_eq!(labels[key], "Small-Instance");
+        }
+        for key in [LABEL_ZONE, LABEL_ZONE_BETA, LABEL_REGION, LABEL_REGION_BETA] {
+            assert_eq!(labels[key], "zone-1");
+        }
+        assert_eq!(labels["keep"], "me");
+        assert_eq!(
+            node.spec.as_ref().unwrap().provider_id.as_deref(),
+            Some("external-cloudstack://8a0b4f3e-1c2d-4e5f-9a8b-7c6d5e4f3a2b")
+        );
+        assert!(!has_taint(&node, UNINITIALIZED_TAINT));
+        assert!(has_taint(&node, "dedicated"));
+    }
+
+    #[test]
+    fn initialised_node_keeps_an_existing_provider_id_and_skips_empty_labels() {
+        let existing = "cloudstack:///8a0b4f3e-1c2d-4e5f-9a8b-7c6d5e4f3a2b";
+        let node = initialised_node(&tainted_node(Some(existing)), &metadata(""));
+        assert_eq!(
+            node.spec.as_ref().unwrap().provider_id.as_deref(),
+            Some(existing)
+        );
+        let labels = node.metadata.labels.as_ref().unwrap();
+        assert!(!labels.contains_key(LABEL_INSTANCE_TYPE));
+        assert!(!labels.contains_key(LABEL_INSTANCE_TYPE_BETA));
+        assert_eq!(labels[LABEL_ZONE], "zone-1");
+    }
+
+    #[test]
+    fn node_ref_reads_provider_id_and_annotation() {
+        let mut node = tainted_node(Some(""));
+        node.metadata.annotations = Some(BTreeMap::from([(
+            PROVIDED_NODE_IP_ANNOTATION.to_string(),
+            "10.1.1.5".to_string(),
+        )]));
+        let reference = node_ref(&node);
+        assert_eq!(reference.name, "worker-1");
+        assert_eq!(
+            reference.provider_id, None,
+            "an empty providerID is no providerID"
+        );
+        assert_eq!(reference.provided_node_ip, Some("10.1.1.5"));
+    }
+}

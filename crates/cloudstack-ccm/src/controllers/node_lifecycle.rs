@@ -1,1 +1,309 @@
-//! node_lifecycle (to be written).
+//! cloud-node-lifecycle: delete nodes whose VM is gone, taint nodes whose VM is stopped.
+//!
+//! Every `--node-monitor-period`, for each node from a watch-fed cache, like the
+//! Kubernetes cloud-node-lifecycle controller:
+//! * Ready: remove the `node.cloudprovider.kubernetes.io/shutdown` taint if present.
+//! * NotReady (Ready condition `False` or `Unknown`): VM stopped → add that taint
+//!   (`NoSchedule`); VM gone → a `DeletingNode` Event and the Node is deleted.
+//!
+//! All answers come from the inventory (one list call serves every node); a failed
+//! lookup never deletes anything.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Taint};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Resource, ResourceExt};
+
+use super::node::{has_taint, instances_for, node_ref, reporter};
+use super::{Context, Shutdown};
+use crate::cloud::instances::{InstanceError, Instances};
+use crate::metrics::Metrics;
+
+/// Taint put on nodes whose VM is shut down.
+pub const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
+/// Reason of the Event recorded before a node is deleted.
+pub const DELETING_NODE_REASON: &str = "DeletingNode";
+/// Name of this controller in Events (`reportingController`).
+pub const CONTROLLER_NAME: &str = "cloud-node-lifecycle-controller";
+/// Metrics label of this controller.
+const METRICS_NAME: &str = "node-lifecycle";
+
+/// What one look at a node decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LifecycleAction {
+    /// Nothing to change.
+    None,
+    /// The VM is shut down: add the shutdown taint.
+    AddShutdownTaint,
+    /// The node is Ready again: remove the shutdown taint.
+    RemoveShutdownTaint,
+    /// The VM is gone: delete the node.
+    Delete,
+}
+
+/// Why a node could not be handled.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    /// The VM lookup failed.
+    #[error(transparent)]
+    Instance(#[from] InstanceError),
+    /// The Kubernetes API refused a request.
+    #[error("node {node}: {action}: {source}")]
+    Kube {
+        /// Node name.
+        node: String,
+        /// What we tried.
+        action: &'static str,
+        /// The API error.
+        source: kube::Error,
+    },
+}
+
+/// Runs the cloud-node-lifecycle controller until `shutdown` fires, with VM answers
+/// from [`instances_for`]. See [`run_with`] to share one inventory between controllers.
+pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) -> anyhow::Result<()> {
+    let instances = instances_for(&ctx);
+    run_with(ctx, instances, shutdown).await
+}
+
+/// Runs the cloud-node-lifecycle controller until `shutdown` fires, answering from `instances`.
+pub async fn run_with(
+    ctx: Arc<Context>,
+    instances: Instances,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let recorder = Recorder::new(ctx.kube.clone(), reporter(CONTROLLER_NAME));
+    let controller = Arc::new(NodeLifecycle::new(
+        ctx.kube.clone(),
+        instances,
+        recorder,
+        ctx.metrics.clone(),
+        ctx.node_monitor_period,
+    ));
+    controller.run(shutdown.wait()).await;
+    Ok(())
+}
+
+/// State of the cloud-node-lifecycle controller.
+pub struct NodeLifecycle {
+    client: kube::Client,
+    instances: Instances,
+    recorder: Recorder,
+    metrics: Arc<Metrics>,
+    monitor_period: Duration,
+}
+
+impl NodeLifecycle {
+    /// A controller looking at all nodes every `monitor_period`.
+    pub fn new(
+        client: kube::Client,
+        instances: Instances,
+        recorder: Recorder,
+        metrics: Arc<Metrics>,
+        monitor_period: Duration,
+    ) -> Self {
+        Self {
+            client,
+            instances,
+            recorder,
+            metrics,
+            monitor_period,
+        }
+    }
+
+    /// Runs until `shutdown` completes.
+    pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()> + Send) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let (store, writer) = reflector::store();
+        let feed = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff()
+            .touched_objects()
+            .for_each(|event| async move {
+                if let Err(error) = event {
+                    tracing::debug!(%error, "node watch error");
+                }
+            });
+        let monitor = self.monitor_every_period(store);
+        tokio::select! {
+            _ = shutdown => {}
+            _ = feed => {}
+            _ = monitor => {}
+        }
+    }
+
+    async fn monitor_every_period(&self, store: Store<Node>) {
+        if store.wait_until_ready().await.is_err() {
+            return;
+        }
+        let mut ticker = tokio::time::interval(self.monitor_period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            self.monitor(&store.state()).await;
+        }
+    }
+
+    /// Looks at each node once and acts on it.
+    pub async fn monitor(&self, nodes: &[Arc<Node>]) {
+        for node in nodes {
+            let started = std::time::Instant::now();
+            let result = self.handle(node).await;
+            self.metrics
+                .reconcile_duration(METRICS_NAME, started.elapsed());
+            match result {
+                Ok(action) => self.metrics.reconcile(METRICS_NAME, action_label(action)),
+                Err(error) => {
+                    self.metrics.reconcile(METRICS_NAME, "error");
+                    tracing::warn!(node = %node.name_any(), %error, "node lifecycle check failed");
+                }
+            }
+        }
+    }
+
+    async fn handle(&self, node: &Node) -> Result<LifecycleAction, LifecycleError> {
+        let action = self.decide(node).await?;
+        let name = node.name_any();
+        match action {
+            LifecycleAction::None => {}
+            LifecycleAction::AddShutdownTaint | LifecycleAction::RemoveShutdownTaint => {
+                let mut updated = node.clone();
+                set_shutdown_taint(&mut updated, action == LifecycleAction::AddShutdownTaint);
+                Api::<Node>::all(self.client.clone())
+                    .replace(&name, &PostParams::default(), &updated)
+                    .await
+                    .map_err(|source| LifecycleError::Kube {
+                        node: name.clone(),
+                        action: "update taints",
+                        source,
+                    })?;
+                tracing::info!(node = %name, ?action, "shutdown taint changed");
+            }
+            LifecycleAction::Delete => {
+                tracing::info!(node = %name, "deleting node: its VM no longer exists");
+                let event = Event {
+                    type_: EventType::Normal,
+                    reason: DELETING_NODE_REASON.to_string(),
+                    note: Some(format!(
+                        "Deleting node {name} because it does not exist in CloudStack"
+                    )),
+                    action: "DeleteNode".to_string(),
+                    secondary: None,
+                };
+                if let Err(error) = self.recorder.publish(&event, &node.object_ref(&())).await {
+                    tracing::warn!(node = %name, %error, "recording an Event failed");
+                }
+                Api::<Node>::all(self.client.clone())
+                    .delete(&name, &DeleteParams::default())
+                    .await
+                    .map_err(|source| LifecycleError::Kube {
+                        node: name.clone(),
+                        action: "delete",
+                        source,
+                    })?;
+            }
+        }
+        Ok(action)
+    }
+
+    /// Decides what to do with `node`, reading only the inventory.
+    pub async fn decide(&self, node: &Node) -> Result<LifecycleAction, LifecycleError> {
+        let tainted = has_taint(node, SHUTDOWN_TAINT);
+        if is_ready(node) {
+            return Ok(if tainted {
+                LifecycleAction::RemoveShutdownTaint
+            } else {
+                LifecycleAction::None
+            });
+        }
+        Ok(match self.instances.find_vm(&node_ref(node)).await? {
+            None => LifecycleAction::Delete,
+            Some(vm) if vm.is_shut_down() && !tainted => LifecycleAction::AddShutdownTaint,
+            Some(_) => LifecycleAction::None,
+        })
+    }
+}
+
+fn action_label(action: LifecycleAction) -> &'static str {
+    match action {
+        LifecycleAction::None => "ok",
+        LifecycleAction::AddShutdownTaint => "tainted",
+        LifecycleAction::RemoveShutdownTaint => "untainted",
+        LifecycleAction::Delete => "deleted",
+    }
+}
+
+/// True when the node's `Ready` condition is `True`.
+pub fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .and_then(|conditions| conditions.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|ready| ready.status == "True")
+}
+
+/// Adds (`true`) or removes (`false`) the shutdown taint.
+pub fn set_shutdown_taint(node: &mut Node, present: bool) {
+    let taints = node
+        .spec
+        .get_or_insert_with(Default::default)
+        .taints
+        .get_or_insert_with(Vec::new);
+    taints.retain(|taint| taint.key != SHUTDOWN_TAINT);
+    if present {
+        taints.push(Taint {
+            key: SHUTDOWN_TAINT.to_string(),
+            value: None,
+            effect: "NoSchedule".to_string(),
+            time_added: None,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+
+    fn node_with_ready(status: Option<&str>) -> Node {
+        Node {
+            status: Some(NodeStatus {
+                conditions: status.map(|s| {
+                    vec![NodeCondition {
+                        type_: "Ready".into(),
+                        status: s.into(),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn readiness_from_the_ready_condition() {
+        assert!(is_ready(&node_with_ready(Some("True"))));
+        assert!(!is_ready(&node_with_ready(Some("False"))));
+        assert!(!is_ready(&node_with_ready(Some("Unknown"))));
+        assert!(!is_ready(&node_with_ready(None)));
+    }
+
+    #[test]
+    fn shutdown_taint_added_once_and_removed() {
+        let mut node = node_with_ready(Some("False"));
+        set_shutdown_taint(&mut node, true);
+        set_shutdown_taint(&mut node, true);
+        let taints = node.spec.as_ref().unwrap().taints.as_ref().unwrap();
+        assert_eq!(taints.len(), 1);
+        assert_eq!(taints[0].effect, "NoSchedule");
+        assert!(has_taint(&node, SHUTDOWN_TAINT));
+        set_shutdown_taint(&mut node, false);
+        assert!(!has_taint(&node, SHUTDOWN_TAINT));
+    }
+}

@@ -1,0 +1,540 @@
+//! Shared harness of the end-to-end tests: a CloudStack simulator and a fake Kubernetes
+//! API server on 127.0.0.1, a real `kube::Client` and `cloudstack::Client` talking HTTP to
+//! them, a controller [`Context`] with short intervals, one shared [`Instances`] view, and
+//! helpers to create nodes and wait (always with a timeout) for what the controllers do.
+//!
+//! ```ignore
+//! let mut h = Harness::start(Scenario::small()).await;
+//! h.spawn(|ctx, instances, shutdown| node::run_with(ctx, instances, shutdown));
+//! h.create_node(TestNode::new("node-1")).await;
+//! let node = h.wait_for_node("node-1", "initialised", |n| !has_taint(n, UNINITIALIZED_TAINT)).await;
+//! h.stop().await;
+//! ```
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cloudstack_ccm::cloud::instances::Instances;
+use cloudstack_ccm::cloud::inventory::{CloudStackVms, Inventory, InventorySettings};
+use cloudstack_ccm::config::CloudConfig;
+use cloudstack_ccm::controllers::{Context, Shutdown, ShutdownTrigger, shutdown_channel};
+use cloudstack_ccm::leader::LeaderStatus;
+use cloudstack_ccm::metrics::Metrics;
+use cloudstack_ccm::server::Readiness;
+use cloudstack_sim::{Scenario, SimServer, VmSpec};
+use fake_apiserver::FakeApiServer;
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+/// Taint the kubelet puts on nodes until a cloud controller initialises them.
+pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// The account of [`Scenario::small`] the controllers use.
+pub const ACCOUNT: &str = "alice";
+/// Default timeout of every wait.
+pub const WAIT: Duration = Duration::from_secs(10);
+/// How often waits poll.
+const POLL: Duration = Duration::from_millis(25);
+
+/// Knobs of [`Harness::start_with`]; `Default` gives fast intervals for tests.
+#[derive(Debug, Clone)]
+pub struct HarnessOptions {
+    /// The simulated cloud.
+    pub scenario: Scenario,
+    /// Account whose keys the controllers use.
+    pub account: String,
+    /// Freshness of the shared inventory.
+    pub inventory: InventorySettings,
+    /// `--node-status-update-frequency`.
+    pub node_status_update_frequency: Duration,
+    /// `--node-monitor-period`.
+    pub node_monitor_period: Duration,
+    /// `--service-resync-period`.
+    pub service_resync_period: Duration,
+    /// cloud-config `region`.
+    pub region: Option<String>,
+    /// cloud-config `project-id`.
+    pub project_id: Option<String>,
+    /// `--cluster-name`.
+    pub cluster_name: String,
+}
+
+impl Default for HarnessOptions {
+    fn default() -> Self {
+        Self {
+            scenario: Scenario::small(),
+            account: ACCOUNT.to_string(),
+            inventory: InventorySettings {
+                max_age: Duration::from_millis(200),
+                min_refresh_interval: Duration::from_millis(100),
+            },
+            node_status_update_frequency: Duration::from_secs(300),
+            node_monitor_period: Duration::from_millis(100),
+            service_resync_period: Duration::from_secs(100),
+            region: None,
+            project_id: None,
+            cluster_name: "kubernetes".to_string(),
+        }
+    }
+}
+
+/// A running simulator + fake API server + controller context.
+pub struct Harness {
+    /// The CloudStack simulator (counters: `sim.call_counts()`, `sim.reset_counts()`).
+    pub sim: SimServer,
+    /// The fake Kubernetes API server (`apiserver.cluster()` for direct store access).
+    pub apiserver: FakeApiServer,
+    /// A client of the fake API server.
+    pub kube: kube::Client,
+    /// The controller context (short intervals).
+    pub ctx: Arc<Context>,
+    /// One inventory view shared by the controllers the harness starts.
+    pub instances: Instances,
+    trigger: ShutdownTrigger,
+    shutdown: Shutdown,
+    tasks: Vec<JoinHandle<anyhow::Result<()>>>,
+}
+
+/// Installs the rustls provider and a test log subscriber (`RUST_LOG` filters it).
+pub fn init() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
+}
+
+impl Harness {
+    /// Starts `scenario` with the default (fast) options.
+    pub async fn start(scenario: Scenario) -> Self {
+        Self::start_with(HarnessOptions {
+            scenario,
+            ..HarnessOptions::default()
+        })
+        .await
+    }
+
+    /// Starts a simulator and a fake API server and builds the context.
+    pub async fn start_with(options: HarnessOptions) -> Self {
+        init();
+        let server_version = options
+            .scenario
+            .version
+            .text
+            .parse::<cloudstack::ServerVersion>()
+            .expect("the scenario's version parses");
+        let sim = SimServer::start(options.scenario)
+            .await
+            .expect("simulator starts");
+        let apiserver = FakeApiServer::start()
+            .await
+            .expect("fake API server starts");
+        let kube = apiserver.kube_client().expect("kube client");
+        let (api_key, secret_key) = sim
+            .credentials(&options.account)
+            .unwrap_or_else(|| panic!("no account {:?} in the scenario", options.account));
+
+        let mut config_text = format!(
+            "[Global]\napi-url = {}\napi-key = {}\nsecret-key = {}\n",
+            sim.api_url(),
+            api_key.expose(),
+            secret_key.expose()
+        );
+        if let Some(region) = &options.region {
+            config_text.push_str(&format!("region = {region}\n"));
+        }
+        if let Some(project) = &options.project_id {
+            config_text.push_str(&format!("project-id = {project}\n"));
+        }
+        let cloud_config = CloudConfig::from_text(&config_text, |_| None).expect("cloud-config");
+
+        let metrics = Arc::new(Metrics::new());
+        let mut client_config =
+            cloudstack::ClientConfig::new(sim.api_url(), api_key.expose(), secret_key.expose());
+        client_config.project_id = options.project_id.clone();
+        client_config.max_retries = 2;
+        client_config.retry_backoff_initial = Duration::from_millis(20);
+        client_config.observer = Some(metrics.clone());
+        let cloudstack = cloudstack::Client::new(client_config).expect("CloudStack client");
+
+        let inventory = Inventory::new(
+            Arc::new(CloudStackVms::new(cloudstack.clone())),
+            options.inventory,
+        )
+        .with_observer(metrics.clone());
+        let instances = Instances::new(Arc::new(inventory), options.region.clone());
+
+        let ctx = Arc::new(Context {
+            kube: kube.clone(),
+            cloudstack,
+            server_version,
+            cloud_config,
+            cluster_name: options.cluster_name,
+            metrics,
+            readiness: Readiness::new(LeaderStatus::new()),
+            node_status_update_frequency: options.node_status_update_frequency,
+            node_monitor_period: options.node_monitor_period,
+            service_resync_period: options.service_resync_period,
+            concurrent_service_syncs: 4,
+            load_balancer_class: None,
+        });
+        let (trigger, shutdown) = shutdown_channel();
+        Self {
+            sim,
+            apiserver,
+            kube,
+            ctx,
+            instances,
+            trigger,
+            shutdown,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Starts a controller: `run(ctx, instances, shutdown)` (e.g. `node::run_with`).
+    /// It stops at [`Harness::stop`].
+    pub fn spawn<F, Fut>(&mut self, run: F)
+    where
+        F: FnOnce(Arc<Context>, Instances, Shutdown) -> Fut,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        let task = run(
+            self.ctx.clone(),
+            self.instances.clone(),
+            self.shutdown.clone(),
+        );
+        self.tasks.push(tokio::spawn(task));
+    }
+
+    /// Stops every controller started with [`Harness::spawn`] and checks they ended cleanly.
+    pub async fn stop(self) {
+        self.trigger.trigger();
+        for task in self.tasks {
+            let result = tokio::time::timeout(WAIT, task)
+                .await
+                .expect("controller stops within the timeout")
+                .expect("controller task does not panic");
+            result.expect("controller ends without error");
+        }
+    }
+
+    /// Direct access to the fake cluster's store, counters and faults.
+    pub fn cluster(&self) -> fake_apiserver::Cluster {
+        self.apiserver.cluster()
+    }
+
+    /// The Node API.
+    pub fn nodes(&self) -> Api<Node> {
+        Api::all(self.kube.clone())
+    }
+
+    /// Id of the simulator VM named `name`.
+    pub fn vm_id(&self, name: &str) -> String {
+        self.sim
+            .with_state(|state| {
+                state
+                    .vms
+                    .iter()
+                    .find(|vm| vm.name == name)
+                    .map(|vm| vm.id.clone())
+            })
+            .unwrap_or_else(|| panic!("no VM named {name:?} in the simulator"))
+    }
+
+    /// Adds a Running VM named `name` on the small scenario's network with `ipv4`; returns its id.
+    pub fn add_vm(&self, name: &str, ipv4: &str) -> String {
+        self.sim
+            .add_vm(vm_spec(name, ipv4))
+            .unwrap_or_else(|e| panic!("adding VM {name}: {e}"))
+    }
+
+    /// Total CloudStack calls since start or the last `sim.reset_counts()`.
+    pub fn cloudstack_calls(&self) -> u64 {
+        self.sim.call_counts().values().sum()
+    }
+
+    /// `listVirtualMachines` calls since start or the last reset.
+    pub fn list_vm_calls(&self) -> u64 {
+        self.sim
+            .call_counts()
+            .get("listVirtualMachines")
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Creates a node (and, when `node.ready` is set, its Ready condition).
+    pub async fn create_node(&self, node: TestNode) -> Node {
+        let ready = node.ready;
+        let name = node.name.clone();
+        let created = self
+            .nodes()
+            .create(&PostParams::default(), &node.build())
+            .await
+            .unwrap_or_else(|e| panic!("creating node {name}: {e}"));
+        match ready {
+            Some(ready) => self.set_ready(&name, ready).await,
+            None => created,
+        }
+    }
+
+    /// Sets the node's Ready condition to `True` or `False`.
+    pub async fn set_ready(&self, name: &str, ready: bool) -> Node {
+        let status = if ready { "True" } else { "False" };
+        let patch = json!({ "status": { "conditions": [{
+            "type": "Ready",
+            "status": status,
+            "reason": if ready { "KubeletReady" } else { "KubeletNotReady" },
+            "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }]}});
+        self.nodes()
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("setting Ready={status} on node {name}: {e}"))
+    }
+
+    /// The node, or `None` when it does not exist.
+    pub async fn node(&self, name: &str) -> Option<Node> {
+        self.nodes()
+            .get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading node {name}: {e}"))
+    }
+
+    /// Waits (at most [`WAIT`]) until node `name` exists and satisfies `check`; panics
+    /// naming `what` and showing the node otherwise.
+    pub async fn wait_for_node(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&Node) -> bool,
+    ) -> Node {
+        let mut last = None;
+        let waited = tokio::time::timeout(WAIT, async {
+            loop {
+                if let Some(node) = self.node(name).await {
+                    if check(&node) {
+                        return node;
+                    }
+                    last = Some(node);
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        })
+        .await;
+        waited.unwrap_or_else(|_| {
+            panic!("node {name} not {what} within {WAIT:?}; last seen: {last:#?}")
+        })
+    }
+
+    /// Waits (at most [`WAIT`]) until node `name` no longer exists.
+    pub async fn wait_for_node_gone(&self, name: &str) {
+        eventually(&format!("node {name} deleted"), WAIT, || async {
+            self.node(name).await.is_none().then_some(())
+        })
+        .await
+    }
+
+    /// Every Event (core/v1 and events.k8s.io/v1) about the object named `name`.
+    pub fn events_about(&self, name: &str) -> Vec<Value> {
+        self.cluster()
+            .events()
+            .into_iter()
+            .filter(|event| {
+                let regarding = event
+                    .get("regarding")
+                    .or_else(|| event.get("involvedObject"));
+                regarding
+                    .and_then(|r| r.get("name"))
+                    .and_then(Value::as_str)
+                    == Some(name)
+            })
+            .collect()
+    }
+
+    /// Waits (at most [`WAIT`]) for an Event with `reason` about `name`; returns it.
+    pub async fn wait_for_event(&self, name: &str, reason: &str) -> Value {
+        eventually(&format!("an Event {reason} about {name}"), WAIT, || async {
+            self.events_about(name)
+                .into_iter()
+                .find(|event| event_reason(event) == Some(reason))
+        })
+        .await
+    }
+}
+
+/// Polls `probe` until it returns `Some`, at most `timeout`; panics naming `what`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let waited = tokio::time::timeout(timeout, async {
+        loop {
+            if let Some(found) = probe().await {
+                return found;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    })
+    .await;
+    waited.unwrap_or_else(|_| panic!("timed out after {timeout:?} waiting for {what}"))
+}
+
+/// The `reason` of an Event.
+pub fn event_reason(event: &Value) -> Option<&str> {
+    event.get("reason").and_then(Value::as_str)
+}
+
+/// The note/message of an Event.
+pub fn event_note(event: &Value) -> &str {
+    event
+        .get("note")
+        .or_else(|| event.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// A VM on the small scenario's network (`net-vr`, zone `zone1`, offering `small`).
+pub fn vm_spec(name: &str, ipv4: &str) -> VmSpec {
+    VmSpec {
+        id: None,
+        name: name.to_string(),
+        state: "Running".to_string(),
+        zone: cloudstack_sim::SMALL_ZONE.to_string(),
+        offering: "small".to_string(),
+        nics: vec![cloudstack_sim::NicSpec {
+            network: cloudstack_sim::SMALL_NETWORK.to_string(),
+            ipv4: ipv4.to_string(),
+            ipv6: None,
+            isdefault: true,
+        }],
+        static_nat_ip: None,
+        account: Some(ACCOUNT.to_string()),
+        project: None,
+    }
+}
+
+/// True when the node has a taint with `key`.
+pub fn has_taint(node: &Node, key: &str) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|spec| spec.taints.as_ref())
+        .is_some_and(|taints| taints.iter().any(|taint| taint.key == key))
+}
+
+/// The node's `spec.providerID` (empty when unset).
+pub fn provider_id(node: &Node) -> &str {
+    node.spec
+        .as_ref()
+        .and_then(|spec| spec.provider_id.as_deref())
+        .unwrap_or_default()
+}
+
+/// The node's labels.
+pub fn labels(node: &Node) -> BTreeMap<String, String> {
+    node.metadata.labels.clone().unwrap_or_default()
+}
+
+/// The node's addresses as `(type, address)` pairs, in order.
+pub fn addresses(node: &Node) -> Vec<(String, String)> {
+    node.status
+        .as_ref()
+        .and_then(|status| status.addresses.as_ref())
+        .map(|list| {
+            list.iter()
+                .map(|a| (a.type_.clone(), a.address.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A node to create, as the kubelet registers it.
+#[derive(Debug, Clone)]
+pub struct TestNode {
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.providerID`.
+    pub provider_id: Option<String>,
+    /// Annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// Carries the uninitialized taint (default `true`).
+    pub uninitialized: bool,
+    /// Ready condition to set after creation (`None`: no conditions).
+    pub ready: Option<bool>,
+    /// Other taints.
+    pub taints: Vec<Taint>,
+}
+
+impl TestNode {
+    /// A node named `name` with the uninitialized taint, no providerID, no conditions.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            provider_id: None,
+            annotations: BTreeMap::new(),
+            uninitialized: true,
+            ready: None,
+            taints: Vec::new(),
+        }
+    }
+
+    /// Sets `spec.providerID`.
+    pub fn provider_id(mut self, provider_id: &str) -> Self {
+        self.provider_id = Some(provider_id.to_string());
+        self
+    }
+
+    /// Adds an annotation.
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.annotations.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// Without the uninitialized taint (already initialised).
+    pub fn initialised(mut self) -> Self {
+        self.uninitialized = false;
+        self
+    }
+
+    /// With a Ready condition of `ready`.
+    pub fn ready(mut self, ready: bool) -> Self {
+        self.ready = Some(ready);
+        self
+    }
+
+    /// The Node object.
+    pub fn build(&self) -> Node {
+        let mut taints = self.taints.clone();
+        if self.uninitialized {
+            taints.push(Taint {
+                key: UNINITIALIZED_TAINT.to_string(),
+                value: Some("true".to_string()),
+                effect: "NoSchedule".to_string(),
+                time_added: None,
+            });
+        }
+        Node {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                annotations: (!self.annotations.is_empty()).then(|| self.annotations.clone()),
+                labels: Some(BTreeMap::from([(
+                    "kubernetes.io/hostname".to_string(),
+                    self.name.to_ascii_lowercase(),
+                )])),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: self.provider_id.clone(),
+                taints: (!taints.is_empty()).then_some(taints),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+}

@@ -34,7 +34,7 @@ Example scenario: examples/sim/small.toml. Logs every call with RUST_LOG (defaul
 
 /// Command-line flags.
 #[derive(Parser, Debug)]
-#[command(name = "cloudstack-sim", version, about = ABOUT, long_about = ABOUT, after_help = AFTER)]
+#[command(name = "cloudstack-sim", about = ABOUT, long_about = ABOUT, after_help = AFTER, disable_version_flag = true)]
 struct Cli {
     /// Scenario file (TOML); the built-in small scenario when absent.
     #[arg(long)]

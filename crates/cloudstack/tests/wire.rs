@@ -199,3 +199,44 @@ fn client_debug_output_hides_keys() {
         "{debug}"
     );
 }
+
+#[tokio::test]
+async fn stickiness_policy_params_and_result() {
+    let server = TestServer::start(|request, _| match request.command.as_str() {
+        "createLBStickinessPolicy" => envelope("createLBStickinessPolicy", json!({"id": "sp-1", "jobid": "j1"})),
+        "queryAsyncJobResult" => envelope(
+            "queryAsyncJobResult",
+            json!({"jobid": "j1", "jobstatus": 1, "jobresult": {"stickinesspolicies": {
+                "lbruleid": "lb-1",
+                "stickinesspolicy": [{"id": "sp-1", "name": "affinity", "methodname": "SourceBased", "params": {"expire": "3h"}}]
+            }}}),
+        ),
+        other => panic!("unexpected command {other}"),
+    })
+    .await;
+    let request = CreateLbStickinessPolicy {
+        lbruleid: "lb-1".into(),
+        name: "affinity".into(),
+        methodname: "SourceBased".into(),
+        param: vec![
+            ("expire".into(), "3h".into()),
+            ("tablesize".into(), "200k".into()),
+        ],
+        ..Default::default()
+    };
+    let policies = server
+        .client()
+        .create_lb_stickiness_policy(&request)
+        .await
+        .unwrap();
+    assert_eq!(policies.lbruleid.as_deref(), Some("lb-1"));
+    assert_eq!(
+        policies.stickinesspolicy[0].methodname.as_deref(),
+        Some("SourceBased")
+    );
+    let sent = &server.requests_of("createLBStickinessPolicy")[0];
+    assert_eq!(sent.method, "POST");
+    assert_eq!(sent.params["param[0].name"], "expire");
+    assert_eq!(sent.params["param[0].value"], "3h");
+    assert_eq!(sent.params["param[1].name"], "tablesize");
+}

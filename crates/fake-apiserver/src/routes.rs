@@ -88,14 +88,14 @@ fn parse_target(path: &str) -> Result<Target, ApiError> {
         |plural: &str| resources::find(group, version, plural).ok_or_else(ApiError::path_not_found);
     let namespaced_plural =
         |plural: &str| resources::find(group, version, plural).filter(|k| k.namespaced);
-    let target = |kind,
+    let target = |kind: &'static ResourceKind,
                   namespace: Option<&str>,
                   name: Option<&str>,
                   sub: Option<&str>|
      -> Result<Target, ApiError> {
         let status = match sub {
             None => false,
-            Some("status") if kind_has_status(kind) => true,
+            Some("status") if kind.has_status => true,
             Some(_) => return Err(ApiError::path_not_found()),
         };
         Ok(Target {
@@ -132,10 +132,6 @@ fn parse_target(path: &str) -> Result<Target, ApiError> {
         }
         _ => Err(ApiError::path_not_found()),
     }
-}
-
-fn kind_has_status(kind: &ResourceKind) -> bool {
-    kind.has_status
 }
 
 fn is_true(query: &HashMap<String, String>, key: &str) -> bool {

@@ -11,7 +11,6 @@ use axum::http::header;
 use axum::response::Response;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::error::ApiError;
@@ -52,9 +51,7 @@ fn bookmark(request: &WatchRequest, resource_version: u64, initial_events_end: b
 fn streaming(receiver: mpsc::Receiver<Result<Bytes, Infallible>>) -> Response {
     Response::builder()
         .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from_stream(
-            ReceiverStream::new(receiver).map(|item| item),
-        ))
+        .body(Body::from_stream(ReceiverStream::new(receiver)))
         .expect("static response parts are valid")
 }
 

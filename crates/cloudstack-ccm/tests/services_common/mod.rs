@@ -1,0 +1,421 @@
+//! Helpers of the LoadBalancer Service end-to-end tests, on top of the shared harness:
+//! start the service controller with short periods, create nodes for simulator VMs and
+//! LoadBalancer Services, wait (always with a timeout) for status and Events, and read
+//! what the simulator holds for a Service.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use cloudstack_ccm::cloud::loadbalancer::default_lb_name;
+use cloudstack_ccm::controllers::service::{self, Settings};
+use cloudstack_sim::Scenario;
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use kube::Api;
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::Value;
+
+use crate::common::{Harness, HarnessOptions, TestNode, WAIT, eventually};
+
+/// The namespace of every test Service.
+pub const NAMESPACE: &str = "default";
+
+/// Fast settings: a long resync unless a test asks for a short one.
+pub fn fast_settings(resync: Duration) -> Settings {
+    Settings {
+        resync_period: resync,
+        concurrency: 8,
+        backoff_base: Duration::from_millis(50),
+        backoff_max: Duration::from_millis(500),
+        node_debounce: Duration::from_millis(50),
+        details_max_age: Duration::from_secs(600),
+    }
+}
+
+/// A harness with the service controller running (`resync` between full resyncs).
+pub struct LbTest {
+    /// The shared harness.
+    pub h: Harness,
+}
+
+impl LbTest {
+    /// Starts `scenario` (jobs of a few milliseconds) and the service controller, with a
+    /// Node for each VM named in `nodes`.
+    pub async fn start(mut scenario: Scenario, nodes: &[&str], resync: Duration) -> LbTest {
+        scenario.settings.job_duration_ms = 2;
+        let mut h = Harness::start_with(HarnessOptions {
+            scenario,
+            service_resync_period: resync,
+            ..HarnessOptions::default()
+        })
+        .await;
+        for name in nodes {
+            add_node(&h, name).await;
+        }
+        let settings = fast_settings(resync);
+        h.spawn(move |ctx, _instances, shutdown| service::run_with(ctx, settings, shutdown));
+        LbTest { h }
+    }
+
+    /// The Service API of the test namespace.
+    pub fn services(&self) -> Api<Service> {
+        Api::namespaced(self.h.kube.clone(), NAMESPACE)
+    }
+
+    /// Creates `service`.
+    pub async fn create(&self, service: &Service) -> Service {
+        self.services()
+            .create(&PostParams::default(), service)
+            .await
+            .expect("creating the Service")
+    }
+
+    /// Reads Service `name`, if it exists.
+    pub async fn get(&self, name: &str) -> Option<Service> {
+        self.services()
+            .get_opt(name)
+            .await
+            .expect("reading the Service")
+    }
+
+    /// Merge-patches Service `name`.
+    pub async fn patch(&self, name: &str, patch: Value) -> Service {
+        self.services()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patching the Service")
+    }
+
+    /// Deletes Service `name`.
+    pub async fn delete(&self, name: &str) {
+        self.services()
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("deleting the Service");
+    }
+
+    /// Waits until Service `name` satisfies `check`.
+    pub async fn wait_for(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&Service) -> bool,
+    ) -> Service {
+        eventually(&format!("Service {name} {what}"), WAIT, || async {
+            self.get(name).await.filter(|s| check(s))
+        })
+        .await
+    }
+
+    /// Waits until Service `name` reports an ingress IP; returns it.
+    pub async fn wait_for_ip(&self, name: &str) -> String {
+        let service = self
+            .wait_for(name, "has an ingress IP", |s| ingress_ip(s).is_some())
+            .await;
+        ingress_ip(&service).expect("checked above")
+    }
+
+    /// Waits until Service `name` is gone.
+    pub async fn wait_gone(&self, name: &str) {
+        eventually(&format!("Service {name} deleted"), WAIT, || async {
+            self.get(name).await.is_none().then_some(())
+        })
+        .await
+    }
+
+    /// The UID of Service `name`.
+    pub async fn uid(&self, name: &str) -> String {
+        self.get(name)
+            .await
+            .and_then(|s| s.metadata.uid)
+            .expect("the Service has a UID")
+    }
+
+    /// The simulator's rules of Service `name` (by its load-balancer name prefix).
+    pub async fn rules(&self, name: &str) -> Vec<RuleView> {
+        let prefix = format!("{}-", default_lb_name(&self.uid(name).await));
+        rules_with_prefix(&self.h, &prefix)
+    }
+
+    /// The simulator's rules of the Service with UID `uid` (also after it is gone).
+    pub fn rules_of_uid(&self, uid: &str) -> Vec<RuleView> {
+        rules_with_prefix(&self.h, &format!("{}-", default_lb_name(uid)))
+    }
+
+    /// Waits until the rules of Service `name` satisfy `check`.
+    pub async fn wait_rules(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&[RuleView]) -> bool,
+    ) -> Vec<RuleView> {
+        let prefix = format!("{}-", default_lb_name(&self.uid(name).await));
+        eventually(&format!("rules of {name} {what}"), WAIT, || async {
+            let rules = rules_with_prefix(&self.h, &prefix);
+            check(&rules).then_some(rules)
+        })
+        .await
+    }
+
+    /// Waits for an Event `reason` about Service `name` whose note contains `text`.
+    pub async fn wait_event(&self, name: &str, reason: &str, text: &str) -> Value {
+        eventually(
+            &format!("Event {reason} about {name} mentioning {text:?}"),
+            WAIT,
+            || async {
+                self.h.events_about(name).into_iter().find(|e| {
+                    crate::common::event_reason(e) == Some(reason)
+                        && crate::common::event_note(e).contains(text)
+                })
+            },
+        )
+        .await
+    }
+
+    /// Stops the controllers.
+    pub async fn stop(self) {
+        self.h.stop().await;
+    }
+}
+
+/// Creates an initialised Node for simulator VM `name` (providerID from the VM id).
+pub async fn add_node(h: &Harness, name: &str) {
+    let provider_id = format!("external-cloudstack://{}", h.vm_id(name));
+    h.create_node(
+        TestNode::new(name)
+            .provider_id(&provider_id)
+            .initialised()
+            .ready(true),
+    )
+    .await;
+}
+
+/// A rule as the simulator holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleView {
+    /// Rule id.
+    pub id: String,
+    /// Rule name.
+    pub name: String,
+    /// Protocol.
+    pub protocol: String,
+    /// Public port.
+    pub public_port: u16,
+    /// Private port.
+    pub private_port: u16,
+    /// Algorithm.
+    pub algorithm: String,
+    /// Public IP id.
+    pub ip_id: String,
+    /// Network id.
+    pub network_id: String,
+    /// `cidrlist` as stored.
+    pub cidrs: Vec<String>,
+    /// Member VM names, sorted.
+    pub members: Vec<String>,
+    /// Tags as `key -> value`.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// The simulator's rules whose name starts with `prefix`, sorted by public port.
+pub fn rules_with_prefix(h: &Harness, prefix: &str) -> Vec<RuleView> {
+    let mut rules = h.sim.with_state(|state| {
+        state
+            .lb_rules
+            .iter()
+            .filter(|r| r.name.starts_with(prefix))
+            .map(|r| {
+                let mut members: Vec<String> = r
+                    .members
+                    .iter()
+                    .filter_map(|m| {
+                        state
+                            .vms
+                            .iter()
+                            .find(|vm| vm.id == m.vm_id)
+                            .map(|vm| vm.name.clone())
+                    })
+                    .collect();
+                members.sort();
+                RuleView {
+                    id: r.id.clone(),
+                    name: r.name.clone(),
+                    protocol: r.protocol.clone(),
+                    public_port: r.public_port,
+                    private_port: r.private_port,
+                    algorithm: r.algorithm.clone(),
+                    ip_id: r.ip_id.clone(),
+                    network_id: r.network_id.clone(),
+                    cidrs: r.cidrs.clone().unwrap_or_default(),
+                    members,
+                    tags: state
+                        .tags
+                        .iter()
+                        .filter(|t| t.resource_id == r.id)
+                        .map(|t| (t.key.clone(), t.value.clone()))
+                        .collect(),
+                }
+            })
+            .collect::<Vec<_>>()
+    });
+    rules.sort_by_key(|r| r.public_port);
+    rules
+}
+
+/// The state of public IP `id` in the simulator (`Allocated`, `Free`, …), if it exists.
+pub fn ip_state(h: &Harness, id: &str) -> Option<String> {
+    h.sim.with_state(|state| {
+        state
+            .ips
+            .iter()
+            .find(|ip| ip.id == id)
+            .map(|ip| ip.state.clone())
+    })
+}
+
+/// The id of public address `address` in the simulator.
+pub fn ip_id_of(h: &Harness, address: &str) -> String {
+    h.sim
+        .with_state(|state| {
+            state
+                .ips
+                .iter()
+                .find(|ip| ip.address == address)
+                .map(|ip| ip.id.clone())
+        })
+        .unwrap_or_else(|| panic!("no public IP {address} in the simulator"))
+}
+
+/// Firewall rules on IP `ip_id`: (protocol, start port, CIDRs), sorted.
+pub fn firewall_rules(h: &Harness, ip_id: &str) -> Vec<(String, i64, Vec<String>)> {
+    let mut rules = h.sim.with_state(|state| {
+        state
+            .firewall_rules
+            .iter()
+            .filter(|f| f.ip_id == ip_id)
+            .map(|f| {
+                (
+                    f.protocol.clone(),
+                    f.start_port.unwrap_or(-1),
+                    f.cidrs.clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    });
+    rules.sort();
+    rules
+}
+
+/// Mutating CloudStack calls by command since the last reset.
+pub fn mutating_counts(h: &Harness) -> BTreeMap<String, u64> {
+    h.sim
+        .call_counts()
+        .into_iter()
+        .filter(|(command, count)| *count > 0 && !cloudstack::is_read(command))
+        .collect()
+}
+
+/// The first ingress IP of a Service.
+pub fn ingress_ip(service: &Service) -> Option<String> {
+    service
+        .status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip
+        .clone()
+}
+
+/// The first ingress entry's `ipMode`.
+pub fn ingress_ip_mode(service: &Service) -> Option<String> {
+    service
+        .status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .ip_mode
+        .clone()
+}
+
+/// An annotation of a Service.
+pub fn annotation<'a>(service: &'a Service, key: &str) -> Option<&'a str> {
+    service
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// Whether the Service carries the cleanup finalizer.
+pub fn has_finalizer(service: &Service) -> bool {
+    service::finalizer::has_finalizer(service)
+}
+
+/// A LoadBalancer Service named `name` with `(protocol, port, node port)` ports.
+pub fn lb_service(name: &str, ports: &[(&str, i32, i32)]) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(NAMESPACE.to_string()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|(protocol, port, node_port)| ServicePort {
+                        name: Some(format!("{}-{port}", protocol.to_ascii_lowercase())),
+                        protocol: Some((*protocol).to_string()),
+                        port: *port,
+                        node_port: Some(*node_port),
+                        ..ServicePort::default()
+                    })
+                    .collect(),
+            ),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+/// Adds annotations to a Service under construction.
+pub fn with_annotations(mut service: Service, annotations: &[(&str, &str)]) -> Service {
+    let map = service
+        .metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new);
+    for (key, value) in annotations {
+        map.insert((*key).to_string(), (*value).to_string());
+    }
+    service
+}
+
+/// A JSON merge patch setting the Service's ports.
+pub fn ports_patch(ports: &[(&str, i32, i32)]) -> Value {
+    let ports: Vec<Value> = ports
+        .iter()
+        .map(|(protocol, port, node_port)| {
+            serde_json::json!({
+                "name": format!("{}-{port}", protocol.to_ascii_lowercase()),
+                "protocol": protocol,
+                "port": port,
+                "nodePort": node_port,
+            })
+        })
+        .collect();
+    serde_json::json!({ "spec": { "ports": ports } })
+}
+
+/// Waits a little for a controller that should NOT act: lets a few reconciles happen.
+pub async fn settle() {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}

@@ -142,11 +142,9 @@ impl LeaderStatus {
     /// Waits until the state satisfies `predicate` and returns it.
     pub async fn wait_for(&self, predicate: impl Fn(ElectionState) -> bool) -> ElectionState {
         let mut rx = self.state.subscribe();
-        let state = *rx
-            .wait_for(|s| predicate(*s))
+        *rx.wait_for(|s| predicate(*s))
             .await
-            .expect("the sender lives in self");
-        state
+            .expect("the sender lives in self")
     }
 }
 

@@ -88,3 +88,165 @@ async fn health_readiness_and_metrics_over_http() {
         .unwrap()
         .unwrap();
 }
+
+/// One `cloudstack-ccm` process; killed when dropped.
+struct Replica {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Replica {
+    fn start(kubeconfig: &std::path::Path, cloud_config: &std::path::Path) -> Replica {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_cloudstack-ccm"))
+            .args([
+                "--cloud-provider=external-cloudstack",
+                &format!("--cloud-config={}", cloud_config.display()),
+                "--leader-elect=true",
+                &format!("--kubeconfig={}", kubeconfig.display()),
+                "--bind-address=127.0.0.1",
+                &format!("--secure-port={port}"),
+                "--leader-elect-lease-duration=5s",
+                "--leader-elect-renew-deadline=4s",
+                "--leader-elect-retry-period=200ms",
+            ])
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the binary starts");
+        Replica {
+            child,
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        }
+    }
+
+    /// Polls `/metrics` until it contains `line`.
+    async fn wait_metric(&self, line: &str) -> String {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if tokio::net::TcpStream::connect(self.addr).await.is_ok() {
+                let (_, _, body) = get(self.addr, "/metrics").await;
+                if body.contains(line) {
+                    return body;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{line:?} never appeared on {}",
+                self.addr
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Sends SIGTERM and waits for a successful exit.
+    async fn terminate(&mut self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        assert!(status.unwrap().success());
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "graceful shutdown exits 0: {status}");
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "did not exit after SIGTERM"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn lease_holder(api: &fake_apiserver::FakeApiServer) -> Option<(String, i64)> {
+    let lease = api
+        .get("leases", Some("kube-system"), "cloud-controller-manager")
+        .ok()?;
+    let holder = lease["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    Some((
+        holder,
+        lease["spec"]["leaseTransitions"].as_i64().unwrap_or(0),
+    ))
+}
+
+#[tokio::test]
+async fn two_binaries_one_leader_and_hand_over_on_sigterm() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let sim = cloudstack_sim::SimServer::start(cloudstack_sim::Scenario::small())
+        .await
+        .unwrap();
+    let api = fake_apiserver::FakeApiServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig).unwrap();
+    let (key, secret) = sim.credentials("alice").unwrap();
+    let cloud_config = dir.path().join("cloud-config");
+    std::fs::write(
+        &cloud_config,
+        format!(
+            "[Global]\napi-url = {}\napi-key = {}\nsecret-key = {}\n",
+            sim.api_url(),
+            key.expose(),
+            secret.expose()
+        ),
+    )
+    .unwrap();
+
+    let mut first = Replica::start(&kubeconfig, &cloud_config);
+    let metrics = first.wait_metric("cloudstack_ccm_leader 1").await;
+    assert!(
+        metrics
+            .contains("cloudstack_api_calls_total{command=\"listCapabilities\",result=\"ok\"} 1"),
+        "the version is detected with listCapabilities through the metrics observer:\n{metrics}"
+    );
+    let (first_identity, transitions) = lease_holder(&api).expect("the lease exists");
+    assert_eq!(transitions, 0);
+
+    let second = Replica::start(&kubeconfig, &cloud_config);
+    second
+        .wait_metric("cloudstack_api_calls_total{command=\"listCapabilities\"")
+        .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    second.wait_metric("cloudstack_ccm_leader 0").await;
+    assert_eq!(
+        get(second.addr, "/readyz").await.0,
+        200,
+        "a standby replica is ready"
+    );
+    assert_eq!(
+        lease_holder(&api).unwrap().0,
+        first_identity,
+        "the first replica keeps the lease"
+    );
+    assert_eq!(sim.call_counts().get("listCapabilities"), Some(&2));
+
+    first.terminate().await;
+    let stopped = std::time::Instant::now();
+    second.wait_metric("cloudstack_ccm_leader 1").await;
+    // The lease was released: taken over well before the 5 s lease could expire.
+    assert!(
+        stopped.elapsed() < Duration::from_millis(4500),
+        "took {:?}",
+        stopped.elapsed()
+    );
+    let (second_identity, transitions) = lease_holder(&api).unwrap();
+    assert_ne!(second_identity, first_identity);
+    assert_eq!(transitions, 1);
+}

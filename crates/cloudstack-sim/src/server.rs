@@ -331,10 +331,10 @@ fn answer(command: &str, outcome: &Result<Value, ApiError>, json: bool) -> Respo
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    if let Err(e) = outcome {
-        if let Ok(v) = HeaderValue::from_str(&e.text) {
-            response.headers_mut().insert("X-Description", v);
-        }
+    if let Err(e) = outcome
+        && let Ok(v) = HeaderValue::from_str(&e.text)
+    {
+        response.headers_mut().insert("X-Description", v);
     }
     response
 }
@@ -430,15 +430,15 @@ async fn handle(
         )
     };
     let account = Some(caller.account.clone());
-    if let Some(t) = throttle.filter(|_| caller.role != Role::Admin) {
-        if let Err(e) = lock(&shared.limiter).check(
+    if let Some(t) = throttle.filter(|_| caller.role != Role::Admin)
+        && let Err(e) = lock(&shared.limiter).check(
             &caller.account,
             t.max,
             t.interval_secs.saturating_mul(1000),
             now_ms(),
-        ) {
-            return (Err(e), account, None);
-        }
+        )
+    {
+        return (Err(e), account, None);
     }
     let (extra, injected, job_faults) = {
         let faults = lock(&shared.faults);

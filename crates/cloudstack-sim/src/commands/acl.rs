@@ -179,10 +179,10 @@ pub fn create_network_acl(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     }
     let start = p.int("startport")?;
     let end = p.int("endport")?.or(start);
-    if let (Some(s), Some(e)) = (start, end) {
-        if s > e || !(0..=65535).contains(&s) || !(0..=65535).contains(&e) {
-            return Err(ApiError::param(format!("Invalid port range {s}-{e}")));
-        }
+    if let (Some(s), Some(e)) = (start, end)
+        && (s > e || !(0..=65535).contains(&s) || !(0..=65535).contains(&e))
+    {
+        return Err(ApiError::param(format!("Invalid port range {s}-{e}")));
     }
     let existing = state.acl_items.iter().filter(|i| i.acl_id == list.id);
     let number = match p.int("number")? {

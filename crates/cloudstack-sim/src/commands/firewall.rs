@@ -151,10 +151,10 @@ pub fn create_firewall_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
                 )));
             }
         }
-        if let (Some(s), Some(e)) = (start, end) {
-            if s > e {
-                return Err(ApiError::param("Start port can't be bigger than end port"));
-            }
+        if let (Some(s), Some(e)) = (start, end)
+            && s > e
+        {
+            return Err(ApiError::param("Start port can't be bigger than end port"));
         }
         port_conflict(state, &ip.id, &protocol, start, end, None)?;
     }

@@ -207,10 +207,10 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     };
     check_provider(state, network.lb_provider, &protocol, public_port)?;
     let start = i64::from(public_port);
-    for other in state
+    if let Some(other) = state
         .lb_rules
         .iter()
-        .filter(|r| r.ip_id == ip.id && r.public_port == public_port)
+        .find(|r| r.ip_id == ip.id && r.public_port == public_port)
     {
         return Err(ApiError::conflict(format!(
             "The range specified, {start}-{start}, conflicts with rule {} which has {start}-{start}",
@@ -316,10 +316,10 @@ pub fn update_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             .unwrap_or_default();
         check_provider(state, provider, proto, rule.public_port)?;
     }
-    if state.version.at_least(4, 22) {
-        if let Some(cidrs) = cidrs_param(ctx)? {
-            changes.insert("cidrlist".into(), cidrs.join(" "));
-        }
+    if state.version.at_least(4, 22)
+        && let Some(cidrs) = cidrs_param(ctx)?
+    {
+        changes.insert("cidrlist".into(), cidrs.join(" "));
     }
     let (rule_id, network) = (rule.id.clone(), rule.network_id.clone());
     let job = ctx.start_job(

@@ -141,14 +141,14 @@ pub fn render_vm(state: &State, vm: &Vm, details: VmDetails, admin: bool) -> Val
         out.insert("publicip".into(), json!(ip.address));
         out.insert("publicipid".into(), json!(ip.id));
     }
-    if details.servoff {
-        if let Some(o) = state.offerings.iter().find(|o| o.id == vm.offering_id) {
-            out.insert("serviceofferingid".into(), json!(o.id));
-            out.insert("serviceofferingname".into(), json!(o.name));
-            out.insert("cpunumber".into(), json!(o.cpu));
-            out.insert("cpuspeed".into(), json!(2000));
-            out.insert("memory".into(), json!(o.memory));
-        }
+    if details.servoff
+        && let Some(o) = state.offerings.iter().find(|o| o.id == vm.offering_id)
+    {
+        out.insert("serviceofferingid".into(), json!(o.id));
+        out.insert("serviceofferingname".into(), json!(o.name));
+        out.insert("cpunumber".into(), json!(o.cpu));
+        out.insert("cpuspeed".into(), json!(2000));
+        out.insert("memory".into(), json!(o.memory));
     }
     if details.tmpl {
         out.insert(

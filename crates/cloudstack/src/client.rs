@@ -24,6 +24,10 @@ const RESERVED: &[&str] = &[
     "signature",
 ];
 
+/// Upper bound on pages read by [`Client::list_all`] (5 million items), so a server that
+/// ignores `page` cannot keep the walk going forever.
+const MAX_PAGES: u32 = 10_000;
+
 /// How long a signed request stays valid (`expires`).
 const SIGNATURE_LIFETIME: Duration = Duration::from_secs(5 * 60);
 
@@ -163,6 +167,12 @@ impl Client {
             };
             if page_len == 0 || done {
                 return Ok(items);
+            }
+            if page >= MAX_PAGES {
+                return Err(Error::Decode {
+                    command: command.to_owned(),
+                    detail: format!("pagination did not end after {MAX_PAGES} pages of {item_key}"),
+                });
             }
             page += 1;
         }

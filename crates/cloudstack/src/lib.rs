@@ -9,6 +9,18 @@
 //! * Reads are retried on 429/5xx/connection errors; mutating commands never are.
 //! * Typed requests ([`requests`]) and responses ([`types`]) cover the commands a cloud
 //!   controller manager uses.
+//!
+//! Typed commands (method = command in snake_case): `listVirtualMachines`, `listZones`,
+//! `listNetworks`, `listProjects`, `listPublicIpAddresses`, `associateIpAddress`,
+//! `disassociateIpAddress`, `listLoadBalancerRules`, `createLoadBalancerRule`,
+//! `updateLoadBalancerRule`, `deleteLoadBalancerRule`, `assignToLoadBalancerRule`,
+//! `removeFromLoadBalancerRule`, `listLoadBalancerRuleInstances`, `listFirewallRules`,
+//! `createFirewallRule`, `deleteFirewallRule`, `listNetworkACLLists`, `listNetworkACLs`,
+//! `createNetworkACL`, `deleteNetworkACL`, `createTags`, `deleteTags`, `listTags`,
+//! `listCapabilities`, `queryAsyncJobResult`, `listAsyncJobs`, `createLBHealthCheckPolicy`,
+//! `listLBHealthCheckPolicies`, `deleteLBHealthCheckPolicy`, `createLBStickinessPolicy`,
+//! `listLBStickinessPolicies`, `deleteLBStickinessPolicy`. Any other command works through
+//! [`Client::call`], [`Client::list_all`] and [`Client::call_async`].
 
 #![warn(missing_docs)]
 

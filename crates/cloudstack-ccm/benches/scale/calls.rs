@@ -1,0 +1,141 @@
+//! What the simulator saw: CloudStack calls by command (mutating vs read), bursts of calls
+//! in the call log, and the async jobs with their queue times, from which the lower bounds
+//! of load-balancer provisioning are computed.
+
+use cloudstack_sim::SimServer;
+use cloudstack_sim::jobs::Job;
+use std::collections::BTreeMap;
+
+/// Calls since the last reset.
+#[derive(Debug, Clone, Default)]
+pub struct Calls {
+    /// Calls per command.
+    pub by_command: BTreeMap<String, u64>,
+}
+
+impl Calls {
+    /// The simulator's counters now.
+    pub fn read(sim: &SimServer) -> Self {
+        Calls {
+            by_command: sim.call_counts(),
+        }
+    }
+
+    /// Every call.
+    pub fn total(&self) -> u64 {
+        self.by_command.values().sum()
+    }
+
+    /// Calls of state-changing commands.
+    pub fn mutating(&self) -> u64 {
+        self.by_command
+            .iter()
+            .filter(|(c, _)| cloudstack_sim::commands::is_mutating(c))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Read calls (`list*`, `query*`).
+    pub fn reads(&self) -> u64 {
+        self.total() - self.mutating()
+    }
+
+    /// `command×n` for every command, most frequent first.
+    pub fn breakdown(&self) -> String {
+        let mut items: Vec<(&String, &u64)> = self.by_command.iter().collect();
+        items.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        items
+            .iter()
+            .map(|(c, n)| format!("{c}×{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// How many bursts of `command` the call log holds: calls more than `gap_ms` apart start a
+/// new burst (one burst per periodic refresh).
+pub fn bursts(sim: &SimServer, command: &str, gap_ms: u64) -> usize {
+    let mut times: Vec<u64> = sim
+        .call_log()
+        .iter()
+        .filter(|c| c.command == command)
+        .map(|c| c.at_ms)
+        .collect();
+    times.sort_unstable();
+    let mut count = 0;
+    let mut last: Option<u64> = None;
+    for t in times {
+        if last.is_none_or(|l| t.saturating_sub(l) > gap_ms) {
+            count += 1;
+        }
+        last = Some(t);
+    }
+    count
+}
+
+/// The async jobs created at or after `since_ms` (ms since the epoch).
+pub fn jobs_since(sim: &SimServer, since_ms: u64) -> Vec<Job> {
+    sim.with_state(|state| {
+        state
+            .jobs
+            .iter()
+            .filter(|j| j.created_ms >= since_ms)
+            .cloned()
+            .collect()
+    })
+}
+
+/// Jobs per command, `command×n`, most frequent first.
+pub fn job_breakdown(jobs: &[Job]) -> String {
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    for job in jobs {
+        *counts.entry(job.command.as_str()).or_default() += 1;
+    }
+    let mut items: Vec<_> = counts.into_iter().collect();
+    items.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    items
+        .iter()
+        .map(|(c, n)| format!("{c}×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The longest chain of jobs in which each job was created only after the previous one
+/// completed: how many job durations the controller actually waited in sequence.
+pub fn observed_chain(jobs: &[Job]) -> usize {
+    let mut sorted: Vec<&Job> = jobs.iter().collect();
+    sorted.sort_by_key(|j| j.created_ms);
+    let mut depth: Vec<usize> = Vec::with_capacity(sorted.len());
+    for (i, job) in sorted.iter().enumerate() {
+        let before = (0..i)
+            .filter(|&k| {
+                sorted[k]
+                    .completed_ms
+                    .is_some_and(|done| done <= job.created_ms)
+            })
+            .map(|k| depth[k])
+            .max()
+            .unwrap_or(0);
+        depth.push(before + 1);
+    }
+    depth.into_iter().max().unwrap_or(0)
+}
+
+/// The dependent steps one Service cannot avoid: associate the IP, then create a rule on
+/// it, then assign members to the rule (3 jobs; 2 when the IP already exists).
+pub fn inherent_chain(jobs: &[Job]) -> usize {
+    [
+        "associateIpAddress",
+        "createLoadBalancerRule",
+        "assignToLoadBalancerRule",
+    ]
+    .iter()
+    .filter(|c| jobs.iter().any(|j| j.command == **c))
+    .count()
+}
+
+/// The fewest jobs `services` Services with `ports` ports need on one network: per Service
+/// one IP association, and per port one rule and one member assignment.
+pub fn fewest_jobs(services: usize, ports: usize) -> usize {
+    services * (1 + 2 * ports)
+}

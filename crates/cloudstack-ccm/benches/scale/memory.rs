@@ -1,0 +1,79 @@
+//! Scenario 6 (`memory`): peak resident memory and CPU time of the controller manager
+//! process with N Nodes and S Services (1 port each), once every Service is provisioned
+//! and the controller manager is idle.
+
+use crate::ccm::Flags;
+use crate::cloud::CloudModel;
+use crate::report::{Row, secs};
+use crate::services::LbWorld;
+use std::time::Duration;
+
+const NAME: &str = "memory";
+/// Target: peak RSS at 5000 nodes / 1000 Services.
+const TARGET_MIB: f64 = 25.0;
+
+/// Runs the memory scenario.
+pub async fn run(nodes: usize, services: usize) -> anyhow::Result<Vec<Row>> {
+    let model = CloudModel::new(nodes).job(Duration::from_millis(2));
+    let flags = Flags {
+        concurrent_service_syncs: 20,
+        service_resync_period: Duration::from_secs(3600),
+        node_status_update_frequency: Duration::from_secs(3600),
+        ..Flags::default()
+    };
+    let size = format!("N={nodes} S={services}×1");
+    let world = LbWorld::start(model, flags).await?;
+    let setup = world
+        .burst(1..=services, 1, Duration::from_secs(300 + services as u64))
+        .await?;
+    world
+        .wait_quiet(Duration::from_secs(2), Duration::from_secs(120))
+        .await;
+    let usage = world.ccm.usage()?;
+    let log = world.ccm.log.display().to_string();
+    world.ccm.stop().await;
+    if !setup.complete() {
+        return Ok(vec![Row::failed(
+            NAME,
+            &size,
+            "setup",
+            format!(
+                "{}/{} Services got ingress after {}; log {log}",
+                setup.ready.len(),
+                setup.expected,
+                secs(setup.elapsed.as_secs_f64())
+            ),
+        )]);
+    }
+    let peak = usage.peak_rss_kib as f64 / 1024.0;
+    Ok(vec![
+        Row::at_most(
+            NAME,
+            &size,
+            "CCM peak RSS (VmHWM)",
+            peak,
+            format!(
+                "{peak:.1} MiB (now {:.1} MiB)",
+                usage.rss_kib as f64 / 1024.0
+            ),
+            TARGET_MIB,
+            format!("≤ {TARGET_MIB} MiB"),
+        )
+        .with_go(if nodes == 1000 {
+            "86 MiB (nodes only)"
+        } else {
+            ""
+        }),
+        Row::info(
+            NAME,
+            &size,
+            "CCM CPU time (user+system)",
+            format!(
+                "{} over {} wall",
+                secs(usage.cpu_seconds),
+                secs(setup.elapsed.as_secs_f64())
+            ),
+        )
+        .with_value(usage.cpu_seconds),
+    ])
+}

@@ -9,11 +9,9 @@ use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
 
-use crate::cloud::loadbalancer::annotations::{self, Annotations};
 use crate::cloud::loadbalancer::ensure::{Change, Engine, EnsureError};
 use crate::cloud::loadbalancer::plan::{Backends, Plan};
-use crate::cloud::loadbalancer::spec::{LbSpec, SpecOptions};
-use crate::cloud::loadbalancer::{default_lb_name, leaseweb_lb_name};
+use crate::cloud::loadbalancer::spec::{LbSpec, SpecError, SpecOptions};
 use crate::controllers::Context;
 
 use super::backoff::RetryBackoff;
@@ -228,7 +226,16 @@ async fn cleanup(
     api: &Api<Service>,
     state: &State,
 ) -> Result<(), ReconcileError> {
-    let spec = deletion_spec(service, &state.spec_options);
+    let spec = match deletion_spec(service, &state.spec_options) {
+        Ok(spec) => spec,
+        Err(err) => {
+            // Without a name or UID nothing can be found again: let the Service go.
+            tracing::warn!(service = %key_of(service), error = %err, "cannot identify the load balancer to delete");
+            return finalizer::remove(api, service)
+                .await
+                .map_err(kube_err("removing the finalizer"));
+        }
+    };
     events::publish(&state.recorder, service, Reason::DeletingLoadBalancer, None).await;
     let deleted = match state.engine.ensure_deleted(&spec).await {
         Ok(deleted) => deleted,
@@ -265,42 +272,11 @@ async fn cleanup(
         .map_err(kube_err("removing the finalizer"))
 }
 
-/// The spec used to delete a Service's load balancer. When the Service no longer parses
-/// (e.g. a broken annotation), a minimal spec is read leniently from its metadata: the
-/// names and the recorded IP, with `keep-ip` assumed unless it clearly says `false`.
-pub fn deletion_spec(service: &Service, options: &SpecOptions) -> LbSpec {
-    if let Ok(spec) = LbSpec::from_service(service, options) {
-        return spec;
-    }
-    let meta = &service.metadata;
-    let uid = meta.uid.clone().unwrap_or_default();
-    let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
-    let name = meta.name.clone().unwrap_or_default();
-    let raw = Annotations::new(meta.annotations.as_ref());
-    let value = |annotation| raw.raw(annotation).map(str::trim);
-    LbSpec {
-        lb_name: default_lb_name(&uid),
-        legacy_lb_names: vec![leaseweb_lb_name(&options.cluster_name, &namespace, &name)],
-        service: crate::cloud::loadbalancer::spec::ServiceRef {
-            namespace,
-            name,
-            uid,
-        },
-        rules: Vec::new(),
-        algorithm: annotations::Algorithm::RoundRobin,
-        source_ranges: vec![annotations::Cidr::ANY_V4],
-        rule_cidrs: None,
-        requested_ip: None,
-        recorded_ip_id: value(&annotations::IP_ID).map(str::to_string),
-        recorded_network_id: value(&annotations::NETWORK_ID).map(str::to_string),
-        ip_associated_by_controller: value(&annotations::IP_ASSOCIATED_BY_CONTROLLER)
-            == Some("true"),
-        keep_ip: value(&annotations::KEEP_IP).is_some_and(|v| !v.eq_ignore_ascii_case("false")),
-        hostname: None,
-        proxy_protocol: false,
-        health_check: None,
-        stickiness: None,
-    }
+/// The spec used to delete a Service's load balancer: the full spec, or, when the
+/// Service no longer parses (a broken annotation must not block the cleanup), the lenient
+/// one of [`LbSpec::for_deletion`].
+pub fn deletion_spec(service: &Service, options: &SpecOptions) -> Result<LbSpec, SpecError> {
+    LbSpec::from_service(service, options).or_else(|_| LbSpec::for_deletion(service, options))
 }
 
 /// The plan of each Service that wants a load balancer, without applying it (the `plan`

@@ -86,20 +86,16 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let mut tasks: JoinSet<(ControllerName, anyhow::Result<()>)> = JoinSet::new();
     for name in enabled.enabled() {
+        let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
         match name {
             ControllerName::CloudNode => {
-                // TODO(controllers/node.rs): once `node::run` exists, replace the warning with
-                // tasks.spawn({ let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
-                //     async move { (name, node::run(ctx, shutdown).await) } });
-                tracing::warn!(controller = %name, "controller not available in this build");
+                tasks.spawn(async move { (name, node::run(ctx, shutdown).await) });
             }
             ControllerName::CloudNodeLifecycle => {
-                // TODO(controllers/node_lifecycle.rs): as above with `node_lifecycle::run`.
-                tracing::warn!(controller = %name, "controller not available in this build");
+                tasks.spawn(async move { (name, node_lifecycle::run(ctx, shutdown).await) });
             }
             ControllerName::Service => {
-                // TODO(controllers/service.rs): as above with `service::run`.
-                tracing::warn!(controller = %name, "controller not available in this build");
+                tasks.spawn(async move { (name, service::run(ctx, shutdown).await) });
             }
         }
     }

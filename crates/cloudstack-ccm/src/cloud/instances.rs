@@ -9,10 +9,11 @@
 //! values by [`label_value`]: every character other than `A-Z a-z 0-9 - _ .`
 //! becomes `-`, the result is cut to 63 characters and trimmed to start and end
 //! with an alphanumeric (`Small Instance (2 vCPU)` → `Small-Instance--2-vCPU`).
-//! Migration impact: the Go CCM (v1.x) deletes every non-alphanumeric character
-//! instead (`Small Instance` → `SmallInstance`, `ck8s-medium` → `ck8smedium`). Nodes
-//! initialised by the Go CCM keep their labels (labels are set once, at
-//! initialisation), but new nodes get the readable form, so selectors on
+//! Migration impact: the Go CCM (v1.x) deletes every non-alphanumeric character of
+//! the offering and zone names instead (`Small Instance` → `SmallInstance`,
+//! `ck8s-medium` → `ck8smedium`, zone `zone-1` → `zone1`). Nodes initialised by the Go
+//! CCM keep their labels (labels are set once, at initialisation), but new nodes get
+//! the readable form, so selectors and topology constraints on
 //! `node.kubernetes.io/instance-type` or the zone labels must list both forms while
 //! both kinds of node exist. Names that are plain alphanumerics are identical.
 //!

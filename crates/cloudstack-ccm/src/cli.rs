@@ -50,8 +50,25 @@ pub enum Command {
 }
 
 /// Arguments of `cloudstack-ccm demo`.
-#[derive(Debug, Clone, Default, Args)]
-pub struct DemoArgs {}
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// After creating and changing the Service, keep both servers and the controllers
+    /// running (instead of deleting it) and print commands to poke them; Ctrl-C stops.
+    #[arg(long)]
+    pub serve: bool,
+    /// Give up when the scenario has not converged after this long.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
+impl Default for DemoArgs {
+    fn default() -> Self {
+        DemoArgs {
+            serve: false,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
 
 /// Arguments of `cloudstack-ccm plan`.
 #[derive(Debug, Clone, Default, Args)]

@@ -7,6 +7,8 @@ pub mod cli;
 pub mod cloud;
 pub mod config;
 pub mod controllers;
+pub mod demo;
+pub mod dry_run;
 pub mod leader;
 pub mod metrics;
 pub mod server;

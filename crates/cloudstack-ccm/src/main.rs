@@ -23,8 +23,23 @@ fn main() -> ExitCode {
     };
     let args = parsed.cli.manager;
     match parsed.cli.command {
-        Some(Command::Demo(_)) => return unavailable("demo"),
-        Some(Command::Plan(_)) => return unavailable("plan"),
+        Some(Command::Demo(demo)) => {
+            return run_tool(async move {
+                cloudstack_ccm::demo::run(&demo, std::io::stdout().lock()).await?;
+                Ok(())
+            });
+        }
+        Some(Command::Plan(_)) => {
+            init_tracing(&args);
+            return run_tool(async move {
+                let report =
+                    cloudstack_ccm::dry_run::run(&args, &mut std::io::stdout().lock()).await?;
+                match report.failed() {
+                    0 => Ok(()),
+                    n => Err(anyhow::anyhow!("{n} Service(s) could not be planned")),
+                }
+            });
+        }
         None => {}
     }
     init_tracing(&args);
@@ -41,11 +56,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn unavailable(subcommand: &str) -> ExitCode {
-    eprintln!(
-        "cloudstack-ccm: error: the `{subcommand}` subcommand is not available in this build"
-    );
-    ExitCode::from(2)
+/// Runs a subcommand to completion on a fresh runtime.
+fn run_tool(tool: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    let result = tokio::runtime::Runtime::new()
+        .map_err(|error| anyhow::anyhow!("cannot start the async runtime: {error}"))
+        .and_then(|runtime| runtime.block_on(tool));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(error),
+    }
 }
 
 /// Prints `error` as one line (the cause chain joined with `: `) and returns failure.

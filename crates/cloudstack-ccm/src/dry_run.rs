@@ -1,0 +1,153 @@
+//! `cloudstack-ccm plan`: the dry run. With the controller manager's `--cloud-config` and
+//! `--kubeconfig`, it lists the LoadBalancer Services and the Nodes, observes CloudStack
+//! (read calls only) and prints, per Service, the [`Plan`] the service controller would
+//! apply — without applying anything.
+
+pub mod connect;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::Api;
+use kube::api::ListParams;
+
+use crate::cli::ManagerArgs;
+use crate::cloud::loadbalancer::ensure::Engine;
+use crate::cloud::loadbalancer::plan::Plan;
+use crate::config::{CloudConfig, ConfigError};
+use crate::controllers::Context;
+use crate::controllers::service::{Settings, plan_services, settings};
+use crate::leader::LeaderStatus;
+use crate::metrics::Metrics;
+use crate::server::Readiness;
+
+use self::connect::ConnectError;
+
+/// Why the dry run could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DryRunError {
+    /// The cloud-config is missing, unreadable or invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A client could not be built or CloudStack not be reached.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// Listing Services or Nodes failed.
+    #[error("cannot list {what}: {source}")]
+    List {
+        /// `Services` or `Nodes`.
+        what: &'static str,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Writing the output failed.
+    #[error("cannot write the plan: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// The plan of every LoadBalancer Service the controller owns.
+#[derive(Debug, Clone)]
+pub struct PlanReport {
+    /// `namespace/name` and the plan, or why there is none.
+    pub plans: Vec<(String, Result<Plan, String>)>,
+}
+
+impl PlanReport {
+    /// Services whose plan could not be made.
+    pub fn failed(&self) -> usize {
+        self.plans.iter().filter(|(_, plan)| plan.is_err()).count()
+    }
+
+    /// Services with something to change.
+    pub fn pending(&self) -> usize {
+        self.plans
+            .iter()
+            .filter(|(_, plan)| plan.as_ref().is_ok_and(|plan| !plan.is_empty()))
+            .count()
+    }
+}
+
+/// Connects with `args` (the controller manager's flags) and prints the plans to `out`.
+pub async fn run(args: &ManagerArgs, out: &mut impl Write) -> Result<PlanReport, DryRunError> {
+    let config = CloudConfig::load(args.cloud_config.as_deref(), |name| {
+        std::env::var(name).ok()
+    })?;
+    let metrics = Arc::new(Metrics::new());
+    let cloudstack = connect::cloudstack_client(&config, metrics.clone())?;
+    let server_version = connect::server_version(&config, &cloudstack).await?;
+    let kube = connect::kube_client(args).await?;
+    let ctx = Context {
+        kube,
+        cloudstack,
+        server_version,
+        cloud_config: config,
+        cluster_name: args.cluster_name.clone(),
+        metrics,
+        readiness: Readiness::new(LeaderStatus::new()),
+        node_status_update_frequency: args.node_status_update_frequency,
+        node_monitor_period: args.node_monitor_period,
+        service_resync_period: args.service_resync_period,
+        concurrent_service_syncs: 1,
+        load_balancer_class: args.load_balancer_class.clone(),
+    };
+    let report = plan_context(&ctx).await?;
+    write_report(&report, out)?;
+    Ok(report)
+}
+
+/// Plans every Service of the cluster behind `ctx` without changing anything.
+pub async fn plan_context(ctx: &Context) -> Result<PlanReport, DryRunError> {
+    let services = Api::<Service>::all(ctx.kube.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| DryRunError::List {
+            what: "Services",
+            source,
+        })?;
+    let nodes = Api::<Node>::all(ctx.kube.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| DryRunError::List {
+            what: "Nodes",
+            source,
+        })?;
+    let settings = Settings::from_context(ctx);
+    let engine = Engine::new(ctx.cloudstack.clone(), settings.engine(ctx));
+    let options = settings::spec_options(ctx);
+    let plans = plan_services(&engine, &services.items, &nodes.items, &options).await;
+    Ok(PlanReport { plans })
+}
+
+/// Prints each Service's plan (its `Display`), then a one-line summary.
+pub fn write_report(report: &PlanReport, out: &mut impl Write) -> std::io::Result<()> {
+    if report.plans.is_empty() {
+        writeln!(out, "No LoadBalancer Service to plan.")?;
+    }
+    for (key, plan) in &report.plans {
+        match plan {
+            Ok(plan) if plan.is_empty() => writeln!(out, "Service {key}: up to date")?,
+            Ok(plan) => {
+                writeln!(
+                    out,
+                    "Service {key}: {} CloudStack job(s) in {} phase(s)",
+                    plan.job_count(),
+                    plan.phases.len()
+                )?;
+                for line in plan.to_string().lines() {
+                    writeln!(out, "  {line}")?;
+                }
+            }
+            Err(reason) => writeln!(out, "Service {key}: cannot plan: {reason}")?,
+        }
+    }
+    writeln!(
+        out,
+        "{} Service(s): {} to change, {} failed to plan. Dry run: nothing was changed.",
+        report.plans.len(),
+        report.pending(),
+        report.failed()
+    )?;
+    out.flush()
+}

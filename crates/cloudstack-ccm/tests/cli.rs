@@ -117,14 +117,6 @@ fn bad_flags_fail_clearly() {
 }
 
 #[test]
-fn subcommands_are_declared_but_not_available_yet() {
-    for subcommand in ["demo", "plan"] {
-        let output = run(&[subcommand]);
-        assert_one_line_failure(&output, "not available in this build");
-    }
-}
-
-#[test]
 fn ignored_flags_warn_and_do_not_crash() {
     // The start fails later (no cloud-config), after the warnings are logged.
     let output = run(&[

@@ -16,7 +16,7 @@
 
 use crate::faults::Faults;
 use crate::scenario::{ScenarioError, VmSpec};
-use crate::server::{Shared, lock};
+use crate::server::{Shared, dump_state, lock};
 use axum::extract::{Path, State as AxumState};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post, put};
@@ -39,7 +39,7 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
                 StatusCode::NO_CONTENT
             }),
         )
-        .route("/dump", get(|AxumState(s): Shared_| async move { Json(serde_json::to_value(&*lock(&s.state)).unwrap_or(Value::Null)) }))
+        .route("/dump", get(|AxumState(s): Shared_| async move { Json(dump_state(&lock(&s.state))) }))
         .route("/jobs", get(|AxumState(s): Shared_| async move { Json(json!(lock(&s.state).jobs)) }))
         .route(
             "/faults",

@@ -15,6 +15,7 @@ mod build_state;
 pub mod commands;
 pub mod error;
 pub mod faults;
+mod http_api;
 pub mod jobs;
 pub mod params;
 pub mod response;

@@ -519,3 +519,61 @@ async fn other_accounts_cannot_touch_rules() {
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn releasing_an_address_removes_its_rules_and_source_nat_stays() {
+    let sim = start(Scenario::small()).await;
+    let alice = client(&sim, "alice");
+    let ip = ip_on(&sim, "net-vr").await;
+    let mut request = rule(&ip, "r-tcp-80", "tcp", 80);
+    request.openfirewall = Some(true);
+    alice.create_load_balancer_rule(&request).await.unwrap();
+    assert_eq!(
+        alice
+            .list_firewall_rules(&ListFirewallRules::default())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    alice
+        .disassociate_ip_address(&DisassociateIpAddress {
+            id: Some(ip),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(
+        alice
+            .list_load_balancer_rules(&ListLoadBalancerRules::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        alice
+            .list_firewall_rules(&ListFirewallRules::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let source_nat = alice
+        .list_public_ip_addresses(&ListPublicIpAddresses {
+            issourcenat: Some(true),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let err = alice
+        .disassociate_ip_address(&DisassociateIpAddress {
+            id: source_nat[0].id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        api_error(err).0,
+        431,
+        "source NAT addresses cannot be released"
+    );
+}

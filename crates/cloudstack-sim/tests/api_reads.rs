@@ -300,3 +300,32 @@ async fn capabilities_report_the_version_and_apis_are_discoverable() {
         .unwrap();
     assert_eq!(lb["isasync"], true);
 }
+
+#[tokio::test]
+async fn management_server_metrics_are_admin_only_and_new() {
+    let sim = start(Scenario::small()).await;
+    let err = client(&sim, "alice")
+        .call("listManagementServersMetrics", Params::new())
+        .await
+        .unwrap_err();
+    let (status, _, _, text) = common::api_error(err);
+    assert_eq!(status, 401);
+    assert_eq!(
+        text,
+        "The given command 'listManagementServersMetrics' either does not exist, is not available for user."
+    );
+    let metrics = client(&sim, "admin")
+        .call("listManagementServersMetrics", Params::new())
+        .await
+        .unwrap();
+    assert_eq!(metrics["managementserver"][0]["version"], "4.22.0.0");
+
+    let mut scenario = Scenario::small();
+    scenario.version = cloudstack_sim::Version::parse("4.16").unwrap();
+    let old = start(scenario).await;
+    let err = client(&old, "admin")
+        .call("listManagementServersMetrics", Params::new())
+        .await
+        .unwrap_err();
+    assert_eq!(common::api_error(err).0, 432, "absent before 4.17");
+}

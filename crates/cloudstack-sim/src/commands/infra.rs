@@ -250,13 +250,23 @@ pub fn list_capabilities(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(json!({"capability": capability}))
 }
 
-/// listApis (names and async flags of the supported commands).
+/// listApis (names and async flags of the commands this caller may use on this version).
 pub fn list_apis(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let name = ctx.params.text("name");
     let items = COMMANDS
         .iter()
+        .filter(|c| c.exists_in(&ctx.state.version) && (!c.admin_only || ctx.caller.is_admin()))
         .filter(|c| name.is_none_or(|n| n == c.name))
         .map(|c| json!({"name": c.name, "isasync": c.is_async, "params": [], "response": []}))
         .collect();
     Ok(list_body("api", items, Page::all()))
+}
+
+/// listManagementServersMetrics (metrics plugin, 4.17+, root admin only).
+pub fn list_management_servers_metrics(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    let server = json!({
+        "id": "00000000-0000-4000-8000-0000000000ee", "name": "cloudstack-sim", "state": "Up",
+        "version": ctx.state.version.text, "serviceip": "127.0.0.1",
+    });
+    Ok(list_body("managementserver", vec![server], Page::all()))
 }

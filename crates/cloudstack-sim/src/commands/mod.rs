@@ -110,6 +110,18 @@ pub struct Command {
     pub run: Handler,
     /// Async (returns a job id).
     pub is_async: bool,
+    /// First version with the command (older versions answer 432 as for an unknown command).
+    pub since: Option<(u32, u32)>,
+    /// Only root admins may call it (others get 401 "…is not available for user").
+    pub admin_only: bool,
+}
+
+impl Command {
+    /// True when the emulated version has this command.
+    pub fn exists_in(&self, version: &crate::version::Version) -> bool {
+        self.since
+            .is_none_or(|(major, minor)| version.at_least(major, minor))
+    }
 }
 
 const fn sync(name: &'static str, run: Handler) -> Command {
@@ -117,6 +129,8 @@ const fn sync(name: &'static str, run: Handler) -> Command {
         name,
         run,
         is_async: false,
+        since: None,
+        admin_only: false,
     }
 }
 
@@ -125,6 +139,8 @@ const fn job(name: &'static str, run: Handler) -> Command {
         name,
         run,
         is_async: true,
+        since: None,
+        admin_only: false,
     }
 }
 
@@ -136,6 +152,13 @@ pub const COMMANDS: &[Command] = &[
     sync("listProjects", infra::list_projects),
     sync("listCapabilities", infra::list_capabilities),
     sync("listApis", infra::list_apis),
+    Command {
+        name: "listManagementServersMetrics",
+        run: infra::list_management_servers_metrics,
+        is_async: false,
+        since: Some((4, 17)),
+        admin_only: true,
+    },
     sync("listPublicIpAddresses", ips::list_public_ip_addresses),
     job("associateIpAddress", ips::associate_ip_address),
     job("disassociateIpAddress", ips::disassociate_ip_address),

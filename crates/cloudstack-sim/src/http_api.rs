@@ -1,0 +1,202 @@
+//! `/client/api`: authenticate, throttle, inject faults, run the command, answer with the
+//! server's envelope (JSON, or XML without `response=json`), and log the call.
+
+use crate::commands::access::Caller;
+use crate::commands::{self, Ctx, JobFaults};
+use crate::error::ApiError;
+use crate::faults::CallRecord;
+use crate::jobs::now_ms;
+use crate::params::{Params, parse_form};
+use crate::response::{envelope, response_name, to_xml};
+use crate::scenario::Role;
+use crate::server::{Shared, lock};
+use crate::signing;
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State as AxumState};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Builds the HTTP answer for a body or error.
+fn answer(command: &str, outcome: &Result<Value, ApiError>, json: bool) -> Response {
+    let (status, body) = match outcome {
+        Ok(body) => (StatusCode::OK, envelope(command, body.clone())),
+        Err(e) => {
+            let key = if e.code == 432 || command.is_empty() {
+                "errorresponse".to_owned()
+            } else {
+                response_name(command)
+            };
+            (
+                StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                json!({ key: e.body() }),
+            )
+        }
+    };
+    let (content_type, text) = if json {
+        ("application/json; charset=UTF-8", body.to_string())
+    } else {
+        ("text/xml; charset=UTF-8", to_xml(&body))
+    };
+    let mut response = (status, text).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Err(e) = outcome
+        && let Ok(v) = HeaderValue::from_str(&e.text)
+    {
+        response.headers_mut().insert("X-Description", v);
+    }
+    response
+}
+
+/// `/client/api` (GET and POST).
+pub(crate) async fn api(
+    AxumState(shared): AxumState<Arc<Shared>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut raw = parse_form(query.unwrap_or_default().as_bytes());
+    let is_form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    if is_form {
+        raw.extend(parse_form(&body));
+    }
+    let params = Params::new(raw);
+    let json = params
+        .get("response")
+        .is_some_and(|r| r.eq_ignore_ascii_case("json"));
+    let command = params.command.clone();
+    let arrived = now_ms();
+    let (outcome, account, job_id) = handle(&shared, &params).await;
+    *lock(&shared.counts).entry(command.clone()).or_default() += 1;
+    let (status, error) = match &outcome {
+        Ok(_) => (200, None),
+        Err(e) => (e.code, Some(e.text.clone())),
+    };
+    match &error {
+        None => {
+            tracing::info!(command = %command, account = account.as_deref().unwrap_or("-"), status, "api call")
+        }
+        Some(text) => {
+            tracing::info!(command = %command, account = account.as_deref().unwrap_or("-"), status, error = %text, "api call failed")
+        }
+    }
+    lock(&shared.log).push(CallRecord {
+        at_ms: arrived,
+        command: command.clone(),
+        account,
+        status,
+        error,
+        job_id,
+    });
+    answer(&command, &outcome, json)
+}
+
+/// Authenticates, throttles, injects faults and runs the command.
+async fn handle(
+    shared: &Arc<Shared>,
+    params: &Params,
+) -> (Result<Value, ApiError>, Option<String>, Option<String>) {
+    let command_name = params.command.as_str();
+    if command_name.is_empty() {
+        return (
+            Err(ApiError::new(
+                432,
+                Some(9999),
+                "Invalid request, no command sent",
+            )),
+            None,
+            None,
+        );
+    }
+    let version = lock(&shared.state).version.clone();
+    let Some(command) = commands::find(command_name).filter(|c| c.exists_in(&version)) else {
+        return (Err(ApiError::unknown_command(command_name)), None, None);
+    };
+    let (caller, latency, throttle) = {
+        let state = lock(&shared.state);
+        let account = params.get("apikey").and_then(|k| state.account_by_key(k));
+        let verified = account.filter(|a| {
+            signing::verify(
+                &params.raw,
+                a.secret_key.expose(),
+                &state.version,
+                jiff::Timestamp::now(),
+            )
+        });
+        let Some(account) = verified else {
+            return (Err(ApiError::unauthorized()), None, None);
+        };
+        let caller = Caller {
+            account: account.name.clone(),
+            role: account.role,
+        };
+        (
+            caller,
+            state.settings.call_latency_ms,
+            state.settings.throttle.clone(),
+        )
+    };
+    let account = Some(caller.account.clone());
+    if command.admin_only && caller.role != Role::Admin {
+        let text = format!(
+            "The given command '{command_name}' either does not exist, is not available for user."
+        );
+        return (Err(ApiError::new(401, None, text)), account, None);
+    }
+    if let Some(t) = throttle.filter(|_| caller.role != Role::Admin)
+        && let Err(e) = lock(&shared.limiter).check(
+            &caller.account,
+            t.max,
+            t.interval_secs.saturating_mul(1000),
+            now_ms(),
+        )
+    {
+        return (Err(e), account, None);
+    }
+    let (extra, injected, job_faults) = {
+        let faults = lock(&shared.faults);
+        let job_faults = JobFaults {
+            failure_rate: faults.job_failure_rate,
+            never_finish_rate: faults.job_never_finish_rate,
+        };
+        (
+            faults.latency_for(command.name),
+            faults.error_for(command.name),
+            job_faults,
+        )
+    };
+    if latency + extra > 0 {
+        tokio::time::sleep(Duration::from_millis(latency + extra)).await;
+    }
+    if let Some(e) = injected {
+        return (Err(e), account, None);
+    }
+    let (outcome, new_jobs) = {
+        let mut state = lock(&shared.state);
+        let mut ctx = Ctx {
+            state: &mut state,
+            caller,
+            params,
+            job_faults,
+            new_jobs: Vec::new(),
+        };
+        let outcome = (command.run)(&mut ctx);
+        let new_jobs = std::mem::take(&mut ctx.new_jobs);
+        if outcome.is_ok() && commands::is_mutating(command.name) {
+            shared.persist(&state);
+        }
+        (outcome, new_jobs)
+    };
+    let job_id = new_jobs.first().cloned();
+    for job in new_jobs {
+        shared.spawn_job(job);
+    }
+    (outcome, account, job_id)
+}

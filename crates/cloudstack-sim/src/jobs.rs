@@ -11,53 +11,96 @@ use std::collections::BTreeMap;
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum JobAction {
     /// Finish associating an allocated IP.
-    AssociateIp { ip_id: String },
+    AssociateIp {
+        /// Public IP id.
+        ip_id: String,
+    },
     /// Release an IP and its rules.
-    DisassociateIp { ip_id: String },
+    DisassociateIp {
+        /// Public IP id.
+        ip_id: String,
+    },
     /// Activate a created LB rule (and its firewall rule).
-    CreateLbRule { rule_id: String },
+    CreateLbRule {
+        /// Rule id.
+        rule_id: String,
+    },
     /// Change an LB rule.
     UpdateLbRule {
+        /// Rule id.
         rule_id: String,
+        /// Changed fields (`name`, `description`, `algorithm`, `protocol`, `cidrlist`).
         changes: BTreeMap<String, String>,
     },
     /// Delete an LB rule.
-    DeleteLbRule { rule_id: String },
+    DeleteLbRule {
+        /// Rule id.
+        rule_id: String,
+    },
     /// Add members.
     AssignToLbRule {
+        /// Rule id.
         rule_id: String,
+        /// Members to add or remove.
         members: Vec<Member>,
     },
     /// Remove members.
     RemoveFromLbRule {
+        /// Rule id.
         rule_id: String,
+        /// Members to add or remove.
         members: Vec<Member>,
     },
     /// Activate a firewall rule.
-    CreateFirewallRule { rule_id: String },
+    CreateFirewallRule {
+        /// Rule id.
+        rule_id: String,
+    },
     /// Delete a firewall rule.
-    DeleteFirewallRule { rule_id: String },
+    DeleteFirewallRule {
+        /// Rule id.
+        rule_id: String,
+    },
     /// Activate an ACL item.
-    CreateNetworkAcl { item_id: String },
+    CreateNetworkAcl {
+        /// ACL item id.
+        item_id: String,
+    },
     /// Delete an ACL item.
-    DeleteNetworkAcl { item_id: String },
+    DeleteNetworkAcl {
+        /// ACL item id.
+        item_id: String,
+    },
     /// Add tags.
     CreateTags {
+        /// Resource type.
         resource_type: String,
+        /// Resource ids.
         resource_ids: Vec<String>,
+        /// Key/value pairs.
         tags: Vec<(String, String)>,
+        /// Customer.
         customer: Option<String>,
     },
     /// Remove tags (all of the resources' tags when `tags` is empty).
     DeleteTags {
+        /// Resource type.
         resource_type: String,
+        /// Resource ids.
         resource_ids: Vec<String>,
+        /// Key/value pairs.
         tags: Vec<(String, Option<String>)>,
     },
     /// Activate an LB policy.
-    CreatePolicy { policy_id: String },
+    CreatePolicy {
+        /// Policy id.
+        policy_id: String,
+    },
     /// Delete an LB policy.
-    DeletePolicy { policy_id: String },
+    DeletePolicy {
+        /// Policy id.
+        policy_id: String,
+    },
 }
 
 /// An async job.

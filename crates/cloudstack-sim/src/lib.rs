@@ -10,6 +10,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 mod admin;
 mod build_state;
 pub mod commands;

@@ -85,14 +85,23 @@ pub async fn run(
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let mut tasks: JoinSet<(ControllerName, anyhow::Result<()>)> = JoinSet::new();
+    // One VM inventory (one list call per refresh) serves both node controllers.
+    let node_instances = node::instances_for(&ctx);
     for name in enabled.enabled() {
         let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
         match name {
             ControllerName::CloudNode => {
-                tasks.spawn(async move { (name, node::run(ctx, shutdown).await) });
+                let instances = node_instances.clone();
+                tasks.spawn(async move { (name, node::run_with(ctx, instances, shutdown).await) });
             }
             ControllerName::CloudNodeLifecycle => {
-                tasks.spawn(async move { (name, node_lifecycle::run(ctx, shutdown).await) });
+                let instances = node_instances.clone();
+                tasks.spawn(async move {
+                    (
+                        name,
+                        node_lifecycle::run_with(ctx, instances, shutdown).await,
+                    )
+                });
             }
             ControllerName::Service => {
                 tasks.spawn(async move { (name, service::run(ctx, shutdown).await) });

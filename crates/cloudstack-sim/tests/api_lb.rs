@@ -490,6 +490,19 @@ async fn vpc_rules_need_networkid_and_refuse_openfirewall() {
     r.openfirewall = None;
     let created = alice.create_load_balancer_rule(&r).await.unwrap();
     assert_eq!(created.networkid.as_deref(), Some(tier.as_str()));
+    let mut elsewhere = rule(&ip, "v-tcp-81", "tcp", 81);
+    elsewhere.networkid = Some(id_of(&sim, "networks", "net-vr"));
+    let err = api_error(
+        alice
+            .create_load_balancer_rule(&elsewhere)
+            .await
+            .unwrap_err(),
+    )
+    .3;
+    assert!(
+        err.contains("is associated with network"),
+        "the address is bound to the tier now: {err}"
+    );
     assert!(
         alice
             .list_firewall_rules(&ListFirewallRules::default())

@@ -173,6 +173,12 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     }
     let requested_network = lookup(p, "networkid", |id| state.network(id))?;
     let network = match (&ip.network_id, requested_network) {
+        (Some(n), Some(requested)) if &requested.id != n => {
+            return Err(ApiError::param(format!(
+                "The IP address {} is associated with network {n}, not with network {}",
+                ip.address, requested.id
+            )));
+        }
         (Some(n), _) => state
             .network(n)
             .ok_or_else(|| ApiError::internal("network vanished"))?,

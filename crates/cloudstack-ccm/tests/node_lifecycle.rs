@@ -3,10 +3,15 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use cloudstack_ccm::controllers::node;
 use cloudstack_ccm::controllers::node_lifecycle::{self, SHUTDOWN_TAINT};
-use common::{Harness, HarnessOptions, TestNode, event_note, has_taint};
+use cloudstack_sim::{ErrorFault, Faults};
+use common::{
+    Harness, HarnessOptions, TestNode, UNINITIALIZED_TAINT, event_note, has_taint, provider_id,
+};
 
 /// Monitor periods a negative check waits before concluding nothing happens.
 const QUIET_PERIODS: u32 = 5;
@@ -145,5 +150,60 @@ async fn monitoring_many_nodes_lists_vms_once_per_refresh_not_per_node() {
         "{calls} calls: {:?}",
         h.sim.call_counts()
     );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_failing_vm_list_never_deletes_a_node() {
+    let h = harness_with_lifecycle_controller().await;
+    let id = h.vm_id("node-1");
+    h.create_node(initialised_node(&h, "node-1").ready(false))
+        .await;
+    let failing = ErrorFault {
+        rate: 1.0,
+        code: 530,
+        text: Some("management server unavailable".to_string()),
+    };
+    h.sim.set_faults(Faults {
+        errors: BTreeMap::from([("listVirtualMachines".to_string(), failing)]),
+        ..Faults::default()
+    });
+    assert!(h.sim.remove_vm(&id));
+    let_the_controller_look(&h).await;
+    assert!(
+        h.node("node-1").await.is_some(),
+        "an unanswered list is no proof the VM is gone"
+    );
+    assert!(h.list_vm_calls() > 1, "the controller kept asking");
+
+    h.sim.set_faults(Faults::default());
+    h.wait_for_node_gone("node-1").await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn both_node_controllers_together_follow_a_vm_from_start_to_removal() {
+    let mut h = Harness::start_with(HarnessOptions::default()).await;
+    h.spawn(node::run_with);
+    h.spawn(node_lifecycle::run_with);
+    let id = h.vm_id("node-3");
+    h.create_node(TestNode::new("node-3")).await;
+    let node = h
+        .wait_for_node("node-3", "initialised", |n| {
+            !has_taint(n, UNINITIALIZED_TAINT)
+        })
+        .await;
+    assert_eq!(provider_id(&node), format!("external-cloudstack://{id}"));
+
+    h.set_ready("node-3", false).await;
+    assert!(h.sim.set_vm_state(&id, "Stopped"));
+    h.wait_for_node("node-3", "tainted as shut down", |n| {
+        has_taint(n, SHUTDOWN_TAINT)
+    })
+    .await;
+
+    assert!(h.sim.remove_vm(&id));
+    h.wait_for_node_gone("node-3").await;
+    h.wait_for_event("node-3", "DeletingNode").await;
     h.stop().await;
 }

@@ -72,6 +72,14 @@ async fn initialises_a_node_in_one_update_and_one_status_patch() {
     assert_eq!(cluster.request_count(Verb::Update, "nodes"), 1);
     assert_eq!(cluster.request_count(Verb::Patch, "nodes/status"), 1);
     assert_eq!(cluster.request_count(Verb::Patch, "nodes"), 0);
+
+    let metrics = h.ctx.metrics.encode();
+    for line in [
+        r#"cloudstack_ccm_inventory_refreshes_total{result="ok"} 1"#,
+        r#"cloudstack_ccm_reconciles_total{controller="node",result="ok"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
+    }
     h.stop().await;
 }
 

@@ -8,7 +8,9 @@
 //! * per-network bound: the simulator (like CloudStack) runs one network's jobs one at a
 //!   time, so the fewest jobs the result needs (S × (1 + 2P)) × job duration.
 
-use crate::calls::{Calls, fewest_jobs, inherent_chain, job_breakdown, jobs_since, observed_chain};
+use crate::calls::{
+    Calls, fewest_jobs, inherent_chain, job_breakdown, jobs_since, observed_chain, queue_use,
+};
 use crate::ccm::Flags;
 use crate::cloud::CloudModel;
 use crate::report::{Row, secs};
@@ -108,15 +110,19 @@ pub async fn run(case: BurstCase) -> anyhow::Result<Vec<Row>> {
     );
     let chain = inherent_chain(&jobs);
     let critical = chain as f64 * d;
+    let queue = queue_use(&jobs);
     rows.push(Row::info(
         NAME,
         &size,
-        "jobs (observed chain depth)",
+        "jobs; longest chain; network queue busy",
         format!(
-            "{} ({}); chain {} jobs",
+            "{} ({}; {} on the network queue); chain {} jobs; busy {:.0}% of {}",
             jobs.len(),
             job_breakdown(&jobs),
-            observed_chain(&jobs)
+            queue.network_jobs,
+            observed_chain(&jobs),
+            100.0 * queue.busy_ms as f64 / queue.span_ms.max(1) as f64,
+            secs(queue.span_ms as f64 / 1000.0)
         ),
     ));
     rows.push(Row::info(
@@ -161,7 +167,8 @@ pub async fn run(case: BurstCase) -> anyhow::Result<Vec<Row>> {
             ));
         }
     } else if let Some(rate) = case.throttle {
-        let call_bound = calls.total() as f64 / rate as f64;
+        let accepted = calls.total() - throttled as u64;
+        let call_bound = accepted as f64 / rate as f64;
         let bound = network_bound.max(call_bound);
         rows.push(Row::at_most(
             NAME,
@@ -171,7 +178,7 @@ pub async fn run(case: BurstCase) -> anyhow::Result<Vec<Row>> {
             format!("{max:.2} s = {:.2} × bound", max / bound),
             1.2 * bound,
             format!(
-                "≤ {} (calls/{rate} = {})",
+                "≤ {} (accepted calls/{rate} = {})",
                 secs(1.2 * bound),
                 secs(call_bound)
             ),

@@ -139,3 +139,52 @@ pub fn inherent_chain(jobs: &[Job]) -> usize {
 pub fn fewest_jobs(services: usize, ports: usize) -> usize {
     services * (1 + 2 * ports)
 }
+
+/// How busy the network queues were while `jobs` ran: jobs that waited in a network's
+/// queue, the time at least one job was running, and the span from the first job's
+/// creation to the last one's completion (ms).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueueUse {
+    /// Jobs queued on a network (the rest run without waiting, e.g. tags).
+    pub network_jobs: usize,
+    /// Time with a job running.
+    pub busy_ms: u64,
+    /// From the first job's creation to the last completion.
+    pub span_ms: u64,
+}
+
+/// The [`QueueUse`] of `jobs`.
+pub fn queue_use(jobs: &[Job]) -> QueueUse {
+    let mut intervals: Vec<(u64, u64)> = jobs
+        .iter()
+        .filter(|j| j.network_id.is_some())
+        .filter_map(|j| Some((j.start_ms, j.completed_ms?)))
+        .collect();
+    intervals.sort_unstable();
+    let mut busy = 0;
+    let mut current: Option<(u64, u64)> = None;
+    for (start, end) in intervals.iter().copied() {
+        current = match current {
+            Some((s, e)) if start <= e => Some((s, e.max(end))),
+            Some((s, e)) => {
+                busy += e - s;
+                Some((start, end))
+            }
+            None => Some((start, end)),
+        };
+    }
+    if let Some((s, e)) = current {
+        busy += e - s;
+    }
+    let first = jobs.iter().map(|j| j.created_ms).min().unwrap_or(0);
+    let last = jobs
+        .iter()
+        .filter_map(|j| j.completed_ms)
+        .max()
+        .unwrap_or(first);
+    QueueUse {
+        network_jobs: intervals.len(),
+        busy_ms: busy,
+        span_ms: last - first,
+    }
+}

@@ -1,0 +1,149 @@
+//! LoadBalancer Services over the fake cluster's store (no HTTP client needed, so the
+//! test can act while controller processes come and go), and what "converged" means.
+
+use cloudstack_ccm::cloud::loadbalancer::annotations;
+use fake_apiserver::{Cluster, PatchType};
+use serde_json::{Value, json};
+
+/// The namespace of every test Service.
+pub const NAMESPACE: &str = "default";
+/// The finalizer the service controller puts on Services it manages.
+pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+
+/// A LoadBalancer Service `name` with `(protocol, port, node port)` ports and annotations.
+pub fn lb_service(name: &str, ports: &[(&str, i64, i64)], annotations: &[(&str, &str)]) -> Value {
+    let annotations: serde_json::Map<String, Value> = annotations
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), json!(v)))
+        .collect();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": { "name": name, "namespace": NAMESPACE, "annotations": annotations },
+        "spec": { "type": "LoadBalancer", "ports": ports_json(ports) },
+    })
+}
+
+/// The `spec.ports` list for `(protocol, port, node port)` triples.
+pub fn ports_json(ports: &[(&str, i64, i64)]) -> Value {
+    ports
+        .iter()
+        .map(|(protocol, port, node_port)| {
+            json!({
+                "name": format!("{}-{port}", protocol.to_ascii_lowercase()),
+                "protocol": protocol,
+                "port": port,
+                "nodePort": node_port,
+            })
+        })
+        .collect()
+}
+
+/// Creates a Service object.
+pub fn create(cluster: &Cluster, service: Value) -> Value {
+    cluster
+        .create("services", Some(NAMESPACE), service)
+        .expect("Service created")
+}
+
+/// Reads Service `name`, if it exists.
+pub fn get(cluster: &Cluster, name: &str) -> Option<Value> {
+    cluster.get("services", Some(NAMESPACE), name).ok()
+}
+
+/// Every Service of the test namespace.
+pub fn list(cluster: &Cluster) -> Vec<Value> {
+    cluster
+        .list("services", Some(NAMESPACE))
+        .expect("Services listed")
+}
+
+/// Merge-patches Service `name`.
+pub fn patch(cluster: &Cluster, name: &str, patch: &Value) {
+    cluster
+        .patch(
+            "services",
+            Some(NAMESPACE),
+            name,
+            PatchType::Merge,
+            patch,
+            false,
+        )
+        .expect("Service patched");
+}
+
+/// Deletes Service `name` (only marked while it carries a finalizer).
+pub fn delete(cluster: &Cluster, name: &str) {
+    cluster
+        .delete("services", Some(NAMESPACE), name)
+        .expect("Service deleted");
+}
+
+/// `metadata.name`.
+pub fn name(service: &Value) -> &str {
+    service["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// `metadata.uid`.
+pub fn uid(service: &Value) -> &str {
+    service["metadata"]["uid"].as_str().unwrap_or_default()
+}
+
+/// The first ingress IP.
+pub fn ingress_ip(service: &Value) -> Option<&str> {
+    service["status"]["loadBalancer"]["ingress"][0]["ip"].as_str()
+}
+
+/// The public-IP id the controller recorded on the Service.
+pub fn recorded_ip_id(service: &Value) -> Option<&str> {
+    service["metadata"]["annotations"][annotations::IP_ID.key].as_str()
+}
+
+/// Whether the Service carries the cleanup finalizer.
+pub fn has_finalizer(service: &Value) -> bool {
+    service["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|v| v == FINALIZER))
+}
+
+/// Whether the Service is marked for deletion.
+pub fn is_deleting(service: &Value) -> bool {
+    service["metadata"]["deletionTimestamp"].is_string()
+}
+
+/// The number of ports of the Service.
+pub fn port_count(service: &Value) -> usize {
+    service["spec"]["ports"].as_array().map_or(0, Vec::len)
+}
+
+/// Whether a live Service is converged: finalizer, ingress IP and recorded IP id, and
+/// (checked against the simulator) one rule per port on that IP.
+pub fn is_converged(service: &Value, sim: &cloudstack_sim::SimServer) -> bool {
+    if is_deleting(service) || !has_finalizer(service) {
+        return false;
+    }
+    let (Some(address), Some(ip_id)) = (ingress_ip(service), recorded_ip_id(service)) else {
+        return false;
+    };
+    let prefix = format!(
+        "{}-",
+        cloudstack_ccm::cloud::loadbalancer::default_lb_name(uid(service))
+    );
+    let want = port_count(service);
+    sim.with_state(|state| {
+        let ip_ok = state
+            .ips
+            .iter()
+            .any(|ip| ip.id == ip_id && ip.address == address && ip.state == "Allocated");
+        let rules: Vec<_> = state
+            .lb_rules
+            .iter()
+            .filter(|r| r.name.starts_with(&prefix))
+            .collect();
+        ip_ok
+            && rules.len() == want
+            && rules
+                .iter()
+                .all(|r| r.ip_id == ip_id && r.state == "Active" && !r.members.is_empty())
+    })
+}

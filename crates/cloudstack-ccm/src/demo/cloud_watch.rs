@@ -37,6 +37,8 @@ pub struct CloudWatch {
     start_ms: u64,
     reported: HashSet<String>,
     rules: HashMap<String, RuleFacts>,
+    /// `protocol port` of each firewall rule and ACL item seen, by id.
+    openings: HashMap<String, String>,
 }
 
 impl CloudWatch {
@@ -46,6 +48,7 @@ impl CloudWatch {
             start_ms,
             reported: HashSet::new(),
             rules: HashMap::new(),
+            openings: HashMap::new(),
         }
     }
 
@@ -66,6 +69,14 @@ impl CloudWatch {
             .collect();
         for rule in &state.lb_rules {
             self.rules.insert(rule.id.clone(), RuleFacts::from(rule));
+        }
+        for rule in &state.firewall_rules {
+            let opening = format!("{} {}", rule.protocol, port_text(rule.start_port));
+            self.openings.insert(rule.id.clone(), opening);
+        }
+        for item in &state.acl_items {
+            let opening = format!("{} {}", item.protocol, port_text(item.start_port));
+            self.openings.insert(item.id.clone(), opening);
         }
         lines
     }
@@ -89,6 +100,10 @@ impl CloudWatch {
             .get(id)
             .map(|facts| facts.name.clone())
             .unwrap_or_else(|| self.rule(state, id).name)
+    }
+
+    fn opening<'a>(&'a self, id: &'a str) -> &'a str {
+        self.openings.get(id).map_or(id, String::as_str)
     }
 
     fn describe(&self, state: &State, job: &Job) -> Line {
@@ -170,25 +185,29 @@ impl CloudWatch {
                     Some(rule) => format!(
                         "firewall opened: {} {} from {}",
                         rule.protocol,
-                        rule.start_port.map_or("*".to_string(), |p| p.to_string()),
+                        port_text(rule.start_port),
                         rule.cidrs.join(",")
                     ),
                     None => "firewall opened".to_string(),
                 }
             }
-            JobAction::DeleteFirewallRule { .. } => "firewall rule deleted".to_string(),
+            JobAction::DeleteFirewallRule { rule_id } => {
+                format!("firewall closed: {}", self.opening(rule_id))
+            }
             JobAction::CreateNetworkAcl { item_id } => {
                 match state.acl_items.iter().find(|i| &i.id == item_id) {
                     Some(item) => format!(
                         "ACL item added: allow {} {} from {}",
                         item.protocol,
-                        item.start_port.map_or("*".to_string(), |p| p.to_string()),
+                        port_text(item.start_port),
                         item.cidrs.join(",")
                     ),
                     None => "ACL item added".to_string(),
                 }
             }
-            JobAction::DeleteNetworkAcl { .. } => "ACL item deleted".to_string(),
+            JobAction::DeleteNetworkAcl { item_id } => {
+                format!("ACL item deleted: {}", self.opening(item_id))
+            }
             JobAction::CreateTags {
                 resource_type,
                 resource_ids,
@@ -228,6 +247,11 @@ fn describe_changes(changes: &BTreeMap<String, String>) -> String {
     } else {
         parts.join(", ")
     }
+}
+
+/// A port, or `*` for all.
+fn port_text(port: Option<i64>) -> String {
+    port.map_or("*".to_string(), |p| p.to_string())
 }
 
 /// The VMs' names (their ids when unknown), comma-separated.

@@ -62,7 +62,7 @@ impl KubeWatch {
             lines.push(Line::new(
                 at,
                 Mark::Done,
-                format!("node {name} initialised"),
+                format!("Node {name} initialised"),
                 node_detail(node),
             ));
         }
@@ -74,15 +74,16 @@ impl KubeWatch {
     fn poll_service(&mut self, at: Duration, service: Option<&Value>, lines: &mut Vec<Line>) {
         let Some(service) = service else {
             if self.view.service_exists {
+                // The object only goes once its last finalizer is removed.
+                let text = if self.view.finalizer {
+                    "finalizer removed, Service gone"
+                } else {
+                    "Service gone"
+                };
                 self.view.service_exists = false;
                 self.view.finalizer = false;
                 self.view.ingress.clear();
-                lines.push(Line::new(
-                    at,
-                    Mark::Done,
-                    "Service deleted (gone from the API server)",
-                    "",
-                ));
+                lines.push(Line::new(at, Mark::Done, text, FINALIZER));
             }
             return;
         };

@@ -228,3 +228,19 @@ async fn plan_prints_the_steps_and_changes_nothing() {
         created["metadata"]["resourceVersion"]
     );
 }
+
+#[test]
+fn example_cloud_configs_parse() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let production =
+        cloudstack_ccm::config::CloudConfig::load(Some(&examples.join("cloud-config")), |_| None)
+            .expect("examples/cloud-config parses");
+    assert_eq!(production.api_url, "https://cloud.example.com/client/api");
+    let sim =
+        cloudstack_ccm::config::CloudConfig::load(Some(&examples.join("cloud-config-sim")), |_| {
+            None
+        })
+        .expect("examples/cloud-config-sim parses");
+    assert_eq!(sim.api_url, "http://127.0.0.1:8080/client/api");
+    assert_eq!(sim.zone.as_deref(), Some(cloudstack_sim::SMALL_ZONE));
+}

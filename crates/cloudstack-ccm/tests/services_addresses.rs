@@ -14,28 +14,6 @@ use services_common::*;
 const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
 const RESYNC: Duration = Duration::from_secs(100);
 
-/// Id of the small scenario's isolated network.
-fn network_id(t: &LbTest) -> String {
-    t.h.sim.with_state(|s| {
-        s.networks
-            .iter()
-            .find(|n| n.name == SMALL_NETWORK)
-            .map(|n| n.id.clone())
-            .expect("network")
-    })
-}
-
-/// A CloudStack client of `account` on the simulator.
-fn client_of(t: &LbTest, account: &str) -> cloudstack::Client {
-    let (key, secret) = t.h.sim.credentials(account).expect("account exists");
-    cloudstack::Client::new(cloudstack::ClientConfig::new(
-        t.h.sim.api_url(),
-        key.expose(),
-        secret.expose(),
-    ))
-    .expect("client")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_free_requested_address_is_associated_and_released() {
     let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
@@ -66,10 +44,11 @@ async fn a_free_requested_address_is_associated_and_released() {
 async fn an_address_already_ours_is_used_and_kept() {
     let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
     let request = AssociateIpAddress {
-        networkid: Some(network_id(&t)),
+        networkid: Some(t.network_id(SMALL_NETWORK)),
         ..Default::default()
     };
-    let ip = client_of(&t, "alice")
+    let ip = t
+        .client_of("alice")
         .associate_ip_address(&request)
         .await
         .expect("associate by hand");
@@ -112,7 +91,8 @@ async fn an_address_of_another_account_is_refused_without_change() {
         zoneid: Some(zone_id),
         ..Default::default()
     };
-    let theirs = client_of(&t, "bob")
+    let theirs = t
+        .client_of("bob")
         .associate_ip_address(&request)
         .await
         .expect("bob takes an IP");

@@ -73,6 +73,9 @@ pub async fn run_with(
         ctx: ctx.clone(),
     });
 
+    // New Nodes may run on VMs the shared view has not seen yet: read it again.
+    let view = engine.clone();
+    let node_changes = nodes.changes.map(move |()| view.start_resync());
     let mut ticker = tokio::time::interval(settings.resync_period);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.tick().await;
@@ -88,7 +91,7 @@ pub async fn run_with(
     let stop = shutdown.clone();
     Controller::new(Api::<Service>::all(client), watcher::Config::default())
         .with_config(ControllerConfig::default().concurrency(settings.concurrency))
-        .reconcile_all_on(futures::stream::select(nodes.changes, resync))
+        .reconcile_all_on(futures::stream::select(node_changes, resync))
         .graceful_shutdown_on(async move { stop.wait().await })
         .run(reconcile::reconcile, reconcile::error_policy, state)
         .for_each(|result| async move {

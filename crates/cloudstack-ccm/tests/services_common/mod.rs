@@ -42,9 +42,16 @@ pub struct LbTest {
 impl LbTest {
     /// Starts `scenario` (jobs of a few milliseconds) and the service controller, with a
     /// Node for each VM named in `nodes`.
-    pub async fn start(mut scenario: Scenario, nodes: &[&str], resync: Duration) -> LbTest {
+    pub async fn start(scenario: Scenario, nodes: &[&str], resync: Duration) -> LbTest {
+        let mut t = LbTest::prepare(scenario, nodes, resync).await;
+        t.start_controller(resync);
+        t
+    }
+
+    /// Like [`LbTest::start`] without starting the controller (to prepare a cloud first).
+    pub async fn prepare(mut scenario: Scenario, nodes: &[&str], resync: Duration) -> LbTest {
         scenario.settings.job_duration_ms = 2;
-        let mut h = Harness::start_with(HarnessOptions {
+        let h = Harness::start_with(HarnessOptions {
             scenario,
             service_resync_period: resync,
             ..HarnessOptions::default()
@@ -53,9 +60,33 @@ impl LbTest {
         for name in nodes {
             add_node(&h, name).await;
         }
-        let settings = fast_settings(resync);
-        h.spawn(move |ctx, _instances, shutdown| service::run_with(ctx, settings, shutdown));
         LbTest { h }
+    }
+
+    /// Starts the service controller.
+    pub fn start_controller(&mut self, resync: Duration) {
+        let settings = fast_settings(resync);
+        self.h
+            .spawn(move |ctx, _instances, shutdown| service::run_with(ctx, settings, shutdown));
+    }
+
+    /// A CloudStack client of `account` on the simulator (to act "by hand").
+    pub fn client_of(&self, account: &str) -> cloudstack::Client {
+        let (key, secret) = self.h.sim.credentials(account).expect("account exists");
+        let config =
+            cloudstack::ClientConfig::new(self.h.sim.api_url(), key.expose(), secret.expose());
+        cloudstack::Client::new(config).expect("client")
+    }
+
+    /// The id of simulator network `name`.
+    pub fn network_id(&self, name: &str) -> String {
+        self.h.sim.with_state(|s| {
+            s.networks
+                .iter()
+                .find(|n| n.name == name)
+                .map(|n| n.id.clone())
+                .expect("network exists")
+        })
     }
 
     /// The Service API of the test namespace.

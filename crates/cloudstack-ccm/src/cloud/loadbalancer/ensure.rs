@@ -89,6 +89,10 @@ impl Prepared {
 pub struct Ensured {
     /// The load balancer's public address.
     pub public_ip: IpAddr,
+    /// Its id.
+    pub ip_id: String,
+    /// The network the rules live in.
+    pub network_id: String,
     /// Warnings of the plan (for a Warning Event).
     pub warnings: Vec<String>,
     /// Jobs run.
@@ -334,14 +338,15 @@ impl Engine {
             result?;
             applied
         };
-        let public_ip = applied
+        let (ip_id, public_ip) = applied
             .associated_ip
-            .as_ref()
-            .map(|(_, address)| *address)
-            .or_else(|| observed.ip.as_ref().map(|ip| ip.address))
+            .clone()
+            .or_else(|| observed.ip.as_ref().map(|ip| (ip.id.clone(), ip.address)))
             .ok_or_else(|| EnsureError::Network("the load balancer has no public IP".into()))?;
         Ok(Ensured {
             public_ip,
+            ip_id,
+            network_id,
             warnings,
             jobs: applied.steps_done,
         })

@@ -9,6 +9,7 @@ use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
 
+use crate::cloud::loadbalancer::apply::{IpRecorder, RecordedIp};
 use crate::cloud::loadbalancer::ensure::{Change, Engine, EnsureError};
 use crate::cloud::loadbalancer::plan::{Backends, Plan};
 use crate::cloud::loadbalancer::spec::{LbSpec, SpecError, SpecOptions};
@@ -55,6 +56,9 @@ pub enum ReconcileError {
     /// The load-balancer engine failed.
     #[error(transparent)]
     Engine(#[from] EnsureError),
+    /// The public IP could not be recorded on the Service.
+    #[error("{0}")]
+    Record(String),
 }
 
 /// Wraps a Kubernetes error with what we were doing.
@@ -205,6 +209,16 @@ async fn ensure(
             .await;
         }
         tracing::info!(service = %key_of(service), jobs = ensured.jobs, ip = %ensured.public_ip, "load balancer ensured");
+    }
+    if spec.recorded_ip_id.as_deref() != Some(ensured.ip_id.as_str()) {
+        // An adopted load balancer (or one whose annotation was lost): record its IP so
+        // it is found by id from now on. Whether we associated it is left as it was.
+        let ip = RecordedIp {
+            ip_id: ensured.ip_id.clone(),
+            associated_by_controller: false,
+            network_id: Some(ensured.network_id.clone()),
+        };
+        recorder.record(&ip).await.map_err(ReconcileError::Record)?;
     }
     let target = match &spec.hostname {
         Some(hostname) => IngressTarget::Hostname(hostname.clone()),

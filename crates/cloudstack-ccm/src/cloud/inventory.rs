@@ -205,18 +205,19 @@ impl Snapshot {
 pub struct InventoryStats {
     /// List calls made (successful or not).
     pub refreshes: u64,
-    /// Lookups answered from the view.
+    /// Lookups answered from the view as it was.
     pub hits: u64,
-    /// Lookups that found nothing, even after any refresh they triggered.
+    /// Lookups the view could not answer as it was (they refresh it when allowed).
     pub misses: u64,
 }
 
-/// Called on each refresh (`true` when it succeeded) and each lookup (`true` on a hit);
-/// lets the metrics registry count them.
+/// Called on each refresh (`true` when it succeeded) and each lookup (`true` when the
+/// view answered it as it was, `false` when it needed a refresh); lets the metrics
+/// registry count them.
 pub trait InventoryObserver: Send + Sync {
     /// A refresh ended.
     fn refreshed(&self, ok: bool);
-    /// A lookup ended.
+    /// A lookup was answered from the view (`true`) or not (`false`).
     fn looked_up(&self, hit: bool);
 }
 
@@ -314,6 +315,7 @@ impl Inventory {
             self.count_lookup(true);
             return Ok(Some(found));
         }
+        self.count_lookup(false);
         let min_interval = self.settings.min_refresh_interval;
         let seen = snapshot.fetched_at();
         let snapshot = self
@@ -321,9 +323,7 @@ impl Inventory {
                 snap.fetched_at() == seen && snap.age().is_none_or(|age| age >= min_interval)
             })
             .await?;
-        let found = find(&snapshot);
-        self.count_lookup(found.is_some());
-        Ok(found)
+        Ok(find(&snapshot))
     }
 
     /// Lists the VMs now (single flight), whatever the age of the view.
@@ -482,7 +482,7 @@ mod tests {
             "one list for 20 misses"
         );
         let stats = inventory.stats();
-        assert_eq!((stats.refreshes, stats.hits, stats.misses), (2, 20, 0));
+        assert_eq!((stats.refreshes, stats.hits, stats.misses), (2, 0, 20));
     }
 
     #[tokio::test]

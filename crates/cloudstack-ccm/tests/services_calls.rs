@@ -1,0 +1,99 @@
+//! What a periodic resync costs: 50 unchanged LoadBalancer Services make no mutating
+//! CloudStack call and a handful of reads that does not grow with the number of nodes.
+
+mod common;
+mod services_common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use cloudstack_sim::{SMALL_NETWORK, Scenario};
+use services_common::*;
+
+const SERVICES: usize = 50;
+const RESYNC: Duration = Duration::from_millis(1500);
+
+/// Creates 50 one-port Services on `node_count` nodes, then returns the CloudStack calls
+/// of one full resync.
+async fn calls_of_one_resync(node_count: usize) -> BTreeMap<String, u64> {
+    let mut scenario = Scenario::small();
+    if node_count > 3 {
+        scenario.add_vms(SMALL_NETWORK, "node-", node_count - 3);
+    }
+    let names: Vec<String> = (1..=node_count).map(|i| format!("node-{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let t = LbTest::start(scenario, &refs, RESYNC).await;
+
+    t.h.sim.reset_counts();
+    let started = Instant::now();
+    for i in 0..SERVICES {
+        t.create(&lb_service(
+            &format!("svc-{i}"),
+            &[("TCP", 80, 30000 + i as i32)],
+        ))
+        .await;
+    }
+    for i in 0..SERVICES {
+        t.wait_for_ip(&format!("svc-{i}")).await;
+    }
+    let jobs: u64 = mutating_counts(&t.h).values().sum();
+    println!(
+        "{SERVICES} Services on {node_count} nodes ready in {:?} with {jobs} jobs ({:.1} per Service)",
+        started.elapsed(),
+        jobs as f64 / SERVICES as f64
+    );
+    for i in 0..SERVICES {
+        t.wait_rules(&format!("svc-{i}"), "have every node", |r| {
+            r.len() == 1 && r[0].members.len() == node_count
+        })
+        .await;
+    }
+
+    // Let the creation settle and one resync pass with the caches warm.
+    tokio::time::sleep(RESYNC * 2).await;
+    // Measure from just after a resync starts until just before the next.
+    t.h.sim.reset_counts();
+    common::eventually("a resync reads the rules", common::WAIT, || async {
+        t.h.sim
+            .call_counts()
+            .get("listLoadBalancerRules")
+            .is_some_and(|n| *n > 0)
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(RESYNC / 2).await;
+    let counts: BTreeMap<String, u64> =
+        t.h.sim
+            .call_counts()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .collect();
+    t.stop().await;
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_of_fifty_unchanged_services_costs_a_handful_of_reads() {
+    let small = calls_of_one_resync(3).await;
+    let large = calls_of_one_resync(30).await;
+    let total = |c: &BTreeMap<String, u64>| c.values().sum::<u64>();
+    println!(
+        "one resync of {SERVICES} Services, 3 nodes: {} calls {small:?}",
+        total(&small)
+    );
+    println!(
+        "one resync of {SERVICES} Services, 30 nodes: {} calls {large:?}",
+        total(&large)
+    );
+    for counts in [&small, &large] {
+        let mutating: Vec<_> = counts.keys().filter(|c| !cloudstack::is_read(c)).collect();
+        assert!(mutating.is_empty(), "no mutating call: {counts:?}");
+        assert!(total(counts) <= 6, "a handful of reads: {counts:?}");
+        assert_eq!(
+            counts.get("listLoadBalancerRuleInstances"),
+            None,
+            "members are cached: {counts:?}"
+        );
+    }
+    assert_eq!(small, large, "reads do not grow with the number of nodes");
+}

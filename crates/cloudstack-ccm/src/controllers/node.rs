@@ -308,9 +308,7 @@ impl CloudNode {
     fn next_retry(&self, node: &str) -> Duration {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         let count = failures.entry(node.to_string()).or_insert(0);
-        let delay = FIRST_RETRY
-            .saturating_mul(1u32 << (*count).min(16))
-            .min(MAX_RETRY);
+        let delay = retry_delay(*count);
         *count += 1;
         delay
     }
@@ -355,6 +353,14 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<CloudNode>) -> Result<Action, NodeE
             Err(error)
         }
     }
+}
+
+/// Delay before the next attempt after `failures` failures in a row: 0.5 s doubling
+/// up to 5 minutes.
+fn retry_delay(failures: u32) -> Duration {
+    FIRST_RETRY
+        .saturating_mul(1u32 << failures.min(16))
+        .min(MAX_RETRY)
 }
 
 fn error_policy(node: Arc<Node>, _error: &NodeError, ctx: Arc<CloudNode>) -> Action {
@@ -510,6 +516,14 @@ mod tests {
         assert!(!labels.contains_key(LABEL_INSTANCE_TYPE));
         assert!(!labels.contains_key(LABEL_INSTANCE_TYPE_BETA));
         assert_eq!(labels[LABEL_ZONE], "zone-1");
+    }
+
+    #[test]
+    fn retry_delay_doubles_up_to_five_minutes() {
+        let delays: Vec<u64> = (0..4).map(|n| retry_delay(n).as_millis() as u64).collect();
+        assert_eq!(delays, vec![500, 1000, 2000, 4000]);
+        assert_eq!(retry_delay(10), MAX_RETRY);
+        assert_eq!(retry_delay(u32::MAX), MAX_RETRY);
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub enum DemoError {
     Simulator(#[from] cloudstack_sim::SimError),
     /// The Kubernetes API server did not start or refused a request.
     #[error("Kubernetes API server: {0}")]
-    ApiServer(#[from] fake_apiserver::ServerError),
+    ApiServer(Box<fake_apiserver::ServerError>),
     /// The demo's own set-up is inconsistent.
     #[error("demo set-up: {0}")]
     Scenario(String),
@@ -55,7 +55,7 @@ pub enum DemoError {
         object: String,
         /// The server's answer.
         #[source]
-        source: fake_apiserver::ServerError,
+        source: Box<fake_apiserver::ServerError>,
     },
     /// A phase did not reach its goal in time.
     #[error(
@@ -75,6 +75,12 @@ pub enum DemoError {
     /// Writing the output failed.
     #[error("cannot write the output: {0}")]
     Output(#[from] std::io::Error),
+}
+
+impl From<fake_apiserver::ServerError> for DemoError {
+    fn from(error: fake_apiserver::ServerError) -> Self {
+        DemoError::ApiServer(Box::new(error))
+    }
 }
 
 /// What the demo measured.
@@ -264,7 +270,7 @@ fn kube_err(
     move |source| DemoError::Kube {
         action,
         object,
-        source,
+        source: Box::new(source),
     }
 }
 

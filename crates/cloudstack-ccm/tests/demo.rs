@@ -41,7 +41,6 @@ async fn demo_converges_and_shows_every_step() {
         "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
         output.status
     );
-    let count = |needle: &str| stdout.lines().filter(|line| line.contains(needle)).count();
     let initialised = stdout
         .lines()
         .filter(|line| line.contains("+ Node ") && line.contains(" initialised"))

@@ -104,7 +104,7 @@ impl<W: Write> Progress<W> {
             .map_err(|source| DemoError::Kube {
                 action: "list",
                 object: "Nodes".to_string(),
-                source,
+                source: Box::new(source),
             })?;
         let service = world
             .apiserver

@@ -103,6 +103,7 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
 
     let started = Instant::now();
     let mut lifetimes = Vec::new();
+    let mut kill_times = Vec::new();
     for _ in 0..kills {
         let mut ccm = Ccm::start(&rig, "ccm", &cloud_config, &[]);
         let life = Duration::from_millis(driver.rng.random_range(20..800));
@@ -119,6 +120,7 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
         tokio::time::sleep(life.saturating_sub(born.elapsed())).await;
         assert!(ccm.running(), "the CCM died on its own:\n{}", ccm.output());
         ccm.kill();
+        kill_times.push(now_ms());
         lifetimes.push(life);
     }
     let chaos = started.elapsed();
@@ -147,6 +149,13 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
     rig.sim.reset_counts();
     tokio::time::sleep(Duration::from_millis(2600)).await;
     let steady_mutations = rig.sim.mutating_calls();
+    let steady_commands: Vec<_> = rig
+        .sim
+        .call_log()
+        .into_iter()
+        .filter(|c| !cloudstack::is_read(&c.command))
+        .map(|c| c.command)
+        .collect();
 
     println!(
         "crash-kill summary: seed {seed}, kills {kills}, chaos {chaos:.1?} (mean life {:?}), \
@@ -172,8 +181,43 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
             .collect::<Vec<_>>(),
         tail(&ccm.output(), 40)
     );
-    assert!(findings.is_clean(), "{findings}");
-    assert_eq!(steady_mutations, 0, "steady state makes no mutating call");
+    assert!(
+        findings.is_clean(),
+        "{findings}\n{}",
+        forensics(&rig, &kill_times).join("\n")
+    );
+    assert_eq!(
+        steady_mutations, 0,
+        "steady state makes no mutating call: {steady_commands:?}"
+    );
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or_default()
+}
+
+/// For every IP association job whose IP is still allocated, how long before the next
+/// SIGKILL it was accepted and whether the IP was ever tagged.
+fn forensics(rig: &Rig, kill_times: &[u64]) -> Vec<String> {
+    rig.sim.with_state(|s| {
+        s.jobs
+            .iter()
+            .filter_map(|job| match &job.action {
+                cloudstack_sim::jobs::JobAction::AssociateIp { ip_id } => {
+                    let ip = s.ips.iter().find(|ip| &ip.id == ip_id)?;
+                    let next_kill = kill_times.iter().find(|k| **k >= job.created_ms);
+                    Some(format!(
+                        "associateIpAddress {ip_id} ({}, {}): accepted {:?} ms before the next kill",
+                        ip.address,
+                        ip.state,
+                        next_kill.map(|k| k - job.created_ms)
+                    ))
+                }
+                _ => None,
+            })
+            .collect()
+    })
 }
 
 /// The last `n` lines of `text`.

@@ -2,6 +2,7 @@
 //! test can act while controller processes come and go), and what "converged" means.
 
 use cloudstack_ccm::cloud::loadbalancer::annotations;
+use cloudstack_ccm::cloud::loadbalancer::observe::TAG_SERVICE_UID;
 use fake_apiserver::{Cluster, PatchType};
 use serde_json::{Value, json};
 
@@ -117,7 +118,7 @@ pub fn port_count(service: &Value) -> usize {
 }
 
 /// Whether a live Service is converged: finalizer, ingress IP and recorded IP id, and
-/// (checked against the simulator) one rule per port on that IP.
+/// (checked against the simulator) one active, tagged rule with members per port on that IP.
 pub fn is_converged(service: &Value, sim: &cloudstack_sim::SimServer) -> bool {
     if is_deleting(service) || !has_finalizer(service) {
         return false;
@@ -140,10 +141,16 @@ pub fn is_converged(service: &Value, sim: &cloudstack_sim::SimServer) -> bool {
             .iter()
             .filter(|r| r.name.starts_with(&prefix))
             .collect();
+        let tagged = |id: &str| {
+            state
+                .tags
+                .iter()
+                .any(|t| t.resource_id == id && t.key == TAG_SERVICE_UID && t.value == uid(service))
+        };
         ip_ok
             && rules.len() == want
-            && rules
-                .iter()
-                .all(|r| r.ip_id == ip_id && r.state == "Active" && !r.members.is_empty())
+            && rules.iter().all(|r| {
+                r.ip_id == ip_id && r.state == "Active" && !r.members.is_empty() && tagged(&r.id)
+            })
     })
 }

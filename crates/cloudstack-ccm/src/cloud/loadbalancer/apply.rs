@@ -495,3 +495,79 @@ async fn associate_ip(
     lock(state).associated_ip = Some((id, address));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+
+    #[tokio::test]
+    async fn turns_are_taken_one_at_a_time_per_network() {
+        let turns = NetworkTurns::default();
+        let first = turns.wait("net-a").await;
+        assert!(
+            turns.wait("net-a").now_or_never().is_none(),
+            "the same network waits"
+        );
+        assert!(
+            turns.wait("net-b").now_or_never().is_some(),
+            "another network does not"
+        );
+        drop(first);
+        assert!(turns.wait("net-a").now_or_never().is_some(), "free again");
+    }
+
+    #[test]
+    fn errors_name_the_step() {
+        let step = Step::DeleteRule {
+            id: "r1".into(),
+            name: "aabc-tcp-80".into(),
+        };
+        let err = failed(&step)(cloudstack::Error::Decode {
+            command: "deleteLoadBalancerRule".into(),
+            detail: "bad".into(),
+        });
+        assert!(err.to_string().contains("aabc-tcp-80"), "{err}");
+        assert!(err.cloudstack().is_some());
+    }
+
+    #[test]
+    fn references_resolve_from_earlier_phases() {
+        let state = Mutex::new(Applied::default());
+        let step = Step::DeleteRule {
+            id: "r1".into(),
+            name: "n".into(),
+        };
+        assert!(
+            ip_id(&step, &IpRef::Associated, &state).is_err(),
+            "nothing associated yet"
+        );
+        lock(&state).associated_ip = Some(("ip-1".into(), "203.0.113.5".parse().expect("address")));
+        lock(&state)
+            .created_rules
+            .insert("aabc-tcp-80".into(), "rule-9".into());
+        assert_eq!(
+            ip_id(&step, &IpRef::Associated, &state).expect("resolved"),
+            "ip-1"
+        );
+        let created = RuleRef::Created {
+            name: "aabc-tcp-80".into(),
+        };
+        assert_eq!(
+            rule_id(&step, &created, &state).expect("resolved"),
+            "rule-9"
+        );
+        let existing = RuleRef::Existing {
+            id: "rule-1".into(),
+            name: "x".into(),
+        };
+        assert_eq!(
+            rule_id(&step, &existing, &state).expect("resolved"),
+            "rule-1"
+        );
+        assert!(
+            lock(&state).touched_rules.contains("rule-1"),
+            "existing rules are marked touched"
+        );
+    }
+}

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::apply::{self, ApplyError, IpRecorder, NetworkTurns};
@@ -128,6 +130,8 @@ pub struct Engine {
     snapshots: SnapshotCache,
     details: RuleDetailsCache,
     turns: NetworkTurns,
+    /// Set by a resync: the next view read drops cached details of vanished rules.
+    prune_details: AtomicBool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -170,6 +174,7 @@ impl Engine {
             snapshots: SnapshotCache::new(settings.snapshot_max_age),
             details: RuleDetailsCache::new(settings.details_max_age),
             turns: NetworkTurns::default(),
+            prune_details: AtomicBool::new(false),
             settings,
         }
     }
@@ -177,6 +182,22 @@ impl Engine {
     /// Starts a resync: the next reads renew the shared view of CloudStack.
     pub fn start_resync(&self) {
         self.snapshots.invalidate();
+        self.prune_details.store(true, Ordering::SeqCst);
+    }
+
+    /// The shared view; after a resync started, also forgets the cached details of
+    /// rules that no longer exist (deleted by hand).
+    async fn snapshot(&self) -> Result<Arc<CloudSnapshot>, EnsureError> {
+        let snapshot = self
+            .snapshots
+            .get(&self.client)
+            .await
+            .map_err(EnsureError::Observe)?;
+        if self.prune_details.swap(false, Ordering::SeqCst) {
+            self.details
+                .retain(snapshot.rules.iter().filter_map(|r| r.id.as_deref()));
+        }
+        Ok(snapshot)
     }
 
     /// Resolves Nodes (name, providerID) to their VMs and the VMs' default-NIC network,
@@ -186,11 +207,7 @@ impl Engine {
         &self,
         nodes: &[(String, String)],
     ) -> Result<Backends, EnsureError> {
-        let snapshot = self
-            .snapshots
-            .get(&self.client)
-            .await
-            .map_err(EnsureError::Observe)?;
+        let snapshot = self.snapshot().await?;
         let mut by_network: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for (name, provider_id) in nodes {
             let vm_id = match ProviderId::parse(provider_id) {
@@ -247,11 +264,7 @@ impl Engine {
         spec: &LbSpec,
         backends: &Backends,
     ) -> Result<Prepared, EnsureError> {
-        let snapshot = self
-            .snapshots
-            .get(&self.client)
-            .await
-            .map_err(EnsureError::Observe)?;
+        let snapshot = self.snapshot().await?;
         let network_id = self.network_of(&snapshot, spec, backends)?;
         let ctx = self.plan_context(&snapshot, &network_id)?;
         let observed = self.observe(&snapshot, spec, &ctx.network).await?;
@@ -367,11 +380,7 @@ impl Engine {
     /// Deletes the load balancer of `spec` (its rules, their firewall rules or ACL items,
     /// and the IP when the controller associated it and nothing else uses it).
     pub async fn ensure_deleted(&self, spec: &LbSpec) -> Result<Deleted, EnsureError> {
-        let snapshot = self
-            .snapshots
-            .get(&self.client)
-            .await
-            .map_err(EnsureError::Observe)?;
+        let snapshot = self.snapshot().await?;
         let network_id = self.network_of(&snapshot, spec, &Backends::default()).ok();
         let ctx = match network_id
             .as_deref()
@@ -419,5 +428,83 @@ impl IpRecorder for NoRecording {
         _ip: &'a apply::RecordedIp,
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async { Ok(()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cloud::loadbalancer::plan::{Phase, RuleRef};
+
+    fn prepared(steps: Vec<Step>) -> Prepared {
+        let phases = if steps.is_empty() {
+            Vec::new()
+        } else {
+            vec![Phase { steps }]
+        };
+        Prepared {
+            plan: Plan {
+                phases,
+                warnings: Vec::new(),
+            },
+            observed: ObservedLb::default(),
+            network_id: "net".into(),
+        }
+    }
+
+    #[test]
+    fn member_only_plans_are_told_apart_for_events() {
+        let rule = RuleRef::Existing {
+            id: "r".into(),
+            name: "n".into(),
+        };
+        assert_eq!(prepared(Vec::new()).change(), Change::None);
+        let members = vec![
+            Step::AssignMembers {
+                rule: rule.clone(),
+                vm_ids: vec!["vm".into()],
+            },
+            Step::RemoveMembers {
+                rule,
+                vm_ids: vec!["old".into()],
+            },
+        ];
+        assert_eq!(prepared(members).change(), Change::MembersOnly);
+        let delete = vec![Step::DeleteRule {
+            id: "r".into(),
+            name: "n".into(),
+        }];
+        assert_eq!(prepared(delete).change(), Change::Other);
+    }
+
+    #[test]
+    fn listed_networks_become_capability_facts() {
+        let network: cloudstack::Network = serde_json::from_value(serde_json::json!({
+            "id": "n1", "name": "tier", "vpcid": "v1", "aclid": "a1", "aclname": "web",
+            "service": [{
+                "name": "Lb",
+                "capability": [{ "name": "SupportedProtocols", "value": "tcp, udp" }],
+                "provider": [{ "name": "VpcVirtualRouter" }]
+            }, { "name": "NetworkACL" }]
+        }))
+        .expect("network decodes");
+        let facts = network_facts(&network);
+        assert_eq!(facts.id, "n1");
+        assert_eq!(facts.vpc_id.as_deref(), Some("v1"));
+        assert_eq!(facts.acl_id.as_deref(), Some("a1"));
+        assert_eq!(facts.services.len(), 2);
+        assert_eq!(
+            facts.services[0].capability("SupportedProtocols"),
+            Some("tcp, udp")
+        );
+        assert_eq!(facts.services[0].providers, ["VpcVirtualRouter"]);
+        let empty: cloudstack::Network =
+            serde_json::from_value(serde_json::json!({ "id": "n2", "vpcid": "" }))
+                .expect("network decodes");
+        assert_eq!(
+            network_facts(&empty).vpc_id,
+            None,
+            "an empty vpcid is no VPC"
+        );
     }
 }

@@ -277,3 +277,71 @@ pub async fn observe(
         foreign_rules,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed_rule(json: serde_json::Value) -> LoadBalancerRule {
+        serde_json::from_value(json).expect("rule decodes")
+    }
+
+    #[test]
+    fn listed_rules_are_read_leniently() {
+        let rule = listed_rule(serde_json::json!({
+            "id": "r1", "name": "aabc-tcp-proxy-443", "protocol": "TCP-Proxy",
+            "publicport": "443", "privateport": "30443", "algorithm": "source",
+            "cidrlist": "10.0.0.0/8 192.168.0.0/16", "publicipid": "ip1",
+            "tags": [{ "key": TAG_SERVICE_UID, "value": "uid-1" }]
+        }));
+        let observed = observed_rule(&rule).expect("converted");
+        assert_eq!(observed.protocol, LbProtocol::TcpProxy);
+        assert_eq!((observed.public_port, observed.private_port), (443, 30443));
+        assert_eq!(observed.algorithm, Algorithm::Source);
+        assert_eq!(observed.cidrs.len(), 2);
+        assert_eq!(
+            observed.tags.get(TAG_SERVICE_UID).map(String::as_str),
+            Some("uid-1")
+        );
+        let odd = listed_rule(
+            serde_json::json!({ "id": "r2", "name": "x", "protocol": "sctp", "publicport": "1", "privateport": "2" }),
+        );
+        assert_eq!(
+            observed_rule(&odd),
+            None,
+            "unknown protocols are not ours to manage"
+        );
+    }
+
+    #[test]
+    fn ip_ownership_follows_the_allocated_list() {
+        let ip: PublicIpAddress = serde_json::from_value(serde_json::json!({
+            "id": "ip1", "ipaddress": "203.0.113.7", "allocated": "2026-01-01T00:00:00+0000", "account": "bob"
+        }))
+        .expect("ip decodes");
+        assert_eq!(
+            observed_ip(&ip, true).expect("ip").ownership,
+            IpOwnership::Ours
+        );
+        assert_eq!(
+            observed_ip(&ip, false).expect("ip").ownership,
+            IpOwnership::OtherAccount("bob".into())
+        );
+        let free: PublicIpAddress =
+            serde_json::from_value(serde_json::json!({ "id": "ip2", "ipaddress": "203.0.113.8" }))
+                .expect("ip decodes");
+        assert_eq!(
+            observed_ip(&free, false).expect("ip").ownership,
+            IpOwnership::Free
+        );
+    }
+
+    #[test]
+    fn port_ranges_cover_ports() {
+        let ports: BTreeSet<u16> = [80, 443].into();
+        assert!(covers(Some(80), None, &ports));
+        assert!(covers(Some(400), Some(500), &ports));
+        assert!(!covers(Some(81), Some(442), &ports));
+        assert!(!covers(None, None, &ports));
+    }
+}

@@ -183,3 +183,36 @@ fn stickiness_params(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_fields_are_read_leniently() {
+        assert_eq!(to_u32(Some(5)), 5);
+        assert_eq!(to_u32(Some(-1)), 0);
+        assert_eq!(to_u32(None), 0);
+        let params = stickiness_params(Some(
+            &serde_json::json!({ "TableSize": "200k", "expire": 30 }),
+        ));
+        assert_eq!(params.get("tablesize").map(String::as_str), Some("200k"));
+        assert_eq!(params.get("expire").map(String::as_str), Some("30"));
+        assert!(stickiness_params(None).is_empty());
+    }
+
+    #[test]
+    fn forgotten_and_dead_rules_leave_the_cache() {
+        let cache = RuleDetailsCache::new(Duration::from_secs(60));
+        for id in ["a", "b", "c"] {
+            cache.lock().insert(
+                id.into(),
+                (Instant::now(), Arc::new(RuleDetails::default())),
+            );
+        }
+        cache.forget("a");
+        cache.retain(["b"]);
+        let left: Vec<String> = cache.lock().keys().cloned().collect();
+        assert_eq!(left, ["b"]);
+    }
+}

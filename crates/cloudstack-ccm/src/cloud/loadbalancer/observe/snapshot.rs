@@ -216,3 +216,54 @@ impl SnapshotCache {
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vms_map_to_their_default_nic_network() {
+        let vms: Vec<VirtualMachine> = serde_json::from_value(serde_json::json!([
+            { "id": "VM-A", "nic": [
+                { "networkid": "secondary", "isdefault": false },
+                { "networkid": "main", "isdefault": true } ] },
+            { "id": "vm-b", "nic": [] }
+        ]))
+        .expect("vms decode");
+        let snapshot =
+            CloudSnapshot::from_parts(Vec::new(), Vec::new(), Vec::new(), Vec::new(), &vms);
+        assert_eq!(
+            snapshot.vm_networks.get("vm-a").map(String::as_str),
+            Some("main")
+        );
+        assert!(
+            !snapshot.vm_networks.contains_key("vm-b"),
+            "no default NIC, no network"
+        );
+    }
+
+    #[test]
+    fn lookups_by_id_address_and_ip() {
+        let rules: Vec<LoadBalancerRule> = serde_json::from_value(serde_json::json!([
+            { "id": "r1", "publicipid": "ip1" }, { "id": "r2", "publicipid": "ip2" }
+        ]))
+        .expect("rules decode");
+        let ips: Vec<PublicIpAddress> = serde_json::from_value(
+            serde_json::json!([{ "id": "ip1", "ipaddress": "203.0.113.5" }]),
+        )
+        .expect("ips decode");
+        let snapshot = CloudSnapshot::from_parts(rules, ips, Vec::new(), Vec::new(), &[]);
+        assert_eq!(
+            snapshot
+                .ip_by_address("203.0.113.5")
+                .and_then(|ip| ip.id.as_deref()),
+            Some("ip1")
+        );
+        assert!(snapshot.ip_by_id("ip2").is_none());
+        let on_ip1: Vec<_> = snapshot
+            .rules_on_ip("ip1")
+            .filter_map(|r| r.id.as_deref())
+            .collect();
+        assert_eq!(on_ip1, ["r1"]);
+    }
+}

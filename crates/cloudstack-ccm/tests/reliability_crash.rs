@@ -4,7 +4,9 @@
 //! Afterwards every Service converges, and the simulator holds no IP, rule, firewall
 //! rule or ACL item that no Service owns, and no duplicate rule.
 //!
-//! `CRASH_KILLS=500` runs more kills (50 by default); `CRASH_SEED=<n>` replays a run.
+//! `CRASH_KILLS=500` runs more kills (50 by default); `CRASH_SEED=<n>` replays the same
+//! changes and kill instants; `CRASH_VERBOSITY=3` runs the controller with `-v=3` and, on
+//! a leak, prints its log lines about the leaked IPs.
 
 mod common;
 mod reliability;
@@ -91,6 +93,7 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
     }
     let baseline = Baseline::take(&rig.sim);
     let cloud_config = rig.cloud_config(common::ACCOUNT);
+    let verbosity = format!("-v={}", reliability::env_count("CRASH_VERBOSITY", 0));
     let mut driver = Driver {
         rng: StdRng::seed_from_u64(seed),
         created: 0,
@@ -105,7 +108,7 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
     let mut lifetimes = Vec::new();
     let mut kill_times = Vec::new();
     for _ in 0..kills {
-        let mut ccm = Ccm::start(&rig, "ccm", &cloud_config, &[]);
+        let mut ccm = Ccm::start(&rig, "ccm", &cloud_config, &[&verbosity]);
         let life = Duration::from_millis(driver.rng.random_range(20..800));
         let changes = driver.rng.random_range(0..=2);
         let mut at: Vec<Duration> = (0..changes)
@@ -126,7 +129,7 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
     let chaos = started.elapsed();
 
     // The last run: everything converges.
-    let ccm = Ccm::start(&rig, "ccm", &cloud_config, &[]);
+    let ccm = Ccm::start(&rig, "ccm", &cloud_config, &[&verbosity]);
     let converge_start = Instant::now();
     let cluster = rig.cluster();
     let converged = reliability::poll(CONVERGE, || async {
@@ -183,8 +186,9 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
     );
     assert!(
         findings.is_clean(),
-        "{findings}\n{}",
-        forensics(&rig, &kill_times).join("\n")
+        "{findings}\n{}\n{}",
+        forensics(&rig, &kill_times).join("\n"),
+        log_lines_about(&ccm.output(), &findings.leaked_ips).join("\n")
     );
     assert_eq!(
         steady_mutations, 0,
@@ -218,6 +222,18 @@ fn forensics(rig: &Rig, kill_times: &[u64]) -> Vec<String> {
             })
             .collect()
     })
+}
+
+/// Log lines naming a leaked IP (its id is the second word of each finding).
+fn log_lines_about<'a>(log: &'a str, leaked: &[String]) -> Vec<&'a str> {
+    let ids: Vec<&str> = leaked
+        .iter()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    log.lines()
+        .filter(|line| ids.iter().any(|id| line.contains(id)))
+        .take(40)
+        .collect()
 }
 
 /// The last `n` lines of `text`.

@@ -144,3 +144,35 @@ async fn proxy_protocol_toggles_on_a_live_service() {
     );
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hostname_annotation_replaces_the_ip_in_the_status() {
+    let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
+    let service = with_annotations(
+        lb_service("named", &[("TCP", 80, 30080)]),
+        &[
+            (annotations::HOSTNAME.key, "lb.example.com"),
+            (annotations::PROXY_PROTOCOL.key, "true"),
+        ],
+    );
+    t.create(&service).await;
+    let service = t
+        .wait_for("named", "reports the hostname", |s| {
+            s.status
+                .as_ref()
+                .and_then(|st| st.load_balancer.as_ref())
+                .and_then(|lb| lb.ingress.as_ref())
+                .and_then(|ingress| ingress.first())
+                .and_then(|entry| entry.hostname.as_deref())
+                == Some("lb.example.com")
+        })
+        .await;
+    assert_eq!(ingress_ip(&service), None, "no IP next to the hostname");
+    let rules = t
+        .wait_rules("named", "use tcp-proxy", |r| {
+            r.len() == 1 && r[0].protocol == "tcp-proxy"
+        })
+        .await;
+    assert_eq!(rules[0].members, NODES);
+    t.stop().await;
+}

@@ -146,7 +146,7 @@ impl Metrics {
         );
         registry.register(
             "leader",
-            "1 while this replica holds the leader lease",
+            "Whether this replica holds the leader lease (1) or not (0)",
             metrics.leader.clone(),
         );
         Metrics {

@@ -103,12 +103,13 @@ impl Drop for Replica {
 }
 
 impl Replica {
-    fn start(kubeconfig: &std::path::Path, cloud_config: &std::path::Path) -> Replica {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+    /// Starts a replica on a free port and learns the port from its JSON log (no race
+    /// with other processes picking ports).
+    async fn start(
+        kubeconfig: &std::path::Path,
+        cloud_config: &std::path::Path,
+        log: &std::path::Path,
+    ) -> Replica {
         let child = std::process::Command::new(env!("CARGO_BIN_EXE_cloudstack-ccm"))
             .args([
                 "--cloud-provider=external-cloudstack",
@@ -116,29 +117,43 @@ impl Replica {
                 "--leader-elect=true",
                 &format!("--kubeconfig={}", kubeconfig.display()),
                 "--bind-address=127.0.0.1",
-                &format!("--secure-port={port}"),
+                "--secure-port=0",
+                "--log-format=json",
                 "--leader-elect-lease-duration=5s",
                 "--leader-elect-renew-deadline=4s",
                 "--leader-elect-retry-period=200ms",
             ])
             .env_remove("RUST_LOG")
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
             .spawn()
             .expect("the binary starts");
-        Replica {
-            child,
-            addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
-        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        let addr = loop {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let address = text
+                .lines()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .find_map(|entry| entry["fields"]["address"].as_str().map(str::to_owned));
+            if let Some(address) = address {
+                break address.parse().expect("a socket address");
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no address logged:\n{text}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        Replica { child, addr }
     }
 
-    /// Polls `/metrics` until it contains `line`.
+    /// Polls `/metrics` until a sample line starts with `line`.
     async fn wait_metric(&self, line: &str) -> String {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
             if tokio::net::TcpStream::connect(self.addr).await.is_ok() {
                 let (_, _, body) = get(self.addr, "/metrics").await;
-                if body.contains(line) {
+                if body.lines().any(|sample| sample.starts_with(line)) {
                     return body;
                 }
             }
@@ -209,7 +224,7 @@ async fn two_binaries_one_leader_and_hand_over_on_sigterm() {
     )
     .unwrap();
 
-    let mut first = Replica::start(&kubeconfig, &cloud_config);
+    let mut first = Replica::start(&kubeconfig, &cloud_config, &dir.path().join("first.log")).await;
     let metrics = first.wait_metric("cloudstack_ccm_leader 1").await;
     assert!(
         metrics
@@ -219,9 +234,9 @@ async fn two_binaries_one_leader_and_hand_over_on_sigterm() {
     let (first_identity, transitions) = lease_holder(&api).expect("the lease exists");
     assert_eq!(transitions, 0);
 
-    let second = Replica::start(&kubeconfig, &cloud_config);
+    let second = Replica::start(&kubeconfig, &cloud_config, &dir.path().join("second.log")).await;
     second
-        .wait_metric("cloudstack_api_calls_total{command=\"listCapabilities\"")
+        .wait_metric("cloudstack_ccm_cloudstack_api_calls_total{command=\"listCapabilities\"")
         .await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     second.wait_metric("cloudstack_ccm_leader 0").await;
@@ -247,6 +262,14 @@ async fn two_binaries_one_leader_and_hand_over_on_sigterm() {
         stopped.elapsed()
     );
     let (second_identity, transitions) = lease_holder(&api).unwrap();
+    let logs = || {
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
+        format!(
+            "first:\n{}\nsecond:\n{}",
+            read("first.log"),
+            read("second.log")
+        )
+    };
     assert_ne!(second_identity, first_identity);
-    assert_eq!(transitions, 1);
+    assert_eq!(transitions, 1, "{second_identity:?} {}", logs());
 }

@@ -44,6 +44,12 @@ pub struct Usage {
     pub peak_rss_kib: u64,
     /// Current resident set size (`VmRSS`), KiB.
     pub rss_kib: u64,
+    /// Of which anonymous memory (heap, stacks), KiB.
+    pub rss_anon_kib: u64,
+    /// Of which file-backed pages (the binary's code and data), KiB.
+    pub rss_file_kib: u64,
+    /// Threads.
+    pub threads: u64,
     /// User + system CPU time, seconds.
     pub cpu_seconds: f64,
 }
@@ -158,6 +164,9 @@ impl Ccm {
         Ok(Usage {
             peak_rss_kib: field("VmHWM:"),
             rss_kib: field("VmRSS:"),
+            rss_anon_kib: field("RssAnon:"),
+            rss_file_kib: field("RssFile:"),
+            threads: field("Threads:"),
             cpu_seconds: cpu_ticks as f64 / clock_ticks_per_second(),
         })
     }

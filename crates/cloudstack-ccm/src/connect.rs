@@ -1,5 +1,5 @@
-//! Building the CloudStack and Kubernetes clients from the cloud-config and the flags, the
-//! way the controller manager does, for the tools that run instead of it (`plan`, `demo`).
+//! Building the CloudStack and Kubernetes clients from the cloud-config and the flags:
+//! the controller manager and the tools that run instead of it (`plan`, `demo`) share these.
 
 use std::sync::Arc;
 

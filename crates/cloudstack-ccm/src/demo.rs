@@ -21,7 +21,7 @@ use cloudstack_sim::state::{LbRule, State};
 use crate::cli::DemoArgs;
 use crate::cloud::loadbalancer::default_lb_name;
 use crate::config::ConfigError;
-use crate::dry_run::connect::ConnectError;
+use crate::connect::ConnectError;
 
 use self::progress::{Progress, Snapshot};
 use self::render::{Line, Mark, PhaseStats, Style, summary_table};

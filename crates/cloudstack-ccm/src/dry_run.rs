@@ -3,8 +3,6 @@
 //! (read calls only) and prints, per Service, the [`Plan`] the service controller would
 //! apply — without applying anything.
 
-pub mod connect;
-
 use std::io::Write;
 use std::sync::Arc;
 
@@ -22,7 +20,7 @@ use crate::leader::LeaderStatus;
 use crate::metrics::Metrics;
 use crate::server::Readiness;
 
-use self::connect::ConnectError;
+use crate::connect::{self, ConnectError};
 
 /// Why the dry run could not run.
 #[derive(Debug, thiserror::Error)]

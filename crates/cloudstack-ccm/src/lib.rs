@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod cloud;
 pub mod config;
+pub mod connect;
 pub mod controllers;
 pub mod demo;
 pub mod dry_run;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use cloudstack_ccm::cli::{Cli, Command, LogFormat, ManagerArgs, log_directives};
 use cloudstack_ccm::config::CloudConfig;
+use cloudstack_ccm::connect;
 use cloudstack_ccm::controllers::{self, Context, ControllerSet, Shutdown, shutdown_channel};
 use cloudstack_ccm::leader::{
     ElectionState, LeaderElector, LeaderStatus, LeaseConfig, Outcome, default_identity,
@@ -98,9 +99,14 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
     tracing::info!(version = env!("CARGO_PKG_VERSION"), controllers = %enabled, "starting cloudstack-ccm");
 
     let metrics = Arc::new(Metrics::new());
-    let cloudstack = cloudstack_client(&config, metrics.clone())?;
-    let server_version = server_version(&config, &cloudstack).await?;
-    let kube = kube_client(&args).await?;
+    let cloudstack = connect::cloudstack_client(&config, metrics.clone())?;
+    let server_version = connect::server_version(&config, &cloudstack).await?;
+    if config.version.is_some() {
+        tracing::info!(%server_version, "CloudStack version set by the cloud-config");
+    } else {
+        tracing::info!(%server_version, "detected the CloudStack version with listCapabilities");
+    }
+    let kube = connect::kube_client(&args).await?;
 
     let status = LeaderStatus::new().with_metrics(metrics.clone());
     let readiness = Readiness::new(status.clone());
@@ -176,74 +182,6 @@ async fn run_elected(
         Outcome::Finished(result) => result,
         Outcome::ShutdownWhileStandby | Outcome::Abandoned => Ok(()),
     }
-}
-
-fn cloudstack_client(
-    config: &CloudConfig,
-    metrics: Arc<Metrics>,
-) -> anyhow::Result<cloudstack::Client> {
-    let mut client_config = cloudstack::ClientConfig::new(
-        config.api_url.clone(),
-        config.api_key.clone(),
-        config.secret_key.clone(),
-    );
-    client_config.project_id = config.project_id.clone();
-    client_config.ssl_no_verify = config.ssl_no_verify;
-    client_config.ca_file = config.ca_file.clone();
-    client_config.requests_per_second = config.requests_per_second;
-    client_config.observer = Some(metrics);
-    cloudstack::Client::new(client_config).context("cannot build the CloudStack client")
-}
-
-/// The configured `version`, else `listCapabilities` (works for any account).
-async fn server_version(
-    config: &CloudConfig,
-    client: &cloudstack::Client,
-) -> anyhow::Result<cloudstack::ServerVersion> {
-    if let Some(text) = &config.version {
-        let version: cloudstack::ServerVersion = text
-            .parse()
-            .map_err(|error| anyhow::anyhow!("cloud-config: invalid version {text:?}: {error}"))?;
-        tracing::info!(%version, "CloudStack version set by the cloud-config");
-        return Ok(version);
-    }
-    let version = client
-        .server_version()
-        .await
-        .with_context(|| format!("cannot detect the CloudStack version at {}", config.api_url))?;
-    tracing::info!(%version, "detected the CloudStack version with listCapabilities");
-    Ok(version)
-}
-
-/// `--kubeconfig` (with `--master` overriding its server), else `--master` alone, else the
-/// in-cluster configuration or `$KUBECONFIG` / `~/.kube/config`.
-async fn kube_client(args: &ManagerArgs) -> anyhow::Result<kube::Client> {
-    let mut config = match (&args.kubeconfig, &args.master) {
-        (Some(path), _) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(
-                kubeconfig,
-                &kube::config::KubeConfigOptions::default(),
-            )
-            .await
-            .with_context(|| format!("invalid kubeconfig {}", path.display()))?
-        }
-        (None, Some(master)) => kube::Config::new(
-            master
-                .parse()
-                .with_context(|| format!("invalid --master {master:?}"))?,
-        ),
-        (None, None) => kube::Config::infer()
-            .await
-            .context("cannot find a Kubernetes configuration")?,
-    };
-    if let Some(master) = &args.master {
-        config.cluster_url = master
-            .parse()
-            .with_context(|| format!("invalid --master {master:?}"))?;
-    }
-    kube::Client::try_from(config).context("cannot build the Kubernetes client")
 }
 
 async fn wait_for_signal() {

@@ -15,7 +15,7 @@ use super::scenario::{self, ACCOUNT, CALL_LATENCY_MS};
 use crate::cli::Cli;
 use crate::config::CloudConfig;
 use crate::controllers::{self, Context, ControllerSet, ShutdownTrigger, shutdown_channel};
-use crate::dry_run::connect;
+use crate::connect;
 use crate::leader::{ElectionState, LeaderStatus};
 use crate::metrics::Metrics;
 use crate::server::Readiness;

@@ -19,6 +19,7 @@ pub mod settings;
 pub mod status;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -33,6 +34,9 @@ use crate::controllers::{Context, Shutdown};
 pub use self::ip_record::ip_annotations;
 pub use self::reconcile::{ReconcileError, deletion_spec, plan_services};
 pub use self::settings::Settings;
+
+/// The shortest resync period honoured.
+const MIN_RESYNC_PERIOD: Duration = Duration::from_millis(10);
 
 /// The reporting component of our Events (as the Kubernetes service controller's).
 pub const REPORTER: &str = "service-controller";
@@ -76,7 +80,8 @@ pub async fn run_with(
     // New Nodes may run on VMs the shared view has not seen yet: read it again.
     let view = engine.clone();
     let node_changes = nodes.changes.map(move |()| view.start_resync());
-    let mut ticker = tokio::time::interval(settings.resync_period);
+    // A zero period would make the interval panic; treat it as "as often as sensible".
+    let mut ticker = tokio::time::interval(settings.resync_period.max(MIN_RESYNC_PERIOD));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.tick().await;
     let resync = futures::stream::unfold(ticker, move |mut ticker| {

@@ -10,6 +10,7 @@
 
 pub mod audit;
 pub mod ccm;
+pub mod in_process;
 pub mod raw_http;
 pub mod rig;
 pub mod services;

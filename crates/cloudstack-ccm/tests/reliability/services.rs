@@ -120,6 +120,29 @@ pub fn port_count(service: &Value) -> usize {
 /// Whether a live Service is converged: finalizer, ingress IP and recorded IP id, and
 /// (checked against the simulator) one active, tagged rule with members per port on that IP.
 pub fn is_converged(service: &Value, sim: &cloudstack_sim::SimServer) -> bool {
+    converged(service, sim, false)
+}
+
+/// Like [`is_converged`], but a rule whose creation job never finishes (fault injection)
+/// counts although it stays in state `Add`: nothing the controller does can finish it.
+pub fn is_converged_allowing_stuck_jobs(service: &Value, sim: &cloudstack_sim::SimServer) -> bool {
+    converged(service, sim, true)
+}
+
+/// Rules whose creation job never finishes.
+pub fn stuck_rules(state: &cloudstack_sim::state::State) -> Vec<String> {
+    state
+        .jobs
+        .iter()
+        .filter(|j| j.finish_ms.is_none())
+        .filter_map(|j| match &j.action {
+            cloudstack_sim::jobs::JobAction::CreateLbRule { rule_id } => Some(rule_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn converged(service: &Value, sim: &cloudstack_sim::SimServer, allow_stuck: bool) -> bool {
     if is_deleting(service) || !has_finalizer(service) {
         return false;
     }
@@ -136,6 +159,13 @@ pub fn is_converged(service: &Value, sim: &cloudstack_sim::SimServer) -> bool {
             .ips
             .iter()
             .any(|ip| ip.id == ip_id && ip.address == address && ip.state == "Allocated");
+        let stuck = if allow_stuck {
+            stuck_rules(state)
+        } else {
+            Vec::new()
+        };
+        let active =
+            |r: &cloudstack_sim::state::LbRule| r.state == "Active" || stuck.contains(&r.id);
         let rules: Vec<_> = state
             .lb_rules
             .iter()
@@ -149,8 +179,8 @@ pub fn is_converged(service: &Value, sim: &cloudstack_sim::SimServer) -> bool {
         };
         ip_ok
             && rules.len() == want
-            && rules.iter().all(|r| {
-                r.ip_id == ip_id && r.state == "Active" && !r.members.is_empty() && tagged(&r.id)
-            })
+            && rules
+                .iter()
+                .all(|r| r.ip_id == ip_id && active(r) && !r.members.is_empty() && tagged(&r.id))
     })
 }

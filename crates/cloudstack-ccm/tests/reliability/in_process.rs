@@ -1,0 +1,77 @@
+//! The service controller in process, on the shared e2e harness, with a CloudStack client
+//! whose retries and async-job timeout are short (the binary has no setting for the job
+//! timeout), and controller settings fast enough for fault tests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cloudstack_ccm::controllers::Context;
+use cloudstack_ccm::controllers::service::{self, Settings};
+use cloudstack_sim::Scenario;
+
+use crate::common::{Harness, HarnessOptions, TestNode};
+
+/// Short retries, a 1 s job timeout and fast job polling.
+pub fn fast_client(h: &Harness) -> cloudstack::Client {
+    let (api_key, secret_key) = h.sim.credentials(crate::common::ACCOUNT).expect("alice");
+    let mut config =
+        cloudstack::ClientConfig::new(h.sim.api_url(), api_key.expose(), secret_key.expose());
+    config.max_retries = 3;
+    config.retry_backoff_initial = Duration::from_millis(20);
+    config.retry_backoff_max = Duration::from_millis(300);
+    config.job_timeout = Duration::from_secs(1);
+    config.job_poll_initial = Duration::from_millis(10);
+    config.job_poll_max = Duration::from_millis(100);
+    config.observer = Some(h.ctx.metrics.clone());
+    cloudstack::Client::new(config).expect("CloudStack client")
+}
+
+/// Resync every second, retry after 50 ms up to 1 s.
+pub fn fast_settings() -> Settings {
+    Settings {
+        resync_period: Duration::from_secs(1),
+        concurrency: 4,
+        backoff_base: Duration::from_millis(50),
+        backoff_max: Duration::from_secs(1),
+        node_debounce: Duration::from_millis(50),
+        details_max_age: Duration::from_secs(10),
+    }
+}
+
+/// Starts `scenario` with initialised, Ready Nodes for `vms` and the service controller
+/// on the fast client.
+pub async fn start_service_controller(scenario: Scenario, vms: &[&str]) -> Harness {
+    let mut h = Harness::start_with(HarnessOptions {
+        scenario,
+        service_resync_period: Duration::from_secs(1),
+        ..HarnessOptions::default()
+    })
+    .await;
+    for vm in vms {
+        let provider_id = format!("external-cloudstack://{}", h.vm_id(vm));
+        h.create_node(
+            TestNode::new(vm)
+                .provider_id(&provider_id)
+                .initialised()
+                .ready(true),
+        )
+        .await;
+    }
+    let base = &h.ctx;
+    let ctx = Arc::new(Context {
+        kube: base.kube.clone(),
+        cloudstack: fast_client(&h),
+        server_version: base.server_version.clone(),
+        cloud_config: base.cloud_config.clone(),
+        cluster_name: base.cluster_name.clone(),
+        metrics: base.metrics.clone(),
+        readiness: base.readiness.clone(),
+        node_status_update_frequency: base.node_status_update_frequency,
+        node_monitor_period: base.node_monitor_period,
+        service_resync_period: base.service_resync_period,
+        concurrent_service_syncs: 4,
+        load_balancer_class: None,
+    });
+    h.spawn(move |_, _, shutdown| service::run_with(ctx, fast_settings(), shutdown));
+    h
+}

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use cloudstack_sim::{SMALL_NETWORK, Scenario};
+use fake_apiserver::Verb;
 use services_common::*;
 
 const SERVICES: usize = 50;
@@ -53,6 +54,7 @@ async fn calls_of_one_resync(node_count: usize) -> BTreeMap<String, u64> {
     tokio::time::sleep(RESYNC * 2).await;
     // Measure from just after a resync starts until just before the next.
     t.h.sim.reset_counts();
+    t.h.cluster().reset_request_counts();
     common::eventually("a resync reads the rules", common::WAIT, || async {
         t.h.sim
             .call_counts()

@@ -70,6 +70,20 @@ async fn calls_of_one_resync(node_count: usize) -> BTreeMap<String, u64> {
             .into_iter()
             .filter(|(_, n)| *n > 0)
             .collect();
+    let service_writes: Vec<_> =
+        t.h.cluster()
+            .request_counts()
+            .into_iter()
+            .filter(|((verb, resource), n)| {
+                *n > 0
+                    && resource.starts_with("services")
+                    && matches!(verb, Verb::Patch | Verb::Update | Verb::Create)
+            })
+            .collect();
+    assert!(
+        service_writes.is_empty(),
+        "an unchanged Service is not written: {service_writes:?}"
+    );
     t.stop().await;
     counts
 }

@@ -151,7 +151,7 @@ async fn initialise(rig: &Rig, nodes: usize, size: &str) -> anyhow::Result<Vec<R
 
 async fn refresh_addresses(rig: &Rig, nodes: usize, size: &str) -> anyhow::Result<Vec<Row>> {
     const NAME: &str = "nodes-refresh";
-    let period = Duration::from_secs(if nodes > 1000 { 6 } else { 3 });
+    let period = Duration::from_secs(if nodes > 1000 { 5 } else { 2 });
     let flags = Flags {
         node_status_update_frequency: period,
         ..Flags::default()

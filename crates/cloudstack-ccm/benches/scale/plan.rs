@@ -54,7 +54,7 @@ pub async fn run_all(options: &Options) -> anyhow::Result<Vec<Row>> {
 
     if options.selects("lb-steady") {
         let (services, sizes, resync): (usize, &[usize], u64) = if quick {
-            (20, &[3, 100], 10)
+            (20, &[3, 100], 6)
         } else {
             (500, &[3, 1000], 40)
         };
@@ -88,7 +88,10 @@ fn burst_cases(quick: bool) -> Vec<BurstCase> {
         throttle,
         concurrency: BURST_SYNCS,
     };
-    let mut cases = vec![case(1, 1, SLOW_JOB, None), case(1, 3, SLOW_JOB, None)];
+    let mut cases = vec![case(1, 3, SLOW_JOB, None)];
+    if !quick {
+        cases.insert(0, case(1, 1, SLOW_JOB, None));
+    }
     let bursts: &[usize] = if quick { &[20] } else { &[20, 50, 200] };
     for &services in bursts {
         for ports in [1, 3] {
@@ -98,7 +101,16 @@ fn burst_cases(quick: bool) -> Vec<BurstCase> {
             cases.push(case(services, ports, FAST_JOB, None));
         }
     }
-    let throttled: &[usize] = if quick { &[20] } else { &[50, 200] };
+    if !quick {
+        // How --concurrent-service-syncs shapes a burst (1 = the Go default).
+        for concurrency in [1, 50] {
+            cases.push(BurstCase {
+                concurrency,
+                ..case(50, 3, FAST_JOB, None)
+            });
+        }
+    }
+    let throttled: &[usize] = if quick { &[10] } else { &[50, 200] };
     for &services in throttled {
         cases.push(case(services, 3, FAST_JOB, Some(THROTTLE)));
     }

@@ -178,12 +178,16 @@ async fn cloudstack_faults_converge_without_leaks_and_with_bounded_calls() {
         (s.jobs.len(), failed, stuck)
     });
     let mutating = h.sim.mutating_calls();
-    let stuck = h.sim.with_state(services::stuck_rules);
+    let stuck = h.sim.with_state(services::stuck_resources);
     let stuck_live: Vec<String> = h.sim.with_state(|st| {
-        st.lb_rules
+        let rules = st.lb_rules.iter().filter(|r| stuck.contains(&r.id));
+        let ips = st
+            .ips
             .iter()
-            .filter(|r| stuck.contains(&r.id))
-            .map(|r| format!("{} ({})", r.name, r.state))
+            .filter(|ip| stuck.contains(&ip.id) && ip.state != "Free");
+        rules
+            .map(|r| format!("rule {} ({})", r.name, r.state))
+            .chain(ips.map(|ip| format!("IP {} ({})", ip.address, ip.state)))
             .collect()
     });
     let timeouts = cluster
@@ -194,8 +198,8 @@ async fn cloudstack_faults_converge_without_leaks_and_with_bounded_calls() {
     println!(
         "cloudstack faults summary: {SERVICES} Services created ({:.1?}), 4 deleted and 2 changed \
          ({:.1?}); live {}, converged, leaks found {}, duplicates {}; calls {} by status {by_status:?}, \
-         mutating {mutating}; jobs {} (failed {}, never finishing {}); rules stuck in a job yet \
-         reported ensured {stuck_live:?}; job-timeout Events {timeouts}",
+         mutating {mutating}; jobs {} (failed {}, never finishing {}); resources stuck in a job \
+         yet in use {stuck_live:?}; job-timeout Events {timeouts}",
         created.unwrap_or_default(),
         changed.unwrap_or_default(),
         live.len(),

@@ -123,20 +123,21 @@ pub fn is_converged(service: &Value, sim: &cloudstack_sim::SimServer) -> bool {
     converged(service, sim, false)
 }
 
-/// Like [`is_converged`], but a rule whose creation job never finishes (fault injection)
-/// counts although it stays in state `Add`: nothing the controller does can finish it.
+/// Like [`is_converged`], but an IP or rule whose job never finishes (fault injection)
+/// counts although it stays `Allocating` or `Add`: nothing the controller does can finish it.
 pub fn is_converged_allowing_stuck_jobs(service: &Value, sim: &cloudstack_sim::SimServer) -> bool {
     converged(service, sim, true)
 }
 
-/// Rules whose creation job never finishes.
-pub fn stuck_rules(state: &cloudstack_sim::state::State) -> Vec<String> {
+/// IPs and rules whose association or creation job never finishes.
+pub fn stuck_resources(state: &cloudstack_sim::state::State) -> Vec<String> {
     state
         .jobs
         .iter()
         .filter(|j| j.finish_ms.is_none())
         .filter_map(|j| match &j.action {
             cloudstack_sim::jobs::JobAction::CreateLbRule { rule_id } => Some(rule_id.clone()),
+            cloudstack_sim::jobs::JobAction::AssociateIp { ip_id } => Some(ip_id.clone()),
             _ => None,
         })
         .collect()
@@ -155,17 +156,18 @@ fn converged(service: &Value, sim: &cloudstack_sim::SimServer, allow_stuck: bool
     );
     let want = port_count(service);
     sim.with_state(|state| {
-        let ip_ok = state
-            .ips
-            .iter()
-            .any(|ip| ip.id == ip_id && ip.address == address && ip.state == "Allocated");
         let stuck = if allow_stuck {
-            stuck_rules(state)
+            stuck_resources(state)
         } else {
             Vec::new()
         };
         let active =
             |r: &cloudstack_sim::state::LbRule| r.state == "Active" || stuck.contains(&r.id);
+        let ip_ok = state.ips.iter().any(|ip| {
+            ip.id == ip_id
+                && ip.address == address
+                && (ip.state == "Allocated" || stuck.contains(&ip.id))
+        });
         let rules: Vec<_> = state
             .lb_rules
             .iter()

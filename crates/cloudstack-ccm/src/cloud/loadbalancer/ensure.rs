@@ -10,9 +10,9 @@ use std::time::Duration;
 use super::apply::{self, ApplyError, IpRecorder, NetworkTurns};
 use super::observe::ObservedLb;
 use super::observe::assemble::{ObserveInputs, observe};
-use super::observe::details::{PolicyKinds, RuleDetailsCache};
+use super::observe::details::{PolicyKinds, RuleDetails, RuleDetailsCache};
 use super::observe::snapshot::{CloudSnapshot, SnapshotCache};
-use super::plan::{self, Backends, Plan, PlanContext, PlanError, Step};
+use super::plan::{self, Backends, Plan, PlanContext, PlanError, RuleRef, Step};
 use super::spec::LbSpec;
 use crate::cloud::capabilities::{
     NetworkCapabilities, NetworkFacts, NetworkService, PortAccess, ServerFeatures,
@@ -349,6 +349,7 @@ impl Engine {
             let (applied, result) = apply::apply(&self.client, &plan, recorder).await;
             self.after_changes(&applied);
             result?;
+            self.seed_created_rules(&plan, &applied);
             applied
         };
         let (ip_id, public_ip) = applied
@@ -374,6 +375,40 @@ impl Engine {
             .chain(applied.created_rules.values())
         {
             self.details.forget(id);
+        }
+    }
+
+    /// After a plan ran to its end, the details of the rules it created are known (their
+    /// members, no policies) unless it also gave them policies: cache them, which spares
+    /// two reads per new rule at the next reconcile.
+    fn seed_created_rules(&self, plan: &Plan, applied: &apply::Applied) {
+        for (name, id) in &applied.created_rules {
+            let is_this =
+                |rule: &RuleRef| matches!(rule, RuleRef::Created { name: n } if n == name);
+            let mut members = BTreeSet::new();
+            let mut has_policies = false;
+            for step in plan.steps() {
+                match step {
+                    Step::AssignMembers { rule, vm_ids } if is_this(rule) => {
+                        members.extend(vm_ids.iter().cloned());
+                    }
+                    Step::CreateHealthCheck { rule, .. } | Step::CreateStickiness { rule, .. }
+                        if is_this(rule) =>
+                    {
+                        has_policies = true;
+                    }
+                    _ => {}
+                }
+            }
+            if !has_policies {
+                self.details.insert(
+                    id,
+                    RuleDetails {
+                        members,
+                        ..RuleDetails::default()
+                    },
+                );
+            }
         }
     }
 

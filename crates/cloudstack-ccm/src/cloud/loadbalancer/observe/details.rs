@@ -69,6 +69,12 @@ impl RuleDetailsCache {
         Ok(details)
     }
 
+    /// Records what the controller just made rule `rule_id` into.
+    pub fn insert(&self, rule_id: &str, details: RuleDetails) {
+        self.lock()
+            .insert(rule_id.to_string(), (Instant::now(), Arc::new(details)));
+    }
+
     /// Forgets rule `rule_id` (after the controller changed it).
     pub fn forget(&self, rule_id: &str) {
         self.lock().remove(rule_id);

@@ -517,20 +517,20 @@ fn protocol_family_change_frees_the_port_first() {
         &netscaler(),
     )
     .unwrap();
-    // The new udp rule opens its port itself; the tcp firewall rule of the old rule goes
-    // once the new rule stands.
+    // `openfirewall` opens TCP only, so the new udp rule gets its own firewall rule; the
+    // tcp firewall rule of the old rule goes once the new rule stands.
     assert_eq!(
         kinds(&p),
         vec![
             vec!["delete-rule"],
-            vec!["create-rule"],
+            vec!["create-rule", "create-fw"],
             vec!["assign", "delete-fw", "tag"]
         ]
     );
     let Step::CreateRule { open_firewall, .. } = &p.phases[1].steps[0] else {
         panic!("{p}")
     };
-    assert!(*open_firewall);
+    assert!(!*open_firewall);
 }
 
 #[test]
@@ -639,6 +639,30 @@ fn udp_is_refused_on_the_virtual_router_and_accepted_on_netscaler() {
         })
         .collect();
     assert_eq!(protocols, vec![LbProtocol::Tcp, LbProtocol::Udp]);
+    // `openfirewall` opens TCP only: the UDP port gets its own firewall rule.
+    let opened: Vec<_> = p
+        .steps()
+        .filter_map(|s| match s {
+            Step::CreateRule {
+                protocol,
+                open_firewall,
+                ..
+            } => Some((*protocol, *open_firewall)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        opened,
+        vec![(LbProtocol::Tcp, true), (LbProtocol::Udp, false)]
+    );
+    let firewall: Vec<_> = p
+        .steps()
+        .filter_map(|s| match s {
+            Step::CreateFirewallRule { protocol, port, .. } => Some((*protocol, *port)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(firewall, vec![(IpProtocol::Udp, 53)]);
 }
 
 #[test]

@@ -167,7 +167,10 @@ impl<'a> Planner<'a> {
     }
 
     fn create(&mut self, rule: &RuleSpec) {
+        // `openfirewall=true` opens the port for TCP only, so a UDP rule gets its own
+        // firewall rule.
         let isolated_default = self.ctx.network.port_access == PortAccess::Firewall
+            && rule.protocol.ip_protocol() == IpProtocol::Tcp
             && self.spec.source_ranges == [Cidr::ANY_V4]
             && !self.firewall_kept(rule.protocol.ip_protocol(), rule.public_port);
         if isolated_default {

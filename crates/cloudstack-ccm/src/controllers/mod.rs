@@ -109,8 +109,11 @@ pub async fn run(
         }
     }
     tracing::info!(controllers = %enabled, "controllers started");
-    // TODO(cloud/inventory.rs): mark synced after the inventory's first refresh instead.
-    ctx.readiness.mark_synced();
+    tokio::spawn(mark_synced_after_first_inventory(
+        ctx.clone(),
+        node_instances.inventory().clone(),
+        shutdown.clone(),
+    ));
     if tasks.is_empty() {
         shutdown.wait().await;
         return Ok(());
@@ -127,4 +130,34 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// Marks the caches synced (`/readyz`) once the VM inventory has been read from CloudStack,
+/// retrying every few seconds until it can be or `shutdown` fires.
+async fn mark_synced_after_first_inventory(
+    ctx: Arc<Context>,
+    inventory: Arc<crate::cloud::inventory::Inventory>,
+    shutdown: Shutdown,
+) {
+    const RETRY: Duration = Duration::from_secs(2);
+    loop {
+        let attempt = tokio::select! {
+            _ = shutdown.wait() => return,
+            result = inventory.snapshot() => result,
+        };
+        match attempt {
+            Ok(_) => {
+                ctx.readiness.mark_synced();
+                tracing::info!("VM inventory read; caches synced");
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the VM inventory yet; not ready");
+                tokio::select! {
+                    _ = shutdown.wait() => return,
+                    _ = tokio::time::sleep(RETRY) => {}
+                }
+            }
+        }
+    }
 }

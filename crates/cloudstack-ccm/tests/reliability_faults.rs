@@ -317,3 +317,110 @@ async fn api_server_faults_are_survived_without_duplicate_cloudstack_work() {
     );
     h.stop().await;
 }
+
+/// A failed `associateIpAddress` job releases the address; if the id stays recorded on
+/// the Service, the address can meanwhile be taken by someone else. The Service must get
+/// an IP of its own, and deleting it must never release the other's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_ip_association_is_not_taken_for_the_services_ip() {
+    let mut scenario = Scenario::small();
+    scenario.settings.job_duration_ms = 5;
+    let h = reliability::in_process::start_with_nodes(scenario, &NODES).await;
+    let cluster = h.cluster();
+    h.sim.set_faults(Faults {
+        job_failure_rate: 1.0,
+        ..Faults::default()
+    });
+    let controller = reliability::in_process::ServiceController::start(&h);
+    services::create(&cluster, service(0, 1));
+    let failed = reliability::poll(Duration::from_secs(10), || async {
+        h.events_about("svc-0")
+            .into_iter()
+            .find(|e| common::event_note(e).contains("associateIpAddress"))
+    })
+    .await;
+    assert!(failed.is_some(), "the association fails");
+    controller.stop().await;
+    h.sim.set_faults(Faults::default());
+    let recorded = services::get(&cluster, "svc-0")
+        .and_then(|s| services::recorded_ip_id(&s).map(str::to_string));
+
+    // Someone else (a user, another Service) acquires the released address.
+    let released = h.sim.with_state(|s| {
+        let failed_job = s
+            .jobs
+            .iter()
+            .find(|j| j.command == "associateIpAddress" && j.status == 2);
+        let ip_id = match failed_job.map(|j| &j.action) {
+            Some(cloudstack_sim::jobs::JobAction::AssociateIp { ip_id }) => ip_id.clone(),
+            _ => panic!("a failed associateIpAddress job"),
+        };
+        let ip = s
+            .ips
+            .iter()
+            .find(|ip| ip.id == ip_id)
+            .expect("the IP exists");
+        let network = s
+            .networks
+            .iter()
+            .find(|n| n.name == cloudstack_sim::SMALL_NETWORK);
+        (
+            ip.address.clone(),
+            ip.state.clone(),
+            network.map(|n| n.id.clone()),
+        )
+    });
+    let (address, state, network) = released;
+    assert_eq!(state, "Free", "a failed association releases the address");
+    let request = cloudstack::AssociateIpAddress {
+        networkid: network,
+        ipaddress: Some(address.clone()),
+        ..Default::default()
+    };
+    h.ctx
+        .cloudstack
+        .associate_ip_address(&request)
+        .await
+        .expect("the user acquires the address");
+    let taken = Some(address);
+
+    let controller = reliability::in_process::ServiceController::start(&h);
+    let converged = reliability::poll(Duration::from_secs(20), || async {
+        services::get(&cluster, "svc-0").filter(|s| services::is_converged(s, &h.sim))
+    })
+    .await;
+    let service_ip = converged
+        .as_ref()
+        .and_then(services::ingress_ip)
+        .map(str::to_string);
+    println!(
+        "failed association summary: recorded after the failure {recorded:?}, address taken by \
+         the user {taken:?}, the Service's IP afterwards {service_ip:?}"
+    );
+    assert!(converged.is_some(), "not converged: {:#?}", stragglers(&h));
+    services::delete(&cluster, "svc-0");
+    let gone = reliability::poll(Duration::from_secs(20), || async {
+        services::get(&cluster, "svc-0").is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the Service is deleted");
+    let kept = taken.as_ref().map(|address| {
+        h.sim.with_state(|s| {
+            s.ips
+                .iter()
+                .find(|ip| &ip.address == address)
+                .map(|ip| ip.state.clone())
+        })
+    });
+    println!("the user's address after the Service's deletion: {kept:?}");
+    controller.stop().await;
+    h.stop().await;
+    assert_ne!(service_ip, taken, "the Service took the user's address");
+    if let Some(state) = kept {
+        assert_eq!(
+            state.as_deref(),
+            Some("Allocated"),
+            "the user's address is kept"
+        );
+    }
+}

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cloudstack_ccm::controllers::Context;
 use cloudstack_ccm::controllers::service::{self, Settings};
+use cloudstack_ccm::controllers::{Context, ShutdownTrigger, shutdown_channel};
 use cloudstack_sim::Scenario;
+use tokio::task::JoinHandle;
 
 use crate::common::{Harness, HarnessOptions, TestNode};
 
@@ -39,9 +40,17 @@ pub fn fast_settings() -> Settings {
 }
 
 /// Starts `scenario` with initialised, Ready Nodes for `vms` and the service controller
-/// on the fast client.
+/// on the fast client (stopped by `Harness::stop`).
 pub async fn start_service_controller(scenario: Scenario, vms: &[&str]) -> Harness {
-    let mut h = Harness::start_with(HarnessOptions {
+    let mut h = start_with_nodes(scenario, vms).await;
+    let ctx = fast_context(&h);
+    h.spawn(move |_, _, shutdown| service::run_with(ctx, fast_settings(), shutdown));
+    h
+}
+
+/// Starts `scenario` with initialised, Ready Nodes for `vms`, and no controller.
+pub async fn start_with_nodes(scenario: Scenario, vms: &[&str]) -> Harness {
+    let h = Harness::start_with(HarnessOptions {
         scenario,
         service_resync_period: Duration::from_secs(1),
         ..HarnessOptions::default()
@@ -57,10 +66,15 @@ pub async fn start_service_controller(scenario: Scenario, vms: &[&str]) -> Harne
         )
         .await;
     }
+    h
+}
+
+/// The harness's context with the fast client.
+pub fn fast_context(h: &Harness) -> Arc<Context> {
     let base = &h.ctx;
-    let ctx = Arc::new(Context {
+    Arc::new(Context {
         kube: base.kube.clone(),
-        cloudstack: fast_client(&h),
+        cloudstack: fast_client(h),
         server_version: base.server_version.clone(),
         cloud_config: base.cloud_config.clone(),
         cluster_name: base.cluster_name.clone(),
@@ -71,7 +85,34 @@ pub async fn start_service_controller(scenario: Scenario, vms: &[&str]) -> Harne
         service_resync_period: base.service_resync_period,
         concurrent_service_syncs: 4,
         load_balancer_class: None,
-    });
-    h.spawn(move |_, _, shutdown| service::run_with(ctx, fast_settings(), shutdown));
-    h
+    })
+}
+
+/// A service controller that can be stopped and started again within one test.
+pub struct ServiceController {
+    trigger: ShutdownTrigger,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl ServiceController {
+    /// Starts the service controller on the fast client.
+    pub fn start(h: &Harness) -> ServiceController {
+        let (trigger, shutdown) = shutdown_channel();
+        let task = tokio::spawn(service::run_with(
+            fast_context(h),
+            fast_settings(),
+            shutdown,
+        ));
+        ServiceController { trigger, task }
+    }
+
+    /// Stops it and waits (at most 10 s) for a clean end.
+    pub async fn stop(self) {
+        self.trigger.trigger();
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("the controller stops")
+            .expect("no panic")
+            .expect("a clean end");
+    }
 }

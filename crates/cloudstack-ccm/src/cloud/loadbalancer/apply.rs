@@ -42,6 +42,9 @@ pub struct RecordedIp {
 pub trait IpRecorder: Send + Sync {
     /// Records `ip`; an error stops the plan (and the IP is released again).
     fn record<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>>;
+    /// Removes the record of `ip`: its association job failed, so CloudStack released the
+    /// address and may hand it to someone else.
+    fn forget<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>>;
 }
 
 /// A step that failed, named.
@@ -461,17 +464,20 @@ async fn associate_ip(
         step: step.to_string(),
         detail: "the reply carried no IP id".into(),
     })?;
-    let recorded = recorder
-        .record(&RecordedIp {
-            ip_id: id.clone(),
-            associated_by_controller: true,
-            network_id,
-        })
-        .await;
-    let finished = client
-        .associate_ip_address_finish(&start)
-        .await
-        .map_err(failed(step));
+    let record = RecordedIp {
+        ip_id: id.clone(),
+        associated_by_controller: true,
+        network_id,
+    };
+    let recorded = recorder.record(&record).await;
+    let finished = client.associate_ip_address_finish(&start).await;
+    if recorded.is_ok()
+        && let Err(cloudstack::Error::JobFailed { .. }) = &finished
+        && let Err(detail) = recorder.forget(&record).await
+    {
+        tracing::warn!(ip_id = %id, error = %detail, "cannot forget an IP whose association failed");
+    }
+    let finished = finished.map_err(failed(step));
     if let Err(detail) = recorded {
         let release = DisassociateIpAddress {
             id: Some(id.clone()),

@@ -464,6 +464,13 @@ impl IpRecorder for NoRecording {
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async { Ok(()) })
     }
+
+    fn forget<'a>(
+        &'a self,
+        _ip: &'a apply::RecordedIp,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 #[cfg(test)]

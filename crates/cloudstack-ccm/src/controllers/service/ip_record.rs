@@ -61,4 +61,26 @@ impl IpRecorder for AnnotationIpRecorder {
         }
         .boxed()
     }
+
+    /// Removes the IP id and the associated-by-controller flag (the network stays: it may
+    /// be the user's `network-id` annotation).
+    fn forget<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>> {
+        async move {
+            let patch = json!({ "metadata": { "annotations": {
+                annotations::IP_ID.key: null,
+                annotations::IP_ASSOCIATED_BY_CONTROLLER.key: null,
+            }}});
+            self.api
+                .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(drop)
+                .map_err(|err| {
+                    format!(
+                        "forgetting public IP {} on Service {}: {err}",
+                        ip.ip_id, self.name
+                    )
+                })
+        }
+        .boxed()
+    }
 }

@@ -196,6 +196,60 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
     );
 }
 
+/// The same changes without any kill: what leaks here is not a crash's doing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn churn_without_kills_leaks_nothing() {
+    let seed = reliability::seed("CHURN_SEED");
+    let mut scenario = Scenario::small();
+    scenario.settings.job_duration_ms = 20;
+    let rig = Rig::start(scenario).await;
+    for vm in ["node-1", "node-2", "node-3"] {
+        rig.add_node(vm);
+    }
+    let baseline = Baseline::take(&rig.sim);
+    let cloud_config = rig.cloud_config(common::ACCOUNT);
+    let mut driver = Driver {
+        rng: StdRng::seed_from_u64(seed),
+        created: 0,
+        changed: 0,
+        deleted: 0,
+    };
+    let ccm = Ccm::start(&rig, "ccm", &cloud_config, &[]);
+    for _ in 0..100 {
+        driver.step(&rig);
+        let pause = driver.rng.random_range(10..200);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+    let cluster = rig.cluster();
+    let converged = reliability::poll(CONVERGE, || async {
+        services::list(&cluster)
+            .iter()
+            .all(|s| !services::is_deleting(s) && services::is_converged(s, &rig.sim))
+            .then_some(())
+    })
+    .await;
+    let live = services::list(&cluster);
+    let findings = audit::audit(&rig.sim, &baseline, &live);
+    println!(
+        "churn summary: seed {seed}, services created {} changed {} deleted {}, live {}, \
+         converged {}, leaks found {}, duplicates {}, calls {}",
+        driver.created,
+        driver.changed,
+        driver.deleted,
+        live.len(),
+        converged.is_some(),
+        findings.leaks(),
+        findings.duplicate_count(),
+        rig.all_calls(),
+    );
+    assert!(
+        converged.is_some(),
+        "not converged:\n{}",
+        tail(&ccm.output(), 40)
+    );
+    assert!(findings.is_clean(), "{findings}");
+}
+
 /// Milliseconds since the Unix epoch.
 fn now_ms() -> u64 {
     u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or_default()

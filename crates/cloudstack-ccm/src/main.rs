@@ -68,11 +68,48 @@ fn run_tool(tool: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
     }
 }
 
-/// Prints `error` as one line (the cause chain joined with `: `) and returns failure.
+/// Prints `error` as one line and returns failure.
 fn fail(error: anyhow::Error) -> ExitCode {
-    let line = format!("{error:#}").replace('\n', " ");
-    eprintln!("cloudstack-ccm: error: {line}");
+    eprintln!("cloudstack-ccm: error: {}", one_line(&error));
     ExitCode::FAILURE
+}
+
+/// The cause chain joined with `: `, leaving out a cause whose text the message before it
+/// already carries (several error types include their source in their own message).
+fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string().replace('\n', " ");
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let inner = anyhow::anyhow!("listCapabilities: CloudStack error 401");
+        let error =
+            inner.context("cannot detect the version: listCapabilities: CloudStack error 401");
+        assert_eq!(
+            one_line(&error),
+            "cannot detect the version: listCapabilities: CloudStack error 401"
+        );
+        let error = anyhow::anyhow!("connection refused").context("cannot reach CloudStack");
+        assert_eq!(
+            one_line(&error),
+            "cannot reach CloudStack: connection refused"
+        );
+    }
 }
 
 fn init_tracing(args: &ManagerArgs) {

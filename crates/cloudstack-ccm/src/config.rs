@@ -2,13 +2,15 @@
 //!
 //! Compatible with the Go `external-cloudstack` provider: the same keys, the same file,
 //! with or without the `[Global]` header. New keys: `ca-file`, `version`,
-//! `requests-per-second`. Environment variables (`CLOUDSTACK_API_URL`, …) override the file.
+//! `requests-per-second`, `job-timeout`. Environment variables (`CLOUDSTACK_API_URL`, …)
+//! override the file.
 
 pub mod gcfg;
 
 use std::fmt;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use cloudstack::Secret;
 use thiserror::Error;
@@ -36,6 +38,7 @@ pub const KEYS: &[&str] = &[
     "ca-file",
     "version",
     "requests-per-second",
+    "job-timeout",
 ];
 
 /// The settings read from the `cloud-config` file and the environment.
@@ -62,6 +65,9 @@ pub struct CloudConfig {
     pub version: Option<String>,
     /// `requests-per-second`: a client-side limit on CloudStack API calls.
     pub requests_per_second: Option<NonZeroU32>,
+    /// `job-timeout`: how long to wait for one CloudStack async job (the client's default,
+    /// 10 minutes, when unset).
+    pub job_timeout: Option<Duration>,
 }
 
 impl fmt::Debug for CloudConfig {
@@ -77,6 +83,7 @@ impl fmt::Debug for CloudConfig {
             .field("ca_file", &self.ca_file)
             .field("version", &self.version)
             .field("requests_per_second", &self.requests_per_second)
+            .field("job_timeout", &self.job_timeout)
             .finish()
     }
 }
@@ -162,6 +169,7 @@ struct Values {
     ca_file: Option<PathBuf>,
     version: Option<String>,
     requests_per_second: Option<NonZeroU32>,
+    job_timeout: Option<Duration>,
 }
 
 impl Values {
@@ -229,6 +237,17 @@ impl Values {
                     .parse::<NonZeroU32>()
                     .map_err(|_| invalid(format!("{text:?} is not a positive whole number")))?;
                 self.requests_per_second = Some(rate);
+            }
+            "job-timeout" => {
+                let timeout = crate::cli::values::parse_duration(&text)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "{text:?} is not a positive duration like 5m or 90s"
+                        ))
+                    })?;
+                self.job_timeout = Some(timeout);
             }
             _ => unreachable!("every key of KEYS is handled"),
         }
@@ -314,6 +333,7 @@ impl CloudConfig {
             ca_file: values.ca_file,
             version: values.version,
             requests_per_second: values.requests_per_second,
+            job_timeout: values.job_timeout,
         })
     }
 }
@@ -321,6 +341,7 @@ impl CloudConfig {
 #[cfg(test)]
 mod tests {
     use super::{CloudConfig, ConfigError};
+    use std::time::Duration;
 
     const MINIMAL: &str =
         "[Global]\napi-url = https://cloud.example.com/client/api\napi-key = AK\nsecret-key = SK\n";
@@ -353,7 +374,7 @@ mod tests {
     #[test]
     fn new_keys_parse() {
         let text = format!(
-            "{MINIMAL}ca-file = /etc/ca.pem\nversion = 4.19.1.0\nrequests-per-second = 20\nssl-no-verify\n"
+            "{MINIMAL}ca-file = /etc/ca.pem\nversion = 4.19.1.0\nrequests-per-second = 20\njob-timeout = 2m30s\nssl-no-verify\n"
         );
         let config = CloudConfig::from_text(&text, no_env).unwrap();
         assert_eq!(
@@ -362,6 +383,7 @@ mod tests {
         );
         assert_eq!(config.version.as_deref(), Some("4.19.1.0"));
         assert_eq!(config.requests_per_second.map(|r| r.get()), Some(20));
+        assert_eq!(config.job_timeout, Some(Duration::from_secs(150)));
         assert!(config.ssl_no_verify, "a bare key is true");
     }
 
@@ -455,6 +477,10 @@ mod tests {
             (
                 format!("{MINIMAL}requests-per-second = 0\n"),
                 "invalid requests-per-second",
+            ),
+            (
+                format!("{MINIMAL}job-timeout = soon\n"),
+                "invalid job-timeout",
             ),
             (format!("{MINIMAL}version = 4.x\n"), "invalid version"),
             (format!("{MINIMAL}zone\n"), "invalid zone: needs a value"),

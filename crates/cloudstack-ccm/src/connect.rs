@@ -49,6 +49,9 @@ pub fn cloudstack_client(
     client_config.ssl_no_verify = config.ssl_no_verify;
     client_config.ca_file = config.ca_file.clone();
     client_config.requests_per_second = config.requests_per_second;
+    if let Some(timeout) = config.job_timeout {
+        client_config.job_timeout = timeout;
+    }
     client_config.observer = Some(metrics);
     cloudstack::Client::new(client_config).map_err(ConnectError::CloudStack)
 }

@@ -92,7 +92,7 @@ fn burst_cases(quick: bool) -> Vec<BurstCase> {
     if !quick {
         cases.insert(0, case(1, 1, SLOW_JOB, None));
     }
-    let bursts: &[usize] = if quick { &[20] } else { &[20, 50, 200] };
+    let bursts: &[usize] = if quick { &[10] } else { &[20, 50, 200] };
     for &services in bursts {
         for ports in [1, 3] {
             if quick && ports == 1 {

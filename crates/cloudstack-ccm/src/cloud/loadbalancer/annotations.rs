@@ -250,6 +250,18 @@ pub static IP_ID: Annotation = Annotation {
     support: "All.",
 };
 
+/// `…-ip-claim`: the free address the controller chose, recorded before associating it.
+pub static IP_CLAIM: Annotation = Annotation {
+    key: "service.beta.kubernetes.io/cloudstack-load-balancer-ip-claim",
+    kind: AnnotationKind::IpAddress,
+    default: "",
+    description: "The free public address the controller chose for the Service, recorded before `associateIpAddress` so an address allocated just before a crash is found again (adopted when allocated to the account with no rules or tags of another Service, associated again when still free, replaced when someone else holds it) and released when the Service goes away.",
+    example: "203.0.113.7",
+    origin: Origin::CloudstackCcm,
+    set_by: SetBy::Controller,
+    support: "All; not used with `loadBalancerIP` or `-address`.",
+};
+
 /// `…-network-id`: the network of the load balancer, recorded by the controller.
 pub static NETWORK_ID: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-network-id",
@@ -388,6 +400,7 @@ pub static ALL: &[&Annotation] = &[
     &STICKINESS_PARAMS,
     &IP_ASSOCIATED_BY_CONTROLLER,
     &IP_ID,
+    &IP_CLAIM,
     &NETWORK_ID,
 ];
 

@@ -19,8 +19,8 @@ use cloudstack::{
     AssignToLoadBalancerRule, AssociateIpAddress, CreateFirewallRule, CreateLbHealthCheckPolicy,
     CreateLbStickinessPolicy, CreateLoadBalancerRule, CreateNetworkAcl, CreateTags,
     DeleteFirewallRule, DeleteLbHealthCheckPolicy, DeleteLbStickinessPolicy,
-    DeleteLoadBalancerRule, DeleteNetworkAcl, DisassociateIpAddress, RemoveFromLoadBalancerRule,
-    UpdateLoadBalancerRule,
+    DeleteLoadBalancerRule, DeleteNetworkAcl, DisassociateIpAddress, ListPublicIpAddresses,
+    RemoveFromLoadBalancerRule, UpdateLoadBalancerRule,
 };
 use futures::future::BoxFuture;
 
@@ -42,6 +42,9 @@ pub struct RecordedIp {
 pub trait IpRecorder: Send + Sync {
     /// Records `ip`; an error stops the plan (and the IP is released again).
     fn record<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>>;
+    /// Records `address` as the Service's claim, before it is associated: after a crash
+    /// the address is found again whether or not CloudStack allocated it.
+    fn claim<'a>(&'a self, address: IpAddr) -> BoxFuture<'a, Result<(), String>>;
     /// Removes the record of `ip`: its association job failed, so CloudStack released the
     /// address and may hand it to someone else.
     fn forget<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>>;
@@ -114,17 +117,19 @@ impl NetworkTurns {
 }
 
 /// Runs `plan` with `client`. Returns what was done and, if a step failed, the error.
+/// `zone_id` is the zone of the plan's network, where a new address is claimed.
 pub async fn apply(
     client: &cloudstack::Client,
     plan: &Plan,
     recorder: &dyn IpRecorder,
+    zone_id: Option<&str>,
 ) -> (Applied, Result<(), ApplyError>) {
     let state = Mutex::new(Applied::default());
     for phase in &plan.phases {
         let runs = phase
             .steps
             .iter()
-            .map(|step| run_step(client, step, recorder, &state));
+            .map(|step| run_step(client, step, recorder, zone_id, &state));
         let results = futures::future::join_all(runs).await;
         let mut failed = None;
         for result in results {
@@ -212,11 +217,33 @@ async fn run_step(
     client: &cloudstack::Client,
     step: &Step,
     recorder: &dyn IpRecorder,
+    zone_id: Option<&str>,
     state: &Mutex<Applied>,
 ) -> Result<(), ApplyError> {
     match step {
         Step::AssociateIp { target, address } => {
-            associate_ip(client, step, target, *address, recorder, state).await
+            let address = match address {
+                Some(address) => Some(*address),
+                None => claim_free_ip(client, step, zone_id, recorder).await?,
+            };
+            associate_ip(client, step, target, address, recorder, state).await
+        }
+        Step::AdoptClaimedIp {
+            target,
+            id,
+            address,
+        } => {
+            let record = RecordedIp {
+                ip_id: id.clone(),
+                associated_by_controller: true,
+                network_id: match target {
+                    AssociateTarget::Network(id) => Some(id.clone()),
+                    AssociateTarget::Vpc(_) => None,
+                },
+            };
+            recorder.record(&record).await.map_err(ApplyError::Record)?;
+            lock(state).associated_ip = Some((id.clone(), *address));
+            Ok(())
         }
         Step::CreateRule {
             name,
@@ -434,6 +461,47 @@ async fn run_step(
             gone_is_fine(client.disassociate_ip_address(&request).await).map_err(failed(step))
         }
     }
+}
+
+/// Picks a free address of the zone (one list, `allocatedonly=false`, state `Free`) at
+/// random, so two Services rarely pick the same one, and records it on the Service
+/// before it is associated. `None` when CloudStack lists no free address: CloudStack
+/// then picks one itself.
+async fn claim_free_ip(
+    client: &cloudstack::Client,
+    step: &Step,
+    zone_id: Option<&str>,
+    recorder: &dyn IpRecorder,
+) -> Result<Option<IpAddr>, ApplyError> {
+    let request = ListPublicIpAddresses {
+        allocatedonly: Some(false),
+        state: Some("Free".into()),
+        zoneid: zone_id.map(str::to_string),
+        ..Default::default()
+    };
+    let listed = client
+        .list_public_ip_addresses(&request)
+        .await
+        .map_err(failed(step))?;
+    let free: Vec<IpAddr> = listed
+        .iter()
+        .filter(|ip| !ip.is_allocated())
+        .filter(|ip| {
+            ip.state
+                .as_deref()
+                .is_none_or(|s| s.eq_ignore_ascii_case("free"))
+        })
+        .filter_map(|ip| ip.ipaddress.as_deref()?.parse().ok())
+        .collect();
+    let Some(address) = free.get(rand::random_range(0..free.len().max(1))).copied() else {
+        tracing::warn!(
+            zone = zone_id.unwrap_or_default(),
+            "no free public IP listed; CloudStack picks one, unclaimed"
+        );
+        return Ok(None);
+    };
+    recorder.claim(address).await.map_err(ApplyError::Record)?;
+    Ok(Some(address))
 }
 
 /// `associateIpAddress`: record the id on the Service as soon as the reply names it, then

@@ -62,6 +62,8 @@ pub struct Prepared {
     plan: Plan,
     observed: ObservedLb,
     network_id: String,
+    /// Zone of the network (where a new address is claimed).
+    zone_id: Option<String>,
 }
 
 impl Prepared {
@@ -271,10 +273,12 @@ impl Engine {
         let mut backends = backends.clone();
         backends.network_id = network_id.clone();
         let plan = plan::plan(spec, &observed, &backends, &ctx)?;
+        let zone_id = snapshot.network(&network_id).and_then(|n| n.zoneid.clone());
         Ok(Prepared {
             plan,
             observed,
             network_id,
+            zone_id,
         })
     }
 
@@ -340,13 +344,15 @@ impl Engine {
             plan,
             observed,
             network_id,
+            zone_id,
         } = prepared;
         let warnings = plan.warnings.clone();
         let applied = if plan.is_empty() {
             apply::Applied::default()
         } else {
             let _turn = self.turns.wait(&network_id).await;
-            let (applied, result) = apply::apply(&self.client, &plan, recorder).await;
+            let (applied, result) =
+                apply::apply(&self.client, &plan, recorder, zone_id.as_deref()).await;
             self.after_changes(&applied);
             result?;
             self.seed_created_rules(&plan, &applied);
@@ -444,7 +450,7 @@ impl Engine {
             .turns
             .wait(network_id.as_deref().unwrap_or_default())
             .await;
-        let (applied, result) = apply::apply(&self.client, &plan, &NoRecording).await;
+        let (applied, result) = apply::apply(&self.client, &plan, &NoRecording, None).await;
         self.after_changes(&applied);
         result?;
         Ok(Deleted {
@@ -461,6 +467,13 @@ impl IpRecorder for NoRecording {
     fn record<'a>(
         &'a self,
         _ip: &'a apply::RecordedIp,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn claim<'a>(
+        &'a self,
+        _address: std::net::IpAddr,
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async { Ok(()) })
     }
@@ -491,6 +504,7 @@ mod tests {
             },
             observed: ObservedLb::default(),
             network_id: "net".into(),
+            zone_id: None,
         }
     }
 

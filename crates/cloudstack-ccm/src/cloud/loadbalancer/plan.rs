@@ -302,7 +302,9 @@ pub fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanContext) 
     let mut second = Vec::new();
     let mut warnings = Vec::new();
     if let Some(ip) = &observed.ip {
-        let ours = spec.ip_associated_by_controller || ip.associated_by_us();
+        let ours = spec.ip_associated_by_controller
+            || ip.associated_by_us()
+            || spec.pending_claim == Some(ip.address);
         if spec.keep_ip {
             warnings.push(format!("keeping IP {} (keep-ip)", ip.address));
         } else if !observed.foreign_rules.is_empty() {
@@ -332,6 +334,9 @@ pub struct DeleteSpec {
     pub keep_ip: bool,
     /// `…-ip-associated-by-controller`.
     pub ip_associated_by_controller: bool,
+    /// The claimed address while no IP id is recorded ([`LbSpec::pending_claim`]): when
+    /// observed as ours, we associated it.
+    pub pending_claim: Option<IpAddr>,
 }
 
 impl LbSpec {
@@ -342,6 +347,7 @@ impl LbSpec {
             service_uid: self.service.uid.clone(),
             keep_ip: self.keep_ip,
             ip_associated_by_controller: self.ip_associated_by_controller,
+            pending_claim: self.pending_claim(),
         }
     }
 }
@@ -500,6 +506,16 @@ fn plan_ip(
             actual,
             expected: caps.network_label(),
         });
+    }
+    if spec.pending_claim() == Some(ip.address) {
+        return Ok((
+            IpRef::Associated,
+            Some(Step::AdoptClaimedIp {
+                target,
+                id: ip.id.clone(),
+                address: ip.address,
+            }),
+        ));
     }
     Ok((
         IpRef::Existing {

@@ -210,6 +210,7 @@ fn kinds(plan: &Plan) -> Vec<Vec<&'static str>> {
                 .iter()
                 .map(|s| match s {
                     Step::AssociateIp { .. } => "associate",
+                    Step::AdoptClaimedIp { .. } => "adopt",
                     Step::CreateRule { .. } => "create-rule",
                     Step::UpdateRule { .. } => "update-rule",
                     Step::DeleteRule { .. } => "delete-rule",
@@ -918,6 +919,97 @@ fn requested_ip_cases() {
     )
     .unwrap_err();
     assert!(matches!(err, PlanError::RequestedIpChanged { .. }), "{err}");
+}
+
+#[test]
+fn claimed_ip_is_adopted_associated_again_or_released() {
+    let claim = json!({(ann::IP_CLAIM.key): "203.0.113.5"});
+    let s = spec(claim.clone(), &[("TCP", 80, 30080)], json!({}));
+    let ctx = isolated((4, 18, 0));
+    let with_ip = |ip: ObservedIp| ObservedLb {
+        ip: Some(ip),
+        ..Default::default()
+    };
+    // Associated before a crash, id never recorded: adopted, recorded, tagged.
+    let leaked = ObservedIp {
+        tags: Tags::new(),
+        ..our_ip()
+    };
+    let p = plan(&s, &with_ip(leaked.clone()), &backends(&["vm1"]), &ctx).unwrap();
+    assert_eq!(
+        p.phases[0].steps[0],
+        Step::AdoptClaimedIp {
+            target: AssociateTarget::Network(NET.into()),
+            id: IP_ID.into(),
+            address: "203.0.113.5".parse().unwrap(),
+        }
+    );
+    assert!(
+        p.steps().any(|s| matches!(
+            s,
+            Step::CreateRule {
+                ip: IpRef::Associated,
+                ..
+            }
+        )),
+        "{p}"
+    );
+    assert!(
+        p.steps().any(|s| matches!(s,
+            Step::TagResources { resources, .. } if resources == &[ResourceRef::AssociatedIp])),
+        "{p}"
+    );
+    // Still free: associated again with the claimed address.
+    let free = ObservedIp {
+        ownership: IpOwnership::Free,
+        associated_network_id: None,
+        tags: Tags::new(),
+        ..our_ip()
+    };
+    let p = plan(&s, &with_ip(free), &backends(&["vm1"]), &ctx).unwrap();
+    assert_eq!(
+        p.phases[0].steps[0],
+        Step::AssociateIp {
+            target: AssociateTarget::Network(NET.into()),
+            address: Some("203.0.113.5".parse().unwrap())
+        }
+    );
+    // Held by someone else (observation drops it): a new address is claimed.
+    let p = plan(&s, &ObservedLb::default(), &backends(&["vm1"]), &ctx).unwrap();
+    assert_eq!(
+        p.phases[0].steps[0],
+        Step::AssociateIp {
+            target: AssociateTarget::Network(NET.into()),
+            address: None
+        }
+    );
+    // Once the id is recorded the claim plays no part.
+    let mut recorded_ann = claim.clone();
+    recorded_ann[ann::IP_ID.key] = json!("6f2e3c1a-9b7d-4e8f-a0b1-c2d3e4f5a6b7");
+    let recorded = spec(recorded_ann, &[("TCP", 80, 30080)], json!({}));
+    assert_eq!(recorded.pending_claim(), None);
+    let p = plan(
+        &recorded,
+        &with_ip(leaked.clone()),
+        &backends(&["vm1"]),
+        &ctx,
+    )
+    .unwrap();
+    assert!(
+        !p.steps().any(|s| matches!(s, Step::AdoptClaimedIp { .. })),
+        "{p}"
+    );
+    // A requested address wins over a claim.
+    let mut requested_ann = claim;
+    requested_ann[ann::ADDRESS.key] = json!("203.0.113.5");
+    let requested = spec(requested_ann, &[("TCP", 80, 30080)], json!({}));
+    assert_eq!(requested.pending_claim(), None);
+    let p = plan_delete(&requested.delete_spec(), &with_ip(leaked.clone()), &ctx);
+    assert!(p.is_empty(), "a user's untagged address is kept: {p}");
+
+    // Deleted before the id was recorded: the claimed address allocated to us goes.
+    let p = plan_delete(&s.delete_spec(), &with_ip(leaked), &ctx);
+    assert_eq!(kinds(&p), vec![vec!["release"]]);
 }
 
 #[test]

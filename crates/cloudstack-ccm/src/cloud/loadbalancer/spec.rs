@@ -177,6 +177,9 @@ pub struct LbSpec {
     pub requested_ip: Option<IpAddr>,
     /// The public IP id recorded on the Service (`…-id`).
     pub recorded_ip_id: Option<String>,
+    /// The free address the controller claimed before associating it (`…-ip-claim`;
+    /// an unreadable value counts as no claim).
+    pub claimed_ip: Option<IpAddr>,
     /// The network id recorded on the Service (`…-network-id`).
     pub recorded_network_id: Option<String>,
     /// The controller associated the IP (`…-ip-associated-by-controller`).
@@ -284,6 +287,10 @@ impl LbSpec {
             rule_cidrs,
             requested_ip,
             recorded_ip_id: annotations.get(&ann::IP_ID, ann::parse_uuid)?,
+            claimed_ip: annotations
+                .get(&ann::IP_CLAIM, ann::parse_ip)
+                .ok()
+                .flatten(),
             recorded_network_id: annotations.get(&ann::NETWORK_ID, ann::parse_uuid)?,
             ip_associated_by_controller: annotations.flag(&ann::IP_ASSOCIATED_BY_CONTROLLER)?,
             keep_ip: annotations.flag(&ann::KEEP_IP)?,
@@ -322,6 +329,10 @@ impl LbSpec {
             rule_cidrs: None,
             requested_ip: annotations.get(&ann::ADDRESS, ann::parse_ip).ok().flatten(),
             recorded_ip_id: annotations.get(&ann::IP_ID, ann::parse_uuid).ok().flatten(),
+            claimed_ip: annotations
+                .get(&ann::IP_CLAIM, ann::parse_ip)
+                .ok()
+                .flatten(),
             recorded_network_id: annotations
                 .get(&ann::NETWORK_ID, ann::parse_uuid)
                 .ok()
@@ -342,6 +353,16 @@ impl LbSpec {
         std::iter::once(&self.lb_name)
             .chain(self.legacy_lb_names.iter())
             .map(|n| format!("{n}-"))
+    }
+
+    /// The claimed address while it is the Service's only hold on an IP: no address
+    /// requested and no IP id recorded yet (after a crash between claiming and
+    /// recording, the claimed address may already be allocated to us).
+    pub fn pending_claim(&self) -> Option<IpAddr> {
+        match (&self.requested_ip, &self.recorded_ip_id) {
+            (None, None) => self.claimed_ip,
+            _ => None,
+        }
     }
 
     /// Whether a rule name belongs to this Service: `<prefix><tcp|udp|tcp-proxy>-<port>`

@@ -62,6 +62,25 @@ impl IpRecorder for AnnotationIpRecorder {
         .boxed()
     }
 
+    fn claim<'a>(&'a self, address: std::net::IpAddr) -> BoxFuture<'a, Result<(), String>> {
+        async move {
+            let patch = json!({ "metadata": { "annotations": {
+                annotations::IP_CLAIM.key: address.to_string(),
+            }}});
+            self.api
+                .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(drop)
+                .map_err(|err| {
+                    format!(
+                        "claiming public IP {address} on Service {}: {err}",
+                        self.name
+                    )
+                })
+        }
+        .boxed()
+    }
+
     /// Removes the IP id and the associated-by-controller flag (the network stays: it may
     /// be the user's `network-id` annotation).
     fn forget<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>> {

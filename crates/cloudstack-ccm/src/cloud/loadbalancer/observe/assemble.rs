@@ -13,7 +13,7 @@ use super::details::{PolicyKinds, RuleDetailsCache};
 use super::snapshot::CloudSnapshot;
 use super::{
     ForeignRule, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedIp, ObservedLb,
-    ObservedRule, TAG_SERVICE_UID, Tags,
+    ObservedRule, TAG_ASSOCIATED, TAG_SERVICE_UID, Tags,
 };
 use crate::cloud::loadbalancer::annotations::{Algorithm, Cidr};
 use crate::cloud::loadbalancer::spec::LbSpec;
@@ -114,6 +114,11 @@ async fn find_ip(
             .find(|ip| ip.ipaddress.as_deref() == Some(address.as_str()));
         return Ok(exact.and_then(|ip| observed_ip(ip, false)));
     }
+    if let Some(claimed) = spec.pending_claim()
+        && let Some(ip) = find_claimed_ip(client, snapshot, spec, claimed).await?
+    {
+        return Ok(Some(ip));
+    }
     let by_recorded = spec
         .recorded_ip_id
         .as_deref()
@@ -126,6 +131,58 @@ async fn find_ip(
     Ok(by_recorded
         .or_else(by_rules)
         .and_then(|ip| observed_ip(ip, true)))
+}
+
+/// The address the Service claimed before associating it: ours when allocated to the
+/// account with nothing of anyone else on it (we associated it and were stopped before
+/// recording its id), free when still free (one call, `allocatedonly=false`), `None`
+/// when someone else holds it (the claim is then replaced by a new one).
+async fn find_claimed_ip(
+    client: &cloudstack::Client,
+    snapshot: &CloudSnapshot,
+    spec: &LbSpec,
+    claimed: std::net::IpAddr,
+) -> Result<Option<ObservedIp>, cloudstack::Error> {
+    let address = claimed.to_string();
+    if let Some(ip) = snapshot.ip_by_address(&address) {
+        let id = ip.id.as_deref().unwrap_or_default();
+        let mut own_rules = 0;
+        let mut other_rules = 0;
+        for rule in snapshot.rules_on_ip(id) {
+            if rule.name.as_deref().is_some_and(|n| spec.owns_rule_name(n)) {
+                own_rules += 1;
+            } else {
+                other_rules += 1;
+            }
+        }
+        let tags = tag_map(&ip.tags);
+        let tagged_for_other = tags.contains_key(TAG_ASSOCIATED)
+            || tags
+                .get(TAG_SERVICE_UID)
+                .is_some_and(|uid| *uid != spec.service.uid);
+        let others_firewall = own_rules == 0 && snapshot.firewall_rules_on_ip(id).next().is_some();
+        let held_by_other = other_rules > 0
+            || others_firewall
+            || (tagged_for_other && own_rules == 0)
+            || ip.issourcenat.unwrap_or(false)
+            || ip.isstaticnat.unwrap_or(false);
+        return Ok(if held_by_other {
+            None
+        } else {
+            observed_ip(ip, true)
+        });
+    }
+    let request = ListPublicIpAddresses {
+        ipaddress: Some(address.clone()),
+        allocatedonly: Some(false),
+        listall: Some(true),
+        ..Default::default()
+    };
+    let found = client.list_public_ip_addresses(&request).await?;
+    Ok(found
+        .iter()
+        .find(|ip| ip.ipaddress.as_deref() == Some(address.as_str()) && !ip.is_allocated())
+        .and_then(|ip| observed_ip(ip, false)))
 }
 
 /// The ports that matter for opening rules: the Service's wanted and existing ports,

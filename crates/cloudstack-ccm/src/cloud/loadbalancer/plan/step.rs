@@ -21,7 +21,7 @@ pub enum IpRef {
         /// Address.
         address: IpAddr,
     },
-    /// The IP associated by this plan's `AssociateIp` step.
+    /// The IP associated (or adopted) by this plan's `AssociateIp` (`AdoptClaimedIp`) step.
     Associated,
 }
 
@@ -81,6 +81,17 @@ pub enum Step {
         target: AssociateTarget,
         /// A specific address, when one was asked for.
         address: Option<IpAddr>,
+    },
+    /// Takes over the address the Service claimed, found allocated to the account with
+    /// nothing of anyone else on it (we associated it and were stopped before recording
+    /// its id): records its id, as associated by the controller. No CloudStack call.
+    AdoptClaimedIp {
+        /// Network or VPC it was associated with.
+        target: AssociateTarget,
+        /// IP id.
+        id: String,
+        /// The claimed address.
+        address: IpAddr,
     },
     /// `createLoadBalancerRule`.
     CreateRule {
@@ -276,6 +287,7 @@ impl fmt::Display for Step {
                     AssociateTarget::Vpc(v) => write!(f, "associate {what} with VPC {v}"),
                 }
             }
+            Step::AdoptClaimedIp { address, .. } => write!(f, "adopt claimed IP {address}"),
             Step::CreateRule {
                 name,
                 ip,

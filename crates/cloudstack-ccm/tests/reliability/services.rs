@@ -117,8 +117,20 @@ pub fn port_count(service: &Value) -> usize {
     service["spec"]["ports"].as_array().map_or(0, Vec::len)
 }
 
+/// The `(port, nodePort)` pairs of the Service's spec.
+pub fn wanted_ports(service: &Value) -> std::collections::BTreeSet<(u64, u64)> {
+    service["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p["port"].as_u64()?, p["nodePort"].as_u64()?)))
+        .collect()
+}
+
 /// Whether a live Service is converged: finalizer, ingress IP and recorded IP id, and
-/// (checked against the simulator) one active, tagged rule with members per port on that IP.
+/// (checked against the simulator) one active, tagged rule with members per port on that
+/// IP, with the spec's public port and node port (a port change keeps the count of rules,
+/// so counting alone would take a change not yet made for a converged Service).
 pub fn is_converged(service: &Value, sim: &cloudstack_sim::SimServer) -> bool {
     converged(service, sim, false)
 }
@@ -155,6 +167,7 @@ fn converged(service: &Value, sim: &cloudstack_sim::SimServer, allow_stuck: bool
         cloudstack_ccm::cloud::loadbalancer::default_lb_name(uid(service))
     );
     let want = port_count(service);
+    let wanted = wanted_ports(service);
     sim.with_state(|state| {
         let stuck = if allow_stuck {
             stuck_resources(state)
@@ -179,8 +192,13 @@ fn converged(service: &Value, sim: &cloudstack_sim::SimServer, allow_stuck: bool
                 .iter()
                 .any(|t| t.resource_id == id && t.key == TAG_SERVICE_UID && t.value == uid(service))
         };
+        let ports: std::collections::BTreeSet<(u64, u64)> = rules
+            .iter()
+            .map(|r| (u64::from(r.public_port), u64::from(r.private_port)))
+            .collect();
         ip_ok
             && rules.len() == want
+            && ports == wanted
             && rules
                 .iter()
                 .all(|r| r.ip_id == ip_id && active(r) && !r.members.is_empty() && tagged(&r.id))

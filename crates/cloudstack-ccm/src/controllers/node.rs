@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeAddress as K8sNodeAddress, Taint};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
@@ -115,6 +115,9 @@ pub async fn run_with(
     Ok(())
 }
 
+/// Nodes initialised or refreshed at the same time.
+pub const NODE_SYNC_CONCURRENCY: u16 = 16;
+
 /// A node-facing view of the VMs for this context: one [`Inventory`] over
 /// `listVirtualMachines` with the default freshness, counted in the metrics, and the
 /// cloud-config `region`.
@@ -167,7 +170,10 @@ impl CloudNode {
     /// refreshes addresses periodically.
     pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let controller = Controller::new(nodes, watcher::Config::default());
+        // Bounded like the Kubernetes cloud-node controller's workers: every node of a large
+        // cluster at once would hold thousands of requests (and their memory) in flight.
+        let controller = Controller::new(nodes, watcher::Config::default())
+            .with_config(ControllerConfig::default().concurrency(NODE_SYNC_CONCURRENCY));
         let store = controller.store();
         let (stop_refresh, refresh_stopped) = tokio::sync::oneshot::channel::<()>();
         let refresher = tokio::spawn(

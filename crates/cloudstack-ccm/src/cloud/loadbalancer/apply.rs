@@ -8,8 +8,10 @@
 //! starts, so its jobs do not queue behind another Service's and the median Service is
 //! ready early (Services on different networks still run side by side).
 //!
-//! The public IP is recorded on the Service (through an [`IpRecorder`]) as soon as
-//! `associateIpAddress` returns its id, before its job is awaited.
+//! A new public IP is first claimed: a free address of the zone is picked and recorded
+//! on the Service (through an [`IpRecorder`]) before `associateIpAddress` asks for it, so
+//! an address CloudStack allocated just before a crash is found again. The IP id is
+//! recorded as soon as `associateIpAddress` returns it, before its job is awaited.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -43,9 +45,11 @@ pub trait IpRecorder: Send + Sync {
     /// Records `ip`; an error stops the plan (and the IP is released again).
     fn record<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>>;
     /// Records `address` as the Service's claim, before it is associated: after a crash
-    /// the address is found again whether or not CloudStack allocated it.
-    fn claim<'a>(&'a self, address: IpAddr) -> BoxFuture<'a, Result<(), String>>;
-    /// Removes the record of `ip`: its association job failed, so CloudStack released the
+    /// the address is found again whether or not CloudStack allocated it. `None` removes
+    /// the claim (CloudStack refused the association: whoever holds the address later is
+    /// not us).
+    fn claim<'a>(&'a self, address: Option<IpAddr>) -> BoxFuture<'a, Result<(), String>>;
+    /// Removes the record of `ip` and the claim: its association job failed, so CloudStack released the
     /// address and may hand it to someone else.
     fn forget<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>>;
 }
@@ -500,7 +504,10 @@ async fn claim_free_ip(
         );
         return Ok(None);
     };
-    recorder.claim(address).await.map_err(ApplyError::Record)?;
+    recorder
+        .claim(Some(address))
+        .await
+        .map_err(ApplyError::Record)?;
     Ok(Some(address))
 }
 
@@ -524,10 +531,23 @@ async fn associate_ip(
         ipaddress: address.map(|a| a.to_string()),
         ..Default::default()
     };
-    let start = client
-        .associate_ip_address_begin(&request)
-        .await
-        .map_err(failed(step))?;
+    let start = match client.associate_ip_address_begin(&request).await {
+        Ok(start) => start,
+        Err(err) => {
+            // Refused (a 4xx answer): nothing was allocated, and a claimed address must
+            // not be taken for ours when someone else acquires it later. Any other failure
+            // may have been accepted, so the claim stays to find it again.
+            let refused = matches!(&err, cloudstack::Error::Api { http_status, .. }
+                if (400..500).contains(http_status));
+            if refused
+                && address.is_some()
+                && let Err(detail) = recorder.claim(None).await
+            {
+                tracing::warn!(error = %detail, "cannot drop the claim of a refused IP association");
+            }
+            return Err(failed(step)(err));
+        }
+    };
     let id = start.id.clone().ok_or_else(|| ApplyError::Unresolved {
         step: step.to_string(),
         detail: "the reply carried no IP id".into(),

@@ -473,7 +473,7 @@ impl IpRecorder for NoRecording {
 
     fn claim<'a>(
         &'a self,
-        _address: std::net::IpAddr,
+        _address: Option<std::net::IpAddr>,
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async { Ok(()) })
     }

@@ -1,5 +1,6 @@
-//! Records the public IP of a load balancer on its Service (annotations), as soon as the
-//! IP id is known and before its association finishes, so a crash never leaks it.
+//! Records the public IP of a load balancer on its Service (annotations): the claimed
+//! address before it is associated, then the IP id as soon as it is known and before its
+//! association finishes, so a crash never leaks it.
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -62,10 +63,11 @@ impl IpRecorder for AnnotationIpRecorder {
         .boxed()
     }
 
-    fn claim<'a>(&'a self, address: std::net::IpAddr) -> BoxFuture<'a, Result<(), String>> {
+    fn claim<'a>(&'a self, address: Option<std::net::IpAddr>) -> BoxFuture<'a, Result<(), String>> {
         async move {
+            let value = address.map(|a| a.to_string());
             let patch = json!({ "metadata": { "annotations": {
-                annotations::IP_CLAIM.key: address.to_string(),
+                annotations::IP_CLAIM.key: value,
             }}});
             self.api
                 .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -73,7 +75,7 @@ impl IpRecorder for AnnotationIpRecorder {
                 .map(drop)
                 .map_err(|err| {
                     format!(
-                        "claiming public IP {address} on Service {}: {err}",
+                        "recording the claim of public IP {address:?} on Service {}: {err}",
                         self.name
                     )
                 })
@@ -81,13 +83,14 @@ impl IpRecorder for AnnotationIpRecorder {
         .boxed()
     }
 
-    /// Removes the IP id and the associated-by-controller flag (the network stays: it may
-    /// be the user's `network-id` annotation).
+    /// Removes the IP id, the associated-by-controller flag and the claim (the network
+    /// stays: it may be the user's `network-id` annotation).
     fn forget<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>> {
         async move {
             let patch = json!({ "metadata": { "annotations": {
                 annotations::IP_ID.key: null,
                 annotations::IP_ASSOCIATED_BY_CONTROLLER.key: null,
+                annotations::IP_CLAIM.key: null,
             }}});
             self.api
                 .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))

@@ -91,27 +91,6 @@ fn one_line(error: &anyhow::Error) -> String {
     line
 }
 
-#[cfg(test)]
-mod tests {
-    use super::one_line;
-
-    #[test]
-    fn a_cause_already_in_the_message_is_not_repeated() {
-        let inner = anyhow::anyhow!("listCapabilities: CloudStack error 401");
-        let error =
-            inner.context("cannot detect the version: listCapabilities: CloudStack error 401");
-        assert_eq!(
-            one_line(&error),
-            "cannot detect the version: listCapabilities: CloudStack error 401"
-        );
-        let error = anyhow::anyhow!("connection refused").context("cannot reach CloudStack");
-        assert_eq!(
-            one_line(&error),
-            "cannot reach CloudStack: connection refused"
-        );
-    }
-}
-
 fn init_tracing(args: &ManagerArgs) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_directives(args.verbosity)));
@@ -236,5 +215,26 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = terminate => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let inner = anyhow::anyhow!("listCapabilities: CloudStack error 401");
+        let error =
+            inner.context("cannot detect the version: listCapabilities: CloudStack error 401");
+        assert_eq!(
+            one_line(&error),
+            "cannot detect the version: listCapabilities: CloudStack error 401"
+        );
+        let error = anyhow::anyhow!("connection refused").context("cannot reach CloudStack");
+        assert_eq!(
+            one_line(&error),
+            "cannot reach CloudStack: connection refused"
+        );
     }
 }

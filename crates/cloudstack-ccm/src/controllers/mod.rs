@@ -8,6 +8,7 @@
 //! `pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) -> anyhow::Result<()>`,
 //! which returns `Ok(())` once `shutdown` fires and it has stopped.
 
+pub mod backoff;
 pub mod node;
 pub mod node_lifecycle;
 pub mod service;

@@ -11,8 +11,8 @@
 //! Every `--node-status-update-frequency` the addresses of initialised nodes are
 //! recomputed from one inventory view and patched only where they changed.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -24,6 +24,7 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
+use super::backoff::RetryBackoff;
 use super::{Context, Shutdown};
 use crate::cloud::instances::{InstanceError, InstanceMetadata, Instances, NodeAddress, NodeRef};
 use crate::cloud::inventory::{CloudStackVms, Inventory, InventorySettings};
@@ -143,7 +144,7 @@ pub struct CloudNode {
     recorder: Recorder,
     metrics: Arc<Metrics>,
     status_update_frequency: Duration,
-    failures: Mutex<HashMap<String, u32>>,
+    failures: RetryBackoff,
 }
 
 impl CloudNode {
@@ -162,7 +163,7 @@ impl CloudNode {
             recorder,
             metrics,
             status_update_frequency,
-            failures: Mutex::new(HashMap::new()),
+            failures: RetryBackoff::new(FIRST_RETRY, MAX_RETRY),
         }
     }
 
@@ -312,18 +313,11 @@ impl CloudNode {
 
     /// The delay before retrying `node`, growing with each failure in a row.
     fn next_retry(&self, node: &str) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let count = failures.entry(node.to_string()).or_insert(0);
-        let delay = retry_delay(*count);
-        *count += 1;
-        delay
+        self.failures.next_delay(node)
     }
 
     fn forget_failures(&self, node: &str) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(node);
+        self.failures.reset(node);
     }
 }
 
@@ -359,14 +353,6 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<CloudNode>) -> Result<Action, NodeE
             Err(error)
         }
     }
-}
-
-/// Delay before the next attempt after `failures` failures in a row: 0.5 s doubling
-/// up to 5 minutes.
-fn retry_delay(failures: u32) -> Duration {
-    FIRST_RETRY
-        .saturating_mul(1u32 << failures.min(16))
-        .min(MAX_RETRY)
 }
 
 fn error_policy(node: Arc<Node>, _error: &NodeError, ctx: Arc<CloudNode>) -> Action {
@@ -526,10 +512,15 @@ mod tests {
 
     #[test]
     fn retry_delay_doubles_up_to_five_minutes() {
-        let delays: Vec<u64> = (0..4).map(|n| retry_delay(n).as_millis() as u64).collect();
+        let backoff = RetryBackoff::new(FIRST_RETRY, MAX_RETRY);
+        let delays: Vec<u64> = (0..4)
+            .map(|_| backoff.next_delay("node-1").as_millis() as u64)
+            .collect();
         assert_eq!(delays, vec![500, 1000, 2000, 4000]);
-        assert_eq!(retry_delay(10), MAX_RETRY);
-        assert_eq!(retry_delay(u32::MAX), MAX_RETRY);
+        for _ in 0..30 {
+            backoff.next_delay("node-1");
+        }
+        assert_eq!(backoff.next_delay("node-1"), MAX_RETRY);
     }
 
     #[test]

@@ -8,7 +8,6 @@
 //! period, which also renews the shared view of CloudStack; failures retry with
 //! exponential backoff.
 
-pub mod backoff;
 pub mod eligible;
 pub mod events;
 pub mod finalizer;
@@ -71,7 +70,7 @@ pub async fn run_with(
             },
         ),
         spec_options: settings::spec_options(&ctx),
-        backoff: backoff::RetryBackoff::new(settings.backoff_base, settings.backoff_max),
+        backoff: super::backoff::RetryBackoff::new(settings.backoff_base, settings.backoff_max),
         nodes: nodes.store.clone(),
         engine: engine.clone(),
         ctx: ctx.clone(),

@@ -15,12 +15,12 @@ use crate::cloud::loadbalancer::plan::{Backends, Plan};
 use crate::cloud::loadbalancer::spec::{LbSpec, SpecError, SpecOptions};
 use crate::controllers::Context;
 
-use super::backoff::RetryBackoff;
 use super::eligible::eligible_set;
 use super::events::{self, Reason};
 use super::finalizer;
 use super::ip_record::AnnotationIpRecorder;
 use super::status::{self, IngressTarget};
+use crate::controllers::backoff::RetryBackoff;
 
 /// The controller name in metrics.
 const CONTROLLER: &str = "service";

@@ -1,10 +1,12 @@
-//! Per-Service retry delays: exponential from a base to a cap, reset by a success.
+//! Retry delays per object (Service or Node): exponential from a base to a cap, reset by
+//! a success. Shared by the controllers.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// Failure counts by Service key (`namespace/name`), turned into growing retry delays.
+/// Failure counts by object key (`namespace/name`, or a Node name), turned into growing
+/// retry delays.
 #[derive(Debug)]
 pub struct RetryBackoff {
     base: Duration,
@@ -32,7 +34,7 @@ impl RetryBackoff {
         self.base.saturating_mul(1u32 << exponent).min(self.max)
     }
 
-    /// Forgets the failures of `key` after a success or when the Service is gone.
+    /// Forgets the failures of `key` after a success or when the object is gone.
     pub fn reset(&self, key: &str) {
         self.failures
             .lock()

@@ -1,5 +1,8 @@
 //! Async commands: the `{jobid}` / `{id, jobid}` start reply and `queryAsyncJobResult` polling.
 
+use std::time::Duration;
+
+use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -21,6 +24,45 @@ pub struct AsyncStart {
 /// Growth factor of the poll interval.
 const POLL_GROWTH: f64 = 1.5;
 
+/// Decides when a job is polled. [`Client::wait_job`] uses [`BackoffPacing`]; a caller
+/// that knows more (e.g. that the job waits behind others on its network, and how long
+/// jobs there take) passes its own to [`Client::wait_job_paced`].
+pub trait JobPacing: Send {
+    /// Waits until poll number `attempt` (0 for the first) is due.
+    fn before_poll(&mut self, attempt: u32) -> BoxFuture<'_, ()>;
+}
+
+/// The default pacing: the first poll after `initial`, then ×1.5 up to `max`.
+#[derive(Debug, Clone)]
+pub struct BackoffPacing {
+    interval: Duration,
+    max: Duration,
+}
+
+impl BackoffPacing {
+    /// Polls after `initial`, growing ×1.5 up to `max` (at least `initial`).
+    pub fn new(initial: Duration, max: Duration) -> Self {
+        Self {
+            interval: initial,
+            max: max.max(initial),
+        }
+    }
+
+    /// The next interval, advancing the backoff.
+    pub fn next_interval(&mut self) -> Duration {
+        let interval = self.interval;
+        self.interval = self.interval.mul_f64(POLL_GROWTH).min(self.max);
+        interval
+    }
+}
+
+impl JobPacing for BackoffPacing {
+    fn before_poll(&mut self, _attempt: u32) -> BoxFuture<'_, ()> {
+        let interval = self.next_interval();
+        Box::pin(tokio::time::sleep(interval))
+    }
+}
+
 impl Client {
     /// Sends an async command and returns its job id (and new entity id) without waiting.
     pub async fn start_async(&self, command: &str, params: Params) -> Result<AsyncStart, Error> {
@@ -40,8 +82,21 @@ impl Client {
     /// `job_poll_initial` and grows ×1.5 up to `job_poll_max`; after `job_timeout`
     /// the result is [`Error::JobTimeout`]. A failed job is [`Error::JobFailed`].
     pub async fn wait_job(&self, command: &str, jobid: &str) -> Result<Value, Error> {
+        let config = &self.inner.config;
+        let mut pacing = BackoffPacing::new(config.job_poll_initial, config.job_poll_max);
+        self.wait_job_paced(command, jobid, &mut pacing).await
+    }
+
+    /// Like [`Client::wait_job`], polling when `pacing` says (still bounded by
+    /// `job_timeout`).
+    pub async fn wait_job_paced(
+        &self,
+        command: &str,
+        jobid: &str,
+        pacing: &mut dyn JobPacing,
+    ) -> Result<Value, Error> {
         let started = Instant::now();
-        let result = self.poll_job(command, jobid, started).await;
+        let result = self.poll_job(command, jobid, started, pacing).await;
         if let Some(observer) = &self.inner.config.observer {
             observer.on_job(command, result.is_ok(), started.elapsed());
         }
@@ -54,40 +109,50 @@ impl Client {
         result
     }
 
+    /// One `queryAsyncJobResult` for `jobid` (started by `command`): `None` while the job
+    /// runs, its `jobresult` once it succeeded, [`Error::JobFailed`] when it failed.
+    pub async fn poll_job_once(&self, command: &str, jobid: &str) -> Result<Option<Value>, Error> {
+        let job = self
+            .call("queryAsyncJobResult", Params::new().set("jobid", jobid))
+            .await?;
+        match code_field(&job, "jobstatus").map(i64::from) {
+            Some(JOB_SUCCEEDED) => Ok(Some(job.get("jobresult").cloned().unwrap_or(Value::Null))),
+            Some(JOB_FAILED) => Err(job_failure(command, jobid, &job)),
+            _ => Ok(None),
+        }
+    }
+
     /// Starts an async command and waits for its result.
     pub async fn call_async(&self, command: &str, params: Params) -> Result<Value, Error> {
         let start = self.start_async(command, params).await?;
         self.wait_job(command, &start.jobid).await
     }
 
-    /// The polling loop of [`Client::wait_job`].
-    async fn poll_job(&self, command: &str, jobid: &str, started: Instant) -> Result<Value, Error> {
-        let config = &self.inner.config;
-        let deadline = started + config.job_timeout;
-        let mut interval = config.job_poll_initial;
+    /// The polling loop of [`Client::wait_job_paced`].
+    async fn poll_job(
+        &self,
+        command: &str,
+        jobid: &str,
+        started: Instant,
+        pacing: &mut dyn JobPacing,
+    ) -> Result<Value, Error> {
+        let timeout = self.inner.config.job_timeout;
+        let deadline = started + timeout;
+        let mut attempt = 0;
         loop {
-            let job = self
-                .call("queryAsyncJobResult", Params::new().set("jobid", jobid))
-                .await?;
-            match code_field(&job, "jobstatus").map(i64::from) {
-                Some(JOB_SUCCEEDED) => {
-                    return Ok(job.get("jobresult").cloned().unwrap_or(Value::Null));
-                }
-                Some(JOB_FAILED) => return Err(job_failure(command, jobid, &job)),
-                _ => {}
+            // A wait cut short by the deadline still ends in one last poll.
+            let _ = tokio::time::timeout_at(deadline, pacing.before_poll(attempt)).await;
+            attempt += 1;
+            if let Some(result) = self.poll_job_once(command, jobid).await? {
+                return Ok(result);
             }
-            let now = Instant::now();
-            if now >= deadline {
+            if Instant::now() >= deadline {
                 return Err(Error::JobTimeout {
                     command: command.to_owned(),
                     jobid: jobid.to_owned(),
-                    timeout: config.job_timeout,
+                    timeout,
                 });
             }
-            tokio::time::sleep(interval.min(deadline - now)).await;
-            interval = interval
-                .mul_f64(POLL_GROWTH)
-                .min(config.job_poll_max.max(config.job_poll_initial));
         }
     }
 }
@@ -111,7 +176,7 @@ fn job_failure(command: &str, jobid: &str, job: &Value) -> Error {
 }
 
 /// Decodes the object `key` out of a job result (`{"loadbalancer":{…}}` → `LoadBalancerRule`).
-pub(crate) fn job_object<T: DeserializeOwned>(
+pub fn job_object<T: DeserializeOwned>(
     command: &str,
     jobresult: Value,
     key: &str,

@@ -244,3 +244,44 @@ async fn plain_async_commands_accept_numeric_job_ids() {
         "POST"
     );
 }
+
+/// Counts the polls it allows, without waiting.
+struct CountingPacing(Arc<Mutex<Vec<u32>>>);
+
+impl cloudstack::JobPacing for CountingPacing {
+    fn before_poll(&mut self, attempt: u32) -> futures::future::BoxFuture<'_, ()> {
+        self.0.lock().unwrap().push(attempt);
+        Box::pin(async {})
+    }
+}
+
+#[tokio::test]
+async fn a_caller_paces_the_polls_and_can_poll_once() {
+    let success = json!({"jobstatus": 1, "jobresult": {"loadbalancer": {"id": "lb-1"}}});
+    let server = TestServer::start(lb_job_server(2, success)).await;
+    let client = server.client();
+    let start = client
+        .create_load_balancer_rule_begin(&lb_request())
+        .await
+        .unwrap();
+    let pending = client
+        .poll_job_once("createLoadBalancerRule", &start.jobid)
+        .await
+        .unwrap();
+    assert_eq!(pending, None, "one poll of a running job: not finished");
+    let attempts = Arc::new(Mutex::new(Vec::new()));
+    let mut pacing = CountingPacing(attempts.clone());
+    let result = client
+        .wait_job_paced("createLoadBalancerRule", &start.jobid, &mut pacing)
+        .await
+        .unwrap();
+    let rule: cloudstack::LoadBalancerRule =
+        cloudstack::job_object("createLoadBalancerRule", result, "loadbalancer").unwrap();
+    assert_eq!(rule.id.as_deref(), Some("lb-1"));
+    assert_eq!(
+        *attempts.lock().unwrap(),
+        [0, 1],
+        "the pacing is asked before every poll"
+    );
+    assert_eq!(server.requests_of("queryAsyncJobResult").len(), 3);
+}

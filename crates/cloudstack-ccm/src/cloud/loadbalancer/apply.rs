@@ -3,10 +3,10 @@
 //! the error names the step; everything done so far is reported so caches can be renewed,
 //! and the next reconcile plans from what is really there.
 //!
-//! CloudStack runs the jobs of one network one at a time. [`NetworkTurns`] lets one
-//! Service's plan run to its end before the next Service's plan on the same network
-//! starts, so its jobs do not queue behind another Service's and the median Service is
-//! ready early (Services on different networks still run side by side).
+//! CloudStack runs the jobs of one network one at a time. Every job but tagging goes
+//! through the plan's [`PlanTicket`] on that network's queue
+//! ([`super::job_queue`]): the network is kept busy, the oldest plan goes first, and each
+//! job is polled about when it should end.
 //!
 //! A new public IP is first claimed: a free address of the zone is picked and recorded
 //! on the Service (through an [`IpRecorder`]) before `associateIpAddress` asks for it, so
@@ -15,18 +15,20 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use cloudstack::{
     AssignToLoadBalancerRule, AssociateIpAddress, CreateFirewallRule, CreateLbHealthCheckPolicy,
     CreateLbStickinessPolicy, CreateLoadBalancerRule, CreateNetworkAcl, CreateTags,
     DeleteFirewallRule, DeleteLbHealthCheckPolicy, DeleteLbStickinessPolicy,
     DeleteLoadBalancerRule, DeleteNetworkAcl, DisassociateIpAddress, ListPublicIpAddresses,
-    RemoveFromLoadBalancerRule, UpdateLoadBalancerRule,
+    PublicIpAddress, RemoveFromLoadBalancerRule, Request, UpdateLoadBalancerRule,
 };
 use futures::future::BoxFuture;
+use serde_json::Value;
 
 use super::annotations::Cidr;
+use super::job_queue::PlanTicket;
 use super::plan::{AssociateTarget, IpRef, POLICY_DESCRIPTION, Plan, ResourceRef, RuleRef, Step};
 
 /// The public IP a plan associated, as recorded on the Service.
@@ -102,38 +104,57 @@ pub struct Applied {
     pub steps_done: usize,
 }
 
-/// One FIFO lock per network: holders run their plans one after the other.
-#[derive(Debug, Default)]
-pub struct NetworkTurns {
-    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+/// What every step of one run needs.
+struct Run<'a> {
+    client: &'a cloudstack::Client,
+    ticket: &'a PlanTicket,
+    recorder: &'a dyn IpRecorder,
+    /// The zone of the plan's network, where a new address is claimed.
+    zone_id: Option<&'a str>,
+    state: Mutex<Applied>,
 }
 
-impl NetworkTurns {
-    /// Waits for the turn on `network_id` (first come, first served); the turn lasts as
-    /// long as the returned guard.
-    pub async fn wait(&self, network_id: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = {
-            let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-            locks.entry(network_id.to_string()).or_default().clone()
-        };
-        lock.lock_owned().await
+impl Run<'_> {
+    /// Runs a request that queues on the network to the end of its job.
+    async fn queued<R: Request>(&self, step: &Step, request: &R) -> Result<Value, ApplyError> {
+        self.ticket
+            .run(self.client, R::COMMAND, request.to_params())
+            .await
+            .map_err(failed(step))
+    }
+
+    /// Like [`Run::queued`] for a delete: finding nothing to delete is fine.
+    async fn queued_delete<R: Request>(&self, step: &Step, request: &R) -> Result<(), ApplyError> {
+        gone_is_fine(
+            self.ticket
+                .run(self.client, R::COMMAND, request.to_params())
+                .await
+                .map(drop),
+        )
+        .map_err(failed(step))
     }
 }
 
-/// Runs `plan` with `client`. Returns what was done and, if a step failed, the error.
-/// `zone_id` is the zone of the plan's network, where a new address is claimed.
+/// Runs `plan` with `client`, its jobs queued on the network with `ticket`. Returns what
+/// was done and, if a step failed, the error. `zone_id` is the zone of the plan's
+/// network, where a new address is claimed.
 pub async fn apply(
     client: &cloudstack::Client,
+    ticket: &PlanTicket,
     plan: &Plan,
     recorder: &dyn IpRecorder,
     zone_id: Option<&str>,
 ) -> (Applied, Result<(), ApplyError>) {
-    let state = Mutex::new(Applied::default());
+    let run = Run {
+        client,
+        ticket,
+        recorder,
+        zone_id,
+        state: Mutex::new(Applied::default()),
+    };
+    let state = &run.state;
     for phase in &plan.phases {
-        let runs = phase
-            .steps
-            .iter()
-            .map(|step| run_step(client, step, recorder, zone_id, &state));
+        let runs = phase.steps.iter().map(|step| run_step(&run, step));
         let results = futures::future::join_all(runs).await;
         let mut failed = None;
         for result in results {
@@ -146,13 +167,13 @@ pub async fn apply(
         }
         if let Some(err) = failed {
             return (
-                state.into_inner().unwrap_or_else(|e| e.into_inner()),
+                run.state.into_inner().unwrap_or_else(|e| e.into_inner()),
                 Err(err),
             );
         }
     }
     (
-        state.into_inner().unwrap_or_else(|e| e.into_inner()),
+        run.state.into_inner().unwrap_or_else(|e| e.into_inner()),
         Ok(()),
     )
 }
@@ -217,20 +238,15 @@ fn rule_id(step: &Step, rule: &RuleRef, state: &Mutex<Applied>) -> Result<String
 }
 
 /// Runs one step to the end of its job.
-async fn run_step(
-    client: &cloudstack::Client,
-    step: &Step,
-    recorder: &dyn IpRecorder,
-    zone_id: Option<&str>,
-    state: &Mutex<Applied>,
-) -> Result<(), ApplyError> {
+async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
+    let state = &run.state;
     match step {
         Step::AssociateIp { target, address } => {
             let address = match address {
                 Some(address) => Some(*address),
-                None => claim_free_ip(client, step, zone_id, recorder).await?,
+                None => claim_free_ip(run.client, step, run.zone_id, run.recorder).await?,
             };
-            associate_ip(client, step, target, address, recorder, state).await
+            associate_ip(run, step, target, address).await
         }
         Step::AdoptClaimedIp {
             target,
@@ -245,7 +261,10 @@ async fn run_step(
                     AssociateTarget::Vpc(_) => None,
                 },
             };
-            recorder.record(&record).await.map_err(ApplyError::Record)?;
+            run.recorder
+                .record(&record)
+                .await
+                .map_err(ApplyError::Record)?;
             lock(state).associated_ip = Some((id.clone(), *address));
             Ok(())
         }
@@ -272,19 +291,25 @@ async fn run_step(
                 cidrlist: cidr_strings(cidrs),
                 ..Default::default()
             };
-            let start = client
-                .create_load_balancer_rule_begin(&request)
+            let job = run
+                .ticket
+                .submit(
+                    run.client,
+                    CreateLoadBalancerRule::COMMAND,
+                    request.to_params(),
+                )
                 .await
                 .map_err(failed(step))?;
-            let id = start.id.clone().ok_or_else(|| ApplyError::Unresolved {
-                step: step.to_string(),
-                detail: "the reply carried no rule id".into(),
-            })?;
+            let id = job
+                .start()
+                .id
+                .clone()
+                .ok_or_else(|| ApplyError::Unresolved {
+                    step: step.to_string(),
+                    detail: "the reply carried no rule id".into(),
+                })?;
             lock(state).created_rules.insert(name.clone(), id);
-            client
-                .create_load_balancer_rule_finish(&start)
-                .await
-                .map_err(failed(step))?;
+            job.wait(run.client).await.map_err(failed(step))?;
             Ok(())
         }
         Step::UpdateRule {
@@ -304,15 +329,12 @@ async fn run_step(
                 cidrlist: cidrs.as_deref().map(cidr_strings).unwrap_or_default(),
                 ..Default::default()
             };
-            client
-                .update_load_balancer_rule(&request)
-                .await
-                .map_err(failed(step))
+            run.queued(step, &request).await.map(drop)
         }
         Step::DeleteRule { id, .. } => {
             lock(state).touched_rules.insert(id.clone());
-            let request = DeleteLoadBalancerRule { id: id.clone() };
-            gone_is_fine(client.delete_load_balancer_rule(&request).await).map_err(failed(step))
+            run.queued_delete(step, &DeleteLoadBalancerRule { id: id.clone() })
+                .await
         }
         Step::AssignMembers { rule, vm_ids } => {
             let request = AssignToLoadBalancerRule {
@@ -320,10 +342,7 @@ async fn run_step(
                 virtualmachineids: vm_ids.clone(),
                 ..Default::default()
             };
-            client
-                .assign_to_load_balancer_rule(&request)
-                .await
-                .map_err(failed(step))
+            run.queued(step, &request).await.map(drop)
         }
         Step::RemoveMembers { rule, vm_ids } => {
             let request = RemoveFromLoadBalancerRule {
@@ -331,10 +350,7 @@ async fn run_step(
                 virtualmachineids: vm_ids.clone(),
                 ..Default::default()
             };
-            client
-                .remove_from_load_balancer_rule(&request)
-                .await
-                .map_err(failed(step))
+            run.queued(step, &request).await.map(drop)
         }
         Step::CreateFirewallRule {
             ip,
@@ -350,15 +366,11 @@ async fn run_step(
                 cidrlist: cidr_strings(cidrs),
                 ..Default::default()
             };
-            client
-                .create_firewall_rule(&request)
-                .await
-                .map(drop)
-                .map_err(failed(step))
+            run.queued(step, &request).await.map(drop)
         }
         Step::DeleteFirewallRule { id, .. } => {
-            let request = DeleteFirewallRule { id: id.clone() };
-            gone_is_fine(client.delete_firewall_rule(&request).await).map_err(failed(step))
+            run.queued_delete(step, &DeleteFirewallRule { id: id.clone() })
+                .await
         }
         Step::CreateAclItem {
             acl_id,
@@ -380,15 +392,11 @@ async fn run_step(
                 reason: Some(reason.clone()),
                 ..Default::default()
             };
-            client
-                .create_network_acl(&request)
-                .await
-                .map(drop)
-                .map_err(failed(step))
+            run.queued(step, &request).await.map(drop)
         }
         Step::DeleteAclItem { id, .. } => {
-            let request = DeleteNetworkAcl { id: id.clone() };
-            gone_is_fine(client.delete_network_acl(&request).await).map_err(failed(step))
+            run.queued_delete(step, &DeleteNetworkAcl { id: id.clone() })
+                .await
         }
         Step::CreateHealthCheck { rule, check } => {
             let request = CreateLbHealthCheckPolicy {
@@ -401,15 +409,11 @@ async fn run_step(
                 description: Some(POLICY_DESCRIPTION.to_string()),
                 ..Default::default()
             };
-            client
-                .create_lb_health_check_policy(&request)
-                .await
-                .map(drop)
-                .map_err(failed(step))
+            run.queued(step, &request).await.map(drop)
         }
         Step::DeleteHealthCheck { id, .. } => {
-            let request = DeleteLbHealthCheckPolicy { id: id.clone() };
-            gone_is_fine(client.delete_lb_health_check_policy(&request).await).map_err(failed(step))
+            run.queued_delete(step, &DeleteLbHealthCheckPolicy { id: id.clone() })
+                .await
         }
         Step::CreateStickiness { rule, name, policy } => {
             let request = CreateLbStickinessPolicy {
@@ -424,15 +428,11 @@ async fn run_step(
                 description: Some(POLICY_DESCRIPTION.to_string()),
                 ..Default::default()
             };
-            client
-                .create_lb_stickiness_policy(&request)
-                .await
-                .map(drop)
-                .map_err(failed(step))
+            run.queued(step, &request).await.map(drop)
         }
         Step::DeleteStickiness { id, .. } => {
-            let request = DeleteLbStickinessPolicy { id: id.clone() };
-            gone_is_fine(client.delete_lb_stickiness_policy(&request).await).map_err(failed(step))
+            run.queued_delete(step, &DeleteLbStickinessPolicy { id: id.clone() })
+                .await
         }
         Step::TagResources {
             resource_type,
@@ -455,14 +455,15 @@ async fn run_step(
                 tags: tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 ..Default::default()
             };
-            client.create_tags(&request).await.map_err(failed(step))
+            // Tags do not queue on the network.
+            run.client.create_tags(&request).await.map_err(failed(step))
         }
         Step::ReleaseIp { id, .. } => {
             let request = DisassociateIpAddress {
                 id: Some(id.clone()),
                 ..Default::default()
             };
-            gone_is_fine(client.disassociate_ip_address(&request).await).map_err(failed(step))
+            run.queued_delete(step, &request).await
         }
     }
 }
@@ -514,13 +515,12 @@ async fn claim_free_ip(
 /// `associateIpAddress`: record the id on the Service as soon as the reply names it, then
 /// wait for the job. If recording fails the IP is released again, so nothing leaks.
 async fn associate_ip(
-    client: &cloudstack::Client,
+    run: &Run<'_>,
     step: &Step,
     target: &AssociateTarget,
     address: Option<IpAddr>,
-    recorder: &dyn IpRecorder,
-    state: &Mutex<Applied>,
 ) -> Result<(), ApplyError> {
+    let (client, recorder) = (run.client, run.recorder);
     let (networkid, vpcid, network_id) = match target {
         AssociateTarget::Network(id) => (Some(id.clone()), None, Some(id.clone())),
         AssociateTarget::Vpc(id) => (None, Some(id.clone()), None),
@@ -531,8 +531,12 @@ async fn associate_ip(
         ipaddress: address.map(|a| a.to_string()),
         ..Default::default()
     };
-    let start = match client.associate_ip_address_begin(&request).await {
-        Ok(start) => start,
+    let job = match run
+        .ticket
+        .submit(client, AssociateIpAddress::COMMAND, request.to_params())
+        .await
+    {
+        Ok(job) => job,
         Err(err) => {
             // Refused (a 4xx answer): nothing was allocated, and a claimed address must
             // not be taken for ours when someone else acquires it later. Any other failure
@@ -548,17 +552,23 @@ async fn associate_ip(
             return Err(failed(step)(err));
         }
     };
-    let id = start.id.clone().ok_or_else(|| ApplyError::Unresolved {
-        step: step.to_string(),
-        detail: "the reply carried no IP id".into(),
-    })?;
+    let id = job
+        .start()
+        .id
+        .clone()
+        .ok_or_else(|| ApplyError::Unresolved {
+            step: step.to_string(),
+            detail: "the reply carried no IP id".into(),
+        })?;
     let record = RecordedIp {
         ip_id: id.clone(),
         associated_by_controller: true,
         network_id,
     };
     let recorded = recorder.record(&record).await;
-    let finished = client.associate_ip_address_finish(&start).await;
+    let finished = job.wait(client).await.and_then(|result| {
+        cloudstack::job_object::<PublicIpAddress>(AssociateIpAddress::COMMAND, result, "ipaddress")
+    });
     if recorded.is_ok()
         && let Err(cloudstack::Error::JobFailed { .. }) = &finished
         && let Err(detail) = recorder.forget(&record).await
@@ -571,7 +581,7 @@ async fn associate_ip(
             id: Some(id.clone()),
             ..Default::default()
         };
-        if let Err(err) = client.disassociate_ip_address(&release).await {
+        if let Err(err) = run.queued_delete(step, &release).await {
             tracing::warn!(ip_id = %id, error = %err, "cannot release an IP that could not be recorded");
         }
         return Err(ApplyError::Record(detail));
@@ -586,30 +596,13 @@ async fn associate_ip(
         step: step.to_string(),
         detail: "the job result carried no address".into(),
     })?;
-    lock(state).associated_ip = Some((id, address));
+    lock(&run.state).associated_ip = Some((id, address));
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use futures::FutureExt;
-
-    #[tokio::test]
-    async fn turns_are_taken_one_at_a_time_per_network() {
-        let turns = NetworkTurns::default();
-        let first = turns.wait("net-a").await;
-        assert!(
-            turns.wait("net-a").now_or_never().is_none(),
-            "the same network waits"
-        );
-        assert!(
-            turns.wait("net-b").now_or_never().is_some(),
-            "another network does not"
-        );
-        drop(first);
-        assert!(turns.wait("net-a").now_or_never().is_some(), "free again");
-    }
 
     #[test]
     fn errors_name_the_step() {

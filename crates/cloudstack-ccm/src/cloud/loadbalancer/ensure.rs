@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::apply::{self, ApplyError, IpRecorder, NetworkTurns};
+use super::apply::{self, ApplyError, IpRecorder};
+use super::job_queue::NetworkQueues;
 use super::observe::ObservedLb;
 use super::observe::assemble::{ObserveInputs, observe};
 use super::observe::details::{PolicyKinds, RuleDetails, RuleDetailsCache};
@@ -131,7 +132,7 @@ pub struct Engine {
     settings: EngineSettings,
     snapshots: SnapshotCache,
     details: RuleDetailsCache,
-    turns: NetworkTurns,
+    queues: NetworkQueues,
     /// Set by a resync: the next view read drops cached details of vanished rules.
     prune_details: AtomicBool,
 }
@@ -175,7 +176,7 @@ impl Engine {
             client,
             snapshots: SnapshotCache::new(settings.snapshot_max_age),
             details: RuleDetailsCache::new(settings.details_max_age),
-            turns: NetworkTurns::default(),
+            queues: NetworkQueues::default(),
             prune_details: AtomicBool::new(false),
             settings,
         }
@@ -334,7 +335,7 @@ impl Engine {
             .map_err(EnsureError::Observe)
     }
 
-    /// Runs a prepared plan (after the turn on its network) and returns the public IP.
+    /// Runs a prepared plan (its jobs queued on its network) and returns the public IP.
     pub async fn apply(
         &self,
         prepared: Prepared,
@@ -350,9 +351,9 @@ impl Engine {
         let applied = if plan.is_empty() {
             apply::Applied::default()
         } else {
-            let _turn = self.turns.wait(&network_id).await;
+            let ticket = self.queues.enter(&network_id);
             let (applied, result) =
-                apply::apply(&self.client, &plan, recorder, zone_id.as_deref()).await;
+                apply::apply(&self.client, &ticket, &plan, recorder, zone_id.as_deref()).await;
             self.after_changes(&applied);
             result?;
             self.seed_created_rules(&plan, &applied);
@@ -446,11 +447,9 @@ impl Engine {
                 warnings: plan.warnings,
             });
         }
-        let _turn = self
-            .turns
-            .wait(network_id.as_deref().unwrap_or_default())
-            .await;
-        let (applied, result) = apply::apply(&self.client, &plan, &NoRecording, None).await;
+        let ticket = self.queues.enter(network_id.as_deref().unwrap_or_default());
+        let (applied, result) =
+            apply::apply(&self.client, &ticket, &plan, &NoRecording, None).await;
         self.after_changes(&applied);
         result?;
         Ok(Deleted {

@@ -1,0 +1,521 @@
+//! The controller's side of CloudStack's per-network job queue.
+//!
+//! CloudStack runs the jobs of one network one at a time, in the order they were
+//! submitted. A controller that submits everything at once makes every Service wait for
+//! every other (the median Service is ready only at the end); one that runs a Service's
+//! whole plan before the next Service starts leaves the network idle while it notices that
+//! a job finished and prepares the next one. [`NetworkQueues`] sits in between:
+//!
+//! * at most [`JOBS_IN_FLIGHT`] of our jobs are submitted and unfinished per network: one
+//!   running and one waiting behind it, so the network never idles while the owner of the
+//!   running job notices its end, and a new job is never stuck behind a long backlog;
+//! * a free place goes to the oldest plan ([`PlanTicket`], taken when a plan starts) that
+//!   has a job ready, so Services finish in the order they came;
+//! * only the oldest unfinished job is polled, at the moment it should end (the typical
+//!   run time of its command on that network, learnt from the jobs seen so far), then in
+//!   short steps; a job behind it polls only if the one ahead does not end within
+//!   `job_poll_max` (say, a job that never finishes). This keeps `queryAsyncJobResult`
+//!   calls to a few per job while noticing each end within a fraction of a job's time.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use cloudstack::{AsyncStart, BackoffPacing, JobPacing, Params};
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// Our submitted, unfinished jobs per network: one running, one queued behind it.
+pub const JOBS_IN_FLIGHT: usize = 2;
+
+/// The first poll of a job is due at this share of its command's typical run time.
+const FIRST_POLL_SHARE: f64 = 0.9;
+
+/// Later polls are this share of the typical run time apart (growing ×1.5).
+const NEXT_POLL_SHARE: f64 = 0.1;
+
+/// The shortest interval between two polls of one job.
+const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Weight of the newest run time in the typical run time (exponential average).
+const ESTIMATE_WEIGHT: f64 = 0.3;
+
+/// The job queues of all networks.
+#[derive(Debug, Default)]
+pub struct NetworkQueues {
+    queues: Mutex<HashMap<String, Arc<NetworkQueue>>>,
+}
+
+impl NetworkQueues {
+    /// Enters the queue of `network_id` with a new plan: its jobs go before those of plans
+    /// that enter later.
+    pub fn enter(&self, network_id: &str) -> PlanTicket {
+        let queue = self
+            .queues
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(network_id.to_string())
+            .or_default()
+            .clone();
+        let ticket = {
+            let mut state = queue.lock();
+            state.next_ticket += 1;
+            state.next_ticket
+        };
+        PlanTicket { queue, ticket }
+    }
+}
+
+/// One network's queue.
+#[derive(Debug, Default)]
+struct NetworkQueue {
+    state: Mutex<QueueState>,
+    /// Woken on every change of `state`.
+    changed: Notify,
+}
+
+impl NetworkQueue {
+    fn lock(&self) -> MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for a free place (the oldest waiting plan first) and takes it.
+    async fn take_place(self: &Arc<Self>, ticket: u64) -> JobPlace {
+        let waiter = {
+            let mut state = self.lock();
+            state.next_waiter += 1;
+            let waiter = (ticket, state.next_waiter);
+            state.waiting.insert(waiter);
+            waiter
+        };
+        // Leaves the waiting set however this future ends (also when it is dropped).
+        let mut waiting = WaitingGuard {
+            queue: self,
+            waiter,
+            armed: true,
+        };
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.lock();
+                if state.in_flight.len() < JOBS_IN_FLIGHT && state.waiting.first() == Some(&waiter)
+                {
+                    state.waiting.remove(&waiter);
+                    waiting.armed = false;
+                    state.next_job += 1;
+                    let seq = state.next_job;
+                    if state.in_flight.is_empty() {
+                        state.head_since = Some(Instant::now());
+                    }
+                    state.in_flight.push_back(InFlight {
+                        seq,
+                        submitted: None,
+                    });
+                    drop(state);
+                    self.changed.notify_waiters();
+                    return JobPlace {
+                        queue: self.clone(),
+                        seq,
+                    };
+                }
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Removes a waiter that gave up.
+struct WaitingGuard<'a> {
+    queue: &'a NetworkQueue,
+    waiter: (u64, u64),
+    /// Still waiting (not yet given a place).
+    armed: bool,
+}
+
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.queue.lock().waiting.remove(&self.waiter);
+            self.queue.changed.notify_waiters();
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    next_ticket: u64,
+    next_waiter: u64,
+    next_job: u64,
+    /// Plans waiting for a place: (ticket, waiter), oldest plan first.
+    waiting: BTreeSet<(u64, u64)>,
+    /// Our jobs submitted (or being submitted) and not yet seen finished, oldest first.
+    in_flight: VecDeque<InFlight>,
+    /// Since when the oldest job in flight is at the head (the one before it was seen
+    /// finished then).
+    head_since: Option<Instant>,
+    /// Typical run time by command, learnt from finished jobs.
+    run_times: HashMap<String, Duration>,
+}
+
+impl QueueState {
+    fn position(&self, seq: u64) -> Option<usize> {
+        self.in_flight.iter().position(|job| job.seq == seq)
+    }
+
+    /// When the head job `seq` started to run, as far as we can tell.
+    fn head_started(&self, seq: u64) -> Option<Instant> {
+        let head = self.in_flight.front().filter(|job| job.seq == seq)?;
+        match (self.head_since, head.submitted) {
+            (Some(since), Some(submitted)) => Some(since.max(submitted)),
+            (since, submitted) => since.or(submitted),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct InFlight {
+    seq: u64,
+    submitted: Option<Instant>,
+}
+
+/// A plan's place in the order of its network's queue.
+#[derive(Debug)]
+pub struct PlanTicket {
+    queue: Arc<NetworkQueue>,
+    ticket: u64,
+}
+
+impl PlanTicket {
+    /// Waits for a place on the network, then submits `command`. The place is held until
+    /// the job is waited for ([`QueuedJob::wait`]) or dropped.
+    pub async fn submit(
+        &self,
+        client: &cloudstack::Client,
+        command: &str,
+        params: Params,
+    ) -> Result<QueuedJob, cloudstack::Error> {
+        let place = self.queue.take_place(self.ticket).await;
+        let start = client.start_async(command, params).await?;
+        place.mark_submitted();
+        Ok(QueuedJob {
+            command: command.to_string(),
+            start,
+            place,
+        })
+    }
+
+    /// Submits `command` and waits for its job: its `jobresult`.
+    pub async fn run(
+        &self,
+        client: &cloudstack::Client,
+        command: &str,
+        params: Params,
+    ) -> Result<Value, cloudstack::Error> {
+        self.submit(client, command, params)
+            .await?
+            .wait(client)
+            .await
+    }
+}
+
+/// A submitted job holding its place on the network.
+#[derive(Debug)]
+pub struct QueuedJob {
+    command: String,
+    start: AsyncStart,
+    place: JobPlace,
+}
+
+impl QueuedJob {
+    /// The job id and the id of the entity it creates.
+    pub fn start(&self) -> &AsyncStart {
+        &self.start
+    }
+
+    /// Waits for the job (paced as the module describes) and frees its place.
+    pub async fn wait(self, client: &cloudstack::Client) -> Result<Value, cloudstack::Error> {
+        let config = client.config();
+        let mut pacing = QueuePacing {
+            queue: self.place.queue.clone(),
+            seq: self.place.seq,
+            command: self.command.clone(),
+            behind_timeout: config.job_poll_max,
+            fallback: BackoffPacing::new(config.job_poll_initial, config.job_poll_max),
+            after_due: None,
+        };
+        let result = client
+            .wait_job_paced(&self.command, &self.start.jobid, &mut pacing)
+            .await;
+        let finished = matches!(&result, Ok(_) | Err(cloudstack::Error::JobFailed { .. }));
+        if finished {
+            self.place.learn_run_time(&self.command);
+        }
+        result
+    }
+}
+
+/// A place in a network's queue; freed when dropped.
+#[derive(Debug)]
+struct JobPlace {
+    queue: Arc<NetworkQueue>,
+    seq: u64,
+}
+
+impl JobPlace {
+    fn mark_submitted(&self) {
+        let mut state = self.queue.lock();
+        if let Some(position) = state.position(self.seq) {
+            state.in_flight[position].submitted = Some(Instant::now());
+        }
+    }
+
+    /// The job was seen finished: if it was at the head, its run time teaches the typical
+    /// run time of `command`.
+    fn learn_run_time(&self, command: &str) {
+        let mut state = self.queue.lock();
+        let Some(started) = state.head_started(self.seq) else {
+            return;
+        };
+        let sample = started.elapsed();
+        let typical = match state.run_times.get(command) {
+            Some(old) => old.mul_f64(1.0 - ESTIMATE_WEIGHT) + sample.mul_f64(ESTIMATE_WEIGHT),
+            None => sample,
+        };
+        state.run_times.insert(command.to_string(), typical);
+    }
+}
+
+impl Drop for JobPlace {
+    fn drop(&mut self) {
+        let mut state = self.queue.lock();
+        if let Some(position) = state.position(self.seq) {
+            state.in_flight.remove(position);
+            if position == 0 {
+                state.head_since = Some(Instant::now());
+            }
+        }
+        drop(state);
+        self.queue.changed.notify_waiters();
+    }
+}
+
+/// Polls a queued job: when it should end if it is the head, else when the job ahead ends.
+struct QueuePacing {
+    queue: Arc<NetworkQueue>,
+    seq: u64,
+    command: String,
+    /// Longest wait for the job ahead before polling anyway.
+    behind_timeout: Duration,
+    /// Pacing when nothing is known of the command's run time.
+    fallback: BackoffPacing,
+    /// Interval of the polls after the due time (grows ×1.5).
+    after_due: Option<BackoffPacing>,
+}
+
+/// Where a queued job stands.
+enum Standing {
+    /// Behind another of our jobs.
+    Behind,
+    /// At the head since `started`, typically running `run_time`.
+    Head {
+        started: Instant,
+        run_time: Option<Duration>,
+    },
+    /// No longer tracked (should not happen while waiting): poll as usual.
+    Unknown,
+}
+
+impl QueuePacing {
+    fn standing(&self) -> Standing {
+        let state = self.queue.lock();
+        match state.position(self.seq) {
+            Some(0) => match state.head_started(self.seq) {
+                Some(started) => Standing::Head {
+                    started,
+                    run_time: state.run_times.get(&self.command).copied(),
+                },
+                None => Standing::Unknown,
+            },
+            Some(_) => Standing::Behind,
+            None => Standing::Unknown,
+        }
+    }
+
+    async fn wait(&mut self) {
+        let behind_deadline = Instant::now() + self.behind_timeout;
+        loop {
+            let notified = self.queue.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            match self.standing() {
+                Standing::Behind => {
+                    if tokio::time::timeout_at(behind_deadline, notified)
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                Standing::Head {
+                    started,
+                    run_time: Some(run_time),
+                } => {
+                    if let Some(after_due) = &mut self.after_due {
+                        tokio::time::sleep(after_due.next_interval()).await;
+                        return;
+                    }
+                    let step = run_time.mul_f64(NEXT_POLL_SHARE).max(MIN_POLL_INTERVAL);
+                    self.after_due = Some(BackoffPacing::new(step, self.behind_timeout));
+                    tokio::time::sleep_until(started + run_time.mul_f64(FIRST_POLL_SHARE)).await;
+                    return;
+                }
+                Standing::Head { run_time: None, .. } | Standing::Unknown => {
+                    tokio::time::sleep(self.fallback.next_interval()).await;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl JobPacing for QueuePacing {
+    fn before_poll(&mut self, _attempt: u32) -> BoxFuture<'_, ()> {
+        Box::pin(self.wait())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+
+    #[tokio::test]
+    async fn places_go_to_the_oldest_plan_first() {
+        let queues = NetworkQueues::default();
+        let first = queues.enter("net-a");
+        let second = queues.enter("net-a");
+        let a = first.queue.take_place(first.ticket).await;
+        let b = second.queue.take_place(second.ticket).await;
+        // Both places are taken: a third job of either plan waits.
+        let mut later = Box::pin(second.queue.take_place(second.ticket));
+        let mut earlier = Box::pin(first.queue.take_place(first.ticket));
+        assert!(later.as_mut().now_or_never().is_none(), "queue is full");
+        assert!(earlier.as_mut().now_or_never().is_none(), "queue is full");
+        drop(a);
+        let place = earlier.await;
+        assert!(
+            later.as_mut().now_or_never().is_none(),
+            "the older plan took the freed place"
+        );
+        drop(place);
+        drop(b);
+        assert!(later.await.seq > 0);
+    }
+
+    #[tokio::test]
+    async fn networks_do_not_share_places() {
+        let queues = NetworkQueues::default();
+        let a = queues.enter("net-a");
+        let b = queues.enter("net-b");
+        let _one = a.queue.take_place(a.ticket).await;
+        let _two = a.queue.take_place(a.ticket).await;
+        assert!(
+            b.queue.take_place(b.ticket).now_or_never().is_some(),
+            "another network has its own places"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_waiter_that_gives_up_leaves_no_trace() {
+        let queues = NetworkQueues::default();
+        let first = queues.enter("net");
+        let second = queues.enter("net");
+        let one = first.queue.take_place(first.ticket).await;
+        let two = first.queue.take_place(first.ticket).await;
+        assert!(
+            first
+                .queue
+                .take_place(first.ticket)
+                .now_or_never()
+                .is_none(),
+            "full"
+        );
+        drop((one, two));
+        assert!(
+            second
+                .queue
+                .take_place(second.ticket)
+                .now_or_never()
+                .is_some(),
+            "the abandoned waiter of the older plan does not block the younger one"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_head_is_polled_when_it_should_end_and_the_next_behind_it() {
+        let queues = NetworkQueues::default();
+        let plan = queues.enter("net");
+        let head = plan.queue.take_place(plan.ticket).await;
+        head.mark_submitted();
+        let next = plan.queue.take_place(plan.ticket).await;
+        next.mark_submitted();
+        plan.queue
+            .lock()
+            .run_times
+            .insert("createLoadBalancerRule".into(), Duration::from_secs(1));
+        let pacing = |place: &JobPlace| QueuePacing {
+            queue: place.queue.clone(),
+            seq: place.seq,
+            command: "createLoadBalancerRule".into(),
+            behind_timeout: Duration::from_secs(1),
+            fallback: BackoffPacing::new(Duration::from_millis(50), Duration::from_secs(1)),
+            after_due: None,
+        };
+        let started = Instant::now();
+        pacing(&head).wait().await;
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_millis(900),
+            "head: due time"
+        );
+        let mut behind = pacing(&next);
+        let mut behind_wait = Box::pin(behind.wait());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            behind_wait.as_mut().now_or_never().is_none(),
+            "behind: waits for the head"
+        );
+        head.learn_run_time("createLoadBalancerRule");
+        drop(head);
+        let freed = Instant::now();
+        behind_wait.await;
+        let waited = freed.elapsed();
+        assert!(
+            waited >= Duration::from_millis(800) && waited <= Duration::from_millis(1000),
+            "the next job is polled about one run time after the head ended: {waited:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_behind_one_that_never_ends_is_polled_anyway() {
+        let queues = NetworkQueues::default();
+        let plan = queues.enter("net");
+        let _stuck = plan.queue.take_place(plan.ticket).await;
+        let next = plan.queue.take_place(plan.ticket).await;
+        let mut pacing = QueuePacing {
+            queue: next.queue.clone(),
+            seq: next.seq,
+            command: "assignToLoadBalancerRule".into(),
+            behind_timeout: Duration::from_secs(1),
+            fallback: BackoffPacing::new(Duration::from_millis(50), Duration::from_secs(1)),
+            after_due: None,
+        };
+        let started = Instant::now();
+        pacing.wait().await;
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
+    }
+}

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::command::{PAGE_SIZE, accepts_project, is_read, is_retry_safe};
-use crate::envelope::{decode_reply, list_page};
+use crate::envelope::{decode_list_page, decode_reply};
 use crate::sign::{encode_value, signature};
 use crate::{CallOutcome, ClientConfig, Error, Params};
 
@@ -30,6 +30,9 @@ const MAX_PAGES: u32 = 10_000;
 
 /// How long a signed request stays valid (`expires`).
 const SIGNATURE_LIFETIME: Duration = Duration::from_secs(5 * 60);
+
+/// Decodes one reply (HTTP status, body) into what the caller wants.
+type Decoder<'a, R> = dyn Fn(u16, &[u8]) -> Result<R, Error> + Sync + 'a;
 
 /// A CloudStack API client. Cheap to clone (shares one connection pool, rate limiter and
 /// configuration).
@@ -110,6 +113,19 @@ impl Client {
     /// Adds the configured `projectid` where the command accepts it; retries reads on
     /// transient failures and every command on 429 (see [`Client`]).
     pub async fn call(&self, command: &str, params: Params) -> Result<Value, Error> {
+        self.call_decoded(command, params, &|status, body| {
+            decode_reply(command, status, body)
+        })
+        .await
+    }
+
+    /// [`Client::call`] with the reply decoded by `decode` (HTTP status, body).
+    async fn call_decoded<R>(
+        &self,
+        command: &str,
+        params: Params,
+        decode: &Decoder<'_, R>,
+    ) -> Result<R, Error> {
         let params = self.with_project(command, params);
         let config = &self.inner.config;
         let should_retry: fn(&Error) -> bool = if is_retry_safe(command) {
@@ -123,7 +139,7 @@ impl Client {
             .with_max_times(config.max_retries as usize)
             .with_jitter();
         let max_delay = config.retry_backoff_max;
-        (|| self.send(command, &params))
+        (|| self.send(command, &params, decode))
             .retry(backoff)
             .sleep(tokio::time::sleep)
             .when(should_retry)
@@ -152,15 +168,14 @@ impl Client {
         let mut page = 1u32;
         loop {
             let page_params = params.clone().set("page", page).set("pagesize", PAGE_SIZE);
-            let inner = self.call(command, page_params).await?;
-            let (page_items, count) = list_page(command, &inner, item_key)?;
+            // Each page is decoded straight into typed items: no JSON tree of the page.
+            let (page_items, count): (Vec<T>, _) = self
+                .call_decoded(command, page_params, &|status, body| {
+                    decode_list_page(command, status, body, item_key)
+                })
+                .await?;
             let page_len = page_items.len();
-            for item in page_items {
-                items.push(serde_json::from_value(item).map_err(|e| Error::Decode {
-                    command: command.to_owned(),
-                    detail: format!("{item_key} item: {e}"),
-                })?);
-            }
+            items.extend(page_items);
             let done = match count {
                 Some(total) => items.len() as u64 >= total,
                 None => page_len < PAGE_SIZE as usize,
@@ -190,12 +205,17 @@ impl Client {
     }
 
     /// Sends one signed request, reports it to the observer and decodes the envelope.
-    async fn send(&self, command: &str, params: &Params) -> Result<Value, Error> {
+    async fn send<R>(
+        &self,
+        command: &str,
+        params: &Params,
+        decode: &Decoder<'_, R>,
+    ) -> Result<R, Error> {
         if let Some(limiter) = &self.inner.limiter {
             limiter.until_ready().await;
         }
         let started = Instant::now();
-        let result = self.send_unobserved(command, params).await;
+        let result = self.send_unobserved(command, params, decode).await;
         let latency = started.elapsed();
         let outcome = match &result {
             Ok(_) => CallOutcome::Ok,
@@ -216,8 +236,14 @@ impl Client {
         result
     }
 
-    /// Signs and sends one request: GET with a query string for reads, POST form otherwise.
-    async fn send_unobserved(&self, command: &str, params: &Params) -> Result<Value, Error> {
+    /// Signs and sends one request: GET with a query string for reads, POST form otherwise;
+    /// the reply goes through `decode`.
+    async fn send_unobserved<R>(
+        &self,
+        command: &str,
+        params: &Params,
+        decode: &Decoder<'_, R>,
+    ) -> Result<R, Error> {
         let body = self.signed_query(command, params);
         let config = &self.inner.config;
         let request = if is_read(command) {
@@ -245,8 +271,8 @@ impl Client {
         };
         let response = request.send().await.map_err(transport)?;
         let status = response.status().as_u16();
-        let bytes = response.bytes().await.map_err(transport)?;
-        decode_reply(command, status, &bytes)
+        let body = response.bytes().await.map_err(transport)?;
+        decode(status, &body)
     }
 
     /// The encoded, signed parameter string (`name=value&…&signature=…`).

@@ -1,6 +1,9 @@
 //! Decoding CloudStack reply envelopes (API.md §2): the `<command>response` object, error
 //! envelopes, list pages and async-start replies.
 
+use std::marker::PhantomData;
+
+use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::Error;
@@ -107,7 +110,7 @@ pub(crate) fn string_field(object: &Value, name: &str) -> Option<String> {
 /// lists and pages past the end) and the `count` total when present.
 pub fn list_page(
     command: &str,
-    inner: &Value,
+    mut inner: Value,
     item_key: &str,
 ) -> Result<(Vec<Value>, Option<u64>), Error> {
     let count = match inner.get("count") {
@@ -121,9 +124,9 @@ pub fn list_page(
             });
         }
     };
-    let items = match inner.get(item_key) {
+    let items = match inner.get_mut(item_key).map(Value::take) {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items.clone(),
+        Some(Value::Array(items)) => items,
         Some(other) => {
             return Err(Error::Decode {
                 command: command.to_owned(),
@@ -135,6 +138,137 @@ pub fn list_page(
         }
     };
     Ok((items, count))
+}
+
+/// Decodes one page of a list reply straight from the body into typed items, without
+/// building a JSON tree of the whole page: the items under `item_key` and the `count`
+/// total. Anything else than a well-formed success page (an error envelope, an
+/// unexpected shape, an item that does not decode) is decoded again through
+/// [`decode_reply`] and [`list_page`], which name the problem exactly as for any reply.
+pub fn decode_list_page<T: DeserializeOwned>(
+    command: &str,
+    http_status: u16,
+    body: &[u8],
+    item_key: &str,
+) -> Result<(Vec<T>, Option<u64>), Error> {
+    if (200..300).contains(&http_status) {
+        let seed = RootSeed {
+            response_key: &response_key(command),
+            item_key,
+            marker: PhantomData::<T>,
+        };
+        let mut deserializer = serde_json::Deserializer::from_slice(body);
+        if let Ok(Some(page)) = seed.deserialize(&mut deserializer)
+            && deserializer.end().is_ok()
+        {
+            return Ok(page);
+        }
+    }
+    let inner = decode_reply(command, http_status, body)?;
+    let (items, count) = list_page(command, inner, item_key)?;
+    let items = items
+        .into_iter()
+        .map(|item| {
+            serde_json::from_value(item).map_err(|e| Error::Decode {
+                command: command.to_owned(),
+                detail: format!("{item_key} item: {e}"),
+            })
+        })
+        .collect::<Result<Vec<T>, Error>>()?;
+    Ok((items, count))
+}
+
+/// A typed page; `None` when the reply is not a plain success page.
+type TypedPage<T> = Option<(Vec<T>, Option<u64>)>;
+
+/// Reads the root object of a reply and the page under `<command>response`.
+struct RootSeed<'a, T> {
+    response_key: &'a str,
+    item_key: &'a str,
+    marker: PhantomData<T>,
+}
+
+impl<'de, T: DeserializeOwned> DeserializeSeed<'de> for RootSeed<'_, T> {
+    type Value = TypedPage<T>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de, T: DeserializeOwned> Visitor<'de> for RootSeed<'_, T> {
+    type Value = TypedPage<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "an object with key {:?}", self.response_key)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut page = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == self.response_key && page.is_none() {
+                page = Some(map.next_value_seed(PageSeed {
+                    item_key: self.item_key,
+                    marker: PhantomData::<T>,
+                })?);
+            } else {
+                // Another envelope (an error) or more than one: the general path decides.
+                map.next_value::<IgnoredAny>()?;
+                return Ok(None);
+            }
+        }
+        Ok(page.flatten())
+    }
+}
+
+/// Reads the page object: `count`, the items, and marks error bodies.
+struct PageSeed<'a, T> {
+    item_key: &'a str,
+    marker: PhantomData<T>,
+}
+
+impl<'de, T: DeserializeOwned> DeserializeSeed<'de> for PageSeed<'_, T> {
+    type Value = TypedPage<T>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de, T: DeserializeOwned> Visitor<'de> for PageSeed<'_, T> {
+    type Value = TypedPage<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "a list page with {:?}", self.item_key)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut items: Option<Vec<T>> = None;
+        let mut count = None;
+        let mut plain = true;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == self.item_key && items.is_none() {
+                items = map
+                    .next_value::<Option<Vec<T>>>()?
+                    .or_else(|| Some(Vec::new()));
+            } else if key == "count" {
+                count = match map.next_value::<Value>()? {
+                    Value::Number(number) => number.as_u64(),
+                    Value::String(text) => text.parse().ok(),
+                    _ => {
+                        plain = false;
+                        None
+                    }
+                };
+            } else {
+                if key == "errorcode" || key == "errortext" || key == self.item_key {
+                    plain = false;
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(plain.then(|| (items.unwrap_or_default(), count)))
+    }
 }
 
 /// The first characters of a body, for error texts.
@@ -186,12 +320,54 @@ mod tests {
         ));
     }
 
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    struct Zone {
+        id: String,
+    }
+
+    #[test]
+    fn typed_pages_decode_without_a_tree() {
+        let body =
+            br#"{"listzonesresponse":{"count":"2","zone":[{"id":"a","name":"x"},{"id":"b"}]}}"#;
+        let (zones, count) = decode_list_page::<Zone>("listZones", 200, body, "zone").unwrap();
+        assert_eq!(zones, [Zone { id: "a".into() }, Zone { id: "b".into() }]);
+        assert_eq!(count, Some(2));
+        let (empty, count) =
+            decode_list_page::<Zone>("listZones", 200, br#"{"listzonesresponse":{}}"#, "zone")
+                .unwrap();
+        assert!(empty.is_empty());
+        assert_eq!(count, None);
+        let null = br#"{"listzonesresponse":{"count":0,"zone":null}}"#;
+        let (empty, _) = decode_list_page::<Zone>("listZones", 200, null, "zone").unwrap();
+        assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn typed_pages_report_errors_like_any_reply() {
+        let error = br#"{"listzonesresponse":{"errorcode":431,"errortext":"bad zone"}}"#;
+        let err = decode_list_page::<Zone>("listZones", 200, error, "zone").unwrap_err();
+        assert_eq!(err.code(), Some(431));
+        let refused = br#"{"errorresponse":{"errorcode":432,"errortext":"no such command"}}"#;
+        let err = decode_list_page::<Zone>("listZones", 432, refused, "zone").unwrap_err();
+        assert_eq!(err.code(), Some(432));
+        let bad_item = br#"{"listzonesresponse":{"count":1,"zone":[{"name":"no id"}]}}"#;
+        match decode_list_page::<Zone>("listZones", 200, bad_item, "zone").unwrap_err() {
+            Error::Decode { detail, .. } => assert!(detail.starts_with("zone item:"), "{detail}"),
+            other => panic!("unexpected {other:?}"),
+        }
+        let not_array = br#"{"listzonesresponse":{"zone":{"id":"a"}}}"#;
+        match decode_list_page::<Zone>("listZones", 200, not_array, "zone").unwrap_err() {
+            Error::Decode { detail, .. } => assert!(detail.contains("not an array"), "{detail}"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
     #[test]
     fn list_pages() {
-        let (items, count) = list_page("listZones", &json!({"count": 3}), "zone").unwrap();
+        let (items, count) = list_page("listZones", json!({"count": 3}), "zone").unwrap();
         assert!(items.is_empty());
         assert_eq!(count, Some(3));
-        let (items, count) = list_page("listZones", &json!({"zone": [{"id": 1}]}), "zone").unwrap();
+        let (items, count) = list_page("listZones", json!({"zone": [{"id": 1}]}), "zone").unwrap();
         assert_eq!((items.len(), count), (1, None));
     }
 }

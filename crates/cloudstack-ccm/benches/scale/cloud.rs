@@ -1,6 +1,6 @@
 //! The simulated CloudStack of a run: one account, one isolated Virtual Router network with
-//! N Running VMs (all load-balancer jobs queue on that network), a large public IP pool,
-//! and the latency model (fixed delay per call, fixed async job duration, optional
+//! N Running VMs (all load-balancer jobs queue on that network), a public IP pool sized
+//! to the run, and the latency model (fixed delay per call, fixed async job duration, optional
 //! per-account throttling).
 
 use cloudstack_sim::{IpRange, Scenario, SimServer, Throttle, VmSpec};
@@ -24,17 +24,33 @@ pub struct CloudModel {
     pub call_latency: Duration,
     /// Requests per second per account when throttling is on.
     pub throttle_per_second: Option<u64>,
+    /// Addresses in the zone's public IP range. Each new load balancer lists every free
+    /// address of the zone once (its IP claim), so the range is kept to what a run needs
+    /// instead of a size that would make that list dominate the run.
+    pub public_ips: usize,
 }
 
+/// Public addresses of the default range: every scenario's Services (at most 1000) plus
+/// headroom.
+pub const DEFAULT_PUBLIC_IPS: usize = 1280;
+
 impl CloudModel {
-    /// `vms` VMs, 100 ms jobs, 5 ms per call, no throttling.
+    /// `vms` VMs, 100 ms jobs, 5 ms per call, no throttling, [`DEFAULT_PUBLIC_IPS`]
+    /// public addresses.
     pub fn new(vms: usize) -> Self {
         CloudModel {
             vms,
             job: Duration::from_millis(100),
             call_latency: Duration::from_millis(5),
             throttle_per_second: None,
+            public_ips: DEFAULT_PUBLIC_IPS,
         }
+    }
+
+    /// With `count` public addresses (at least one).
+    pub fn public_ips(mut self, count: usize) -> Self {
+        self.public_ips = count.max(1);
+        self
     }
 
     /// With a job duration.
@@ -50,7 +66,8 @@ impl CloudModel {
     }
 
     /// The simulator scenario: the small scenario's accounts and networks, the VR network
-    /// widened to a /16 so it holds 5000+ VMs, 16k public addresses, `vms` VMs on it.
+    /// widened to a /16 so it holds 5000+ VMs, `public_ips` public addresses from
+    /// 100.64.0.10, `vms` VMs on it.
     pub fn scenario(&self) -> Scenario {
         let mut scenario = Scenario::small();
         scenario.vms.clear();
@@ -59,8 +76,8 @@ impl CloudModel {
         }
         for zone in &mut scenario.zones {
             zone.public_ip_range = Some(IpRange {
-                start: "100.64.0.10".to_owned(),
-                end: "100.64.63.250".to_owned(),
+                start: public_address(0),
+                end: public_address(self.public_ips - 1),
             });
         }
         scenario.settings.job_duration_ms = millis(self.job);
@@ -85,6 +102,13 @@ impl CloudModel {
         }
         label
     }
+}
+
+/// Public address number `index` of the range (0-based, from 100.64.0.10, up to
+/// 100.64.255.255).
+fn public_address(index: usize) -> String {
+    let offset = u32::try_from(index + 10).unwrap_or(u32::MAX).min(0xffff);
+    format!("100.64.{}.{}", offset / 256, offset % 256)
 }
 
 /// Milliseconds of a duration, saturating.

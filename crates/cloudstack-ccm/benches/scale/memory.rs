@@ -14,7 +14,9 @@ const TARGET_MIB: f64 = 25.0;
 
 /// Runs the memory scenario.
 pub async fn run(nodes: usize, services: usize) -> anyhow::Result<Vec<Row>> {
-    let model = CloudModel::new(nodes).job(Duration::from_millis(2));
+    let model = CloudModel::new(nodes)
+        .job(Duration::from_millis(2))
+        .public_ips(services + 256);
     let flags = Flags {
         concurrent_service_syncs: 20,
         service_resync_period: Duration::from_secs(3600),

@@ -52,8 +52,8 @@ impl VmRecord {
     }
 }
 
-impl From<&cloudstack::VirtualMachine> for VmRecord {
-    fn from(vm: &cloudstack::VirtualMachine) -> Self {
+impl From<&cloudstack::VmSummary> for VmRecord {
+    fn from(vm: &cloudstack::VmSummary) -> Self {
         let nic = vm.default_nic();
         let non_empty = |value: &Option<String>| value.clone().filter(|v| !v.is_empty());
         Self {
@@ -110,9 +110,15 @@ impl VmSource for CloudStackVms {
                 details: VM_DETAILS.iter().map(|d| d.to_string()).collect(),
                 ..Default::default()
             };
-            let vms = self
+            use cloudstack::Request as _;
+            // Only the fields of a VmRecord are decoded (not whole VM objects).
+            let vms: Vec<cloudstack::VmSummary> = self
                 .client
-                .list_virtual_machines(&request)
+                .list_all(
+                    cloudstack::ListVirtualMachines::COMMAND,
+                    "virtualmachine",
+                    request.to_params(),
+                )
                 .await
                 .map_err(InventoryError::new)?;
             Ok(vms.iter().map(VmRecord::from).collect())
@@ -541,7 +547,7 @@ mod tests {
     }
     #[test]
     fn record_from_virtual_machine_uses_the_default_nic() {
-        let vm: cloudstack::VirtualMachine = serde_json::from_value(serde_json::json!({
+        let vm: cloudstack::VmSummary = serde_json::from_value(serde_json::json!({
             "id": "8A0B4F3E-1C2D-4E5F-9A8B-7C6D5E4F3A2B",
             "name": "worker-1",
             "state": "Stopping",

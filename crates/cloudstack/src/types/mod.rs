@@ -19,5 +19,5 @@ pub use policy::{HealthCheckPolicies, HealthCheckPolicy, StickinessPolicies, Sti
 pub use rules::{FirewallRule, LoadBalancerRule, NetworkAcl, NetworkAclList};
 pub use server::{AsyncJob, Capabilities, JOB_FAILED, JOB_PENDING, JOB_SUCCEEDED};
 pub use tag::{Tag, tag_value};
-pub use vm::{Nic, NicSecondaryIp, VirtualMachine};
+pub use vm::{Nic, NicSecondaryIp, NicSummary, VirtualMachine, VmId, VmSummary};
 pub use zone::{Project, Zone};

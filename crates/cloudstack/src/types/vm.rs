@@ -133,6 +133,58 @@ response! {
     }
 }
 
+response! {
+    /// The NIC fields the controller manager reads (see [`VmSummary`]).
+    NicSummary {
+        /// Network the NIC is attached to.
+        networkid: Option<String>,
+        /// IPv4 address.
+        ipaddress: Option<String>,
+        /// IPv6 address.
+        ip6address: Option<String>,
+        /// Whether this is the VM's default NIC.
+        isdefault: Option<bool>,
+    }
+}
+
+response! {
+    /// The fields of a listed VM the controller manager reads (node lookups and the
+    /// VM → network map of load balancers). Decoding a list into this type instead of
+    /// [`VirtualMachine`] keeps a list of thousands of VMs small in memory.
+    VmSummary {
+        /// VM id.
+        id: Option<String>,
+        /// Host name of the guest.
+        name: Option<String>,
+        /// State (`Running`, `Stopped`, …).
+        state: Option<String>,
+        /// Zone name.
+        zonename: Option<String>,
+        /// Service offering name (`details` incl. `servoff`).
+        serviceofferingname: Option<String>,
+        /// Static-NAT public IP, if any.
+        publicip: Option<String>,
+        /// NICs (`details` incl. `nics`).
+        nic: Vec<NicSummary>,
+    }
+}
+
+impl VmSummary {
+    /// The NIC marked `isdefault=true` (NIC order is not guaranteed, so never assume `nic[0]`).
+    pub fn default_nic(&self) -> Option<&NicSummary> {
+        self.nic.iter().find(|nic| nic.isdefault == Some(true))
+    }
+}
+
+response! {
+    /// A listed VM reduced to its id (the members of a load-balancer rule, where only
+    /// the ids matter).
+    VmId {
+        /// VM id.
+        id: Option<String>,
+    }
+}
+
 impl VirtualMachine {
     /// The NIC marked `isdefault=true` (NIC order is not guaranteed, so never assume `nic[0]`).
     pub fn default_nic(&self) -> Option<&Nic> {

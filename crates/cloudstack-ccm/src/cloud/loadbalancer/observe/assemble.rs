@@ -274,7 +274,7 @@ pub async fn observe(
     }))
     .await?;
     for (rule, details) in rules.iter_mut().zip(details) {
-        rule.members = details.members.clone();
+        rule.members = BTreeSet::clone(&details.members);
         rule.health_checks = details.health_checks.clone();
         rule.stickiness = details.stickiness.clone();
     }

@@ -3,13 +3,20 @@
 //! are cached by rule id until the controller changes that rule (apply forgets it), the
 //! rule disappears, or the entry is older than the cache's maximum age (which bounds how
 //! long a change made by hand in CloudStack goes unnoticed).
+//!
+//! Member sets are shared by content: rules with the same members (usually every rule:
+//! all eligible Nodes serve every Service) hold one copy of the set, so the cache grows
+//! with the number of rules and of distinct member sets, not rules × Nodes.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use cloudstack::{
-    ListLbHealthCheckPolicies, ListLbStickinessPolicies, ListLoadBalancerRuleInstances,
+    ListLbHealthCheckPolicies, ListLbStickinessPolicies, ListLoadBalancerRuleInstances, Request,
+    VmId,
 };
 
 use crate::cloud::loadbalancer::annotations::StickinessMethod;
@@ -26,6 +33,18 @@ pub struct RuleDetails {
     pub stickiness: Vec<ObservedStickiness>,
 }
 
+/// A rule's details as the cache holds them: the member set shared with every other
+/// rule that has the same members.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CachedDetails {
+    /// VM ids assigned to the rule (shared by content).
+    pub members: Arc<BTreeSet<String>>,
+    /// Health-check policies (read only where the provider has them).
+    pub health_checks: Vec<ObservedHealthCheck>,
+    /// Stickiness policies (read only where the provider has them).
+    pub stickiness: Vec<ObservedStickiness>,
+}
+
 /// Which policy kinds to read for a rule (those its network's provider supports).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PolicyKinds {
@@ -35,18 +54,74 @@ pub struct PolicyKinds {
     pub stickiness: bool,
 }
 
-/// The cache of [`RuleDetails`] by rule id.
+/// The cache of rule details by rule id.
 #[derive(Debug)]
 pub struct RuleDetailsCache {
-    entries: Mutex<HashMap<String, (Instant, Arc<RuleDetails>)>>,
+    entries: Mutex<Entries>,
     max_age: Duration,
+}
+
+/// The cached entries and the pool of member sets they share.
+#[derive(Debug, Default)]
+struct Entries {
+    by_rule: HashMap<String, (Instant, Arc<CachedDetails>)>,
+    member_sets: MemberSetPool,
+}
+
+/// Member sets by content hash, held weakly: a set lives as long as a cache entry (or a
+/// reader) uses it.
+#[derive(Debug, Default)]
+struct MemberSetPool {
+    by_hash: HashMap<u64, Vec<Weak<BTreeSet<String>>>>,
+}
+
+impl MemberSetPool {
+    /// The shared copy of `members`: an existing equal set, else `members` itself, added.
+    fn share(&mut self, members: BTreeSet<String>) -> Arc<BTreeSet<String>> {
+        let mut hasher = DefaultHasher::new();
+        members.hash(&mut hasher);
+        let slot = self.by_hash.entry(hasher.finish()).or_default();
+        slot.retain(|weak| weak.strong_count() > 0);
+        if let Some(found) = slot
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|set| **set == members)
+        {
+            return found;
+        }
+        let shared = Arc::new(members);
+        slot.push(Arc::downgrade(&shared));
+        shared
+    }
+
+    /// Drops the hashes whose sets are all gone.
+    fn prune(&mut self) {
+        self.by_hash.retain(|_, slot| {
+            slot.retain(|weak| weak.strong_count() > 0);
+            !slot.is_empty()
+        });
+    }
+}
+
+impl Entries {
+    /// Caches `details` for `rule_id`, sharing its member set.
+    fn insert(&mut self, rule_id: &str, details: RuleDetails) -> Arc<CachedDetails> {
+        let cached = Arc::new(CachedDetails {
+            members: self.member_sets.share(details.members),
+            health_checks: details.health_checks,
+            stickiness: details.stickiness,
+        });
+        self.by_rule
+            .insert(rule_id.to_string(), (Instant::now(), cached.clone()));
+        cached
+    }
 }
 
 impl RuleDetailsCache {
     /// A cache whose entries are read again after `max_age`.
     pub fn new(max_age: Duration) -> Self {
         Self {
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Entries::default()),
             max_age,
         }
     }
@@ -57,36 +132,37 @@ impl RuleDetailsCache {
         client: &cloudstack::Client,
         rule_id: &str,
         kinds: PolicyKinds,
-    ) -> Result<Arc<RuleDetails>, cloudstack::Error> {
-        if let Some((read_at, details)) = self.lock().get(rule_id)
+    ) -> Result<Arc<CachedDetails>, cloudstack::Error> {
+        if let Some((read_at, details)) = self.lock().by_rule.get(rule_id)
             && read_at.elapsed() < self.max_age
         {
             return Ok(details.clone());
         }
-        let details = Arc::new(read(client, rule_id, kinds).await?);
-        self.lock()
-            .insert(rule_id.to_string(), (Instant::now(), details.clone()));
-        Ok(details)
+        let details = read(client, rule_id, kinds).await?;
+        Ok(self.lock().insert(rule_id, details))
     }
 
     /// Records what the controller just made rule `rule_id` into.
     pub fn insert(&self, rule_id: &str, details: RuleDetails) {
-        self.lock()
-            .insert(rule_id.to_string(), (Instant::now(), Arc::new(details)));
+        self.lock().insert(rule_id, details);
     }
 
     /// Forgets rule `rule_id` (after the controller changed it).
     pub fn forget(&self, rule_id: &str) {
-        self.lock().remove(rule_id);
+        let mut entries = self.lock();
+        entries.by_rule.remove(rule_id);
+        entries.member_sets.prune();
     }
 
     /// Keeps only the rules in `live` (drops rules that no longer exist).
     pub fn retain<'a>(&self, live: impl IntoIterator<Item = &'a str>) {
         let live: BTreeSet<&str> = live.into_iter().collect();
-        self.lock().retain(|id, _| live.contains(id.as_str()));
+        let mut entries = self.lock();
+        entries.by_rule.retain(|id, _| live.contains(id.as_str()));
+        entries.member_sets.prune();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, Arc<RuleDetails>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -102,7 +178,14 @@ async fn read(
             id: rule_id.to_string(),
             ..Default::default()
         };
-        let vms = client.list_load_balancer_rule_instances(&request).await?;
+        // The answer carries whole VM objects; only their ids are decoded.
+        let vms: Vec<VmId> = client
+            .list_all(
+                ListLoadBalancerRuleInstances::COMMAND,
+                "loadbalancerruleinstance",
+                request.to_params(),
+            )
+            .await?;
         Ok::<_, cloudstack::Error>(
             vms.into_iter()
                 .filter_map(|vm| vm.id)
@@ -207,18 +290,45 @@ mod tests {
         assert!(stickiness_params(None).is_empty());
     }
 
+    fn details(members: &[&str]) -> RuleDetails {
+        RuleDetails {
+            members: members.iter().map(|m| m.to_string()).collect(),
+            ..RuleDetails::default()
+        }
+    }
+
     #[test]
     fn forgotten_and_dead_rules_leave_the_cache() {
         let cache = RuleDetailsCache::new(Duration::from_secs(60));
         for id in ["a", "b", "c"] {
-            cache.lock().insert(
-                id.into(),
-                (Instant::now(), Arc::new(RuleDetails::default())),
-            );
+            cache.insert(id, details(&[id]));
         }
         cache.forget("a");
         cache.retain(["b"]);
-        let left: Vec<String> = cache.lock().keys().cloned().collect();
+        let entries = cache.lock();
+        let left: Vec<&String> = entries.by_rule.keys().collect();
         assert_eq!(left, ["b"]);
+        assert_eq!(
+            entries.member_sets.by_hash.len(),
+            1,
+            "sets of dropped rules go"
+        );
+    }
+
+    #[test]
+    fn rules_with_equal_members_share_one_set() {
+        let cache = RuleDetailsCache::new(Duration::from_secs(60));
+        cache.insert("r1", details(&["vm-1", "vm-2"]));
+        cache.insert("r2", details(&["vm-2", "vm-1"]));
+        cache.insert("r3", details(&["vm-1"]));
+        let entries = cache.lock();
+        let members = |id: &str| entries.by_rule[id].1.members.clone();
+        assert!(Arc::ptr_eq(&members("r1"), &members("r2")));
+        assert!(!Arc::ptr_eq(&members("r1"), &members("r3")));
+        assert_eq!(
+            *members("r3"),
+            BTreeSet::from(["vm-1".to_string()]),
+            "a different set keeps its own members"
+        );
     }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use cloudstack::{
     FirewallRule, ListFirewallRules, ListLoadBalancerRules, ListNetworkAcls, ListNetworks,
     ListPublicIpAddresses, ListVirtualMachines, LoadBalancerRule, Network, NetworkAcl,
-    PublicIpAddress, VirtualMachine,
+    PublicIpAddress, Request, VmSummary,
 };
 
 /// The shared view of CloudStack.
@@ -69,7 +69,12 @@ impl CloudSnapshot {
             client.list_public_ip_addresses(&ips),
             client.list_firewall_rules(&firewall),
             client.list_networks(&networks),
-            client.list_virtual_machines(&vms),
+            // Only the fields of the VM → network map are decoded.
+            client.list_all::<VmSummary>(
+                ListVirtualMachines::COMMAND,
+                "virtualmachine",
+                vms.to_params()
+            ),
         )?;
         Ok(CloudSnapshot {
             rules,
@@ -88,7 +93,7 @@ impl CloudSnapshot {
         ips: Vec<PublicIpAddress>,
         firewall_rules: Vec<FirewallRule>,
         networks: Vec<Network>,
-        vms: &[VirtualMachine],
+        vms: &[VmSummary],
     ) -> CloudSnapshot {
         CloudSnapshot {
             rules,
@@ -161,7 +166,7 @@ impl CloudSnapshot {
 }
 
 /// The default-NIC network of each VM, by lower-case VM id.
-fn vm_networks(vms: &[VirtualMachine]) -> HashMap<String, String> {
+fn vm_networks(vms: &[VmSummary]) -> HashMap<String, String> {
     vms.iter()
         .filter_map(|vm| {
             let network = vm.default_nic()?.networkid.clone()?;
@@ -223,7 +228,7 @@ mod tests {
 
     #[test]
     fn vms_map_to_their_default_nic_network() {
-        let vms: Vec<VirtualMachine> = serde_json::from_value(serde_json::json!([
+        let vms: Vec<VmSummary> = serde_json::from_value(serde_json::json!([
             { "id": "VM-A", "nic": [
                 { "networkid": "secondary", "isdefault": false },
                 { "networkid": "main", "isdefault": true } ] },

@@ -7,20 +7,22 @@
 //!   (`NoSchedule`); VM gone → a `DeletingNode` Event and the Node is deleted.
 //!
 //! All answers come from the inventory (one list call serves every node); a failed
-//! lookup never deletes anything.
+//! lookup never deletes anything. The cache keeps each Node reduced to what these
+//! decisions read ([`keep_lifecycle_fields`]); taints are changed with a merge patch
+//! guarded by the Node's resourceVersion, so nothing the cache dropped is written back.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Taint};
-use kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
-use super::node::{has_taint, instances_for, node_ref, reporter};
+use super::node::{PROVIDED_NODE_IP_ANNOTATION, has_taint, instances_for, node_ref, reporter};
 use super::{Context, Shutdown};
 use crate::cloud::instances::{InstanceError, Instances};
 use crate::metrics::Metrics;
@@ -121,8 +123,10 @@ impl NodeLifecycle {
     pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()> + Send) {
         let api: Api<Node> = Api::all(self.client.clone());
         let (store, writer) = reflector::store();
-        let feed = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        let nodes = watcher(api, watcher::Config::default())
             .default_backoff()
+            .modify(keep_lifecycle_fields);
+        let feed = reflector::reflector(writer, nodes)
             .touched_objects()
             .for_each(|event| async move {
                 if let Err(error) = event {
@@ -175,7 +179,11 @@ impl NodeLifecycle {
                 let mut updated = node.clone();
                 set_shutdown_taint(&mut updated, action == LifecycleAction::AddShutdownTaint);
                 Api::<Node>::all(self.client.clone())
-                    .replace(&name, &PostParams::default(), &updated)
+                    .patch(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(taints_patch(&updated)),
+                    )
                     .await
                     .map_err(|source| LifecycleError::Kube {
                         node: name.clone(),
@@ -247,6 +255,45 @@ pub fn is_ready(node: &Node) -> bool {
         .is_some_and(|ready| ready.status == "True")
 }
 
+/// Reduces `node` to what the lifecycle decisions and the taint patch read: name, uid
+/// and resourceVersion (Events, the patch's precondition), the provided-node-ip
+/// annotation and providerID (the VM lookup), taints, and the `Ready` condition.
+pub fn keep_lifecycle_fields(node: &mut Node) {
+    let metadata = std::mem::take(&mut node.metadata);
+    node.metadata.name = metadata.name;
+    node.metadata.uid = metadata.uid;
+    node.metadata.resource_version = metadata.resource_version;
+    node.metadata.annotations = metadata.annotations.and_then(|mut annotations| {
+        let node_ip = annotations.remove(PROVIDED_NODE_IP_ANNOTATION)?;
+        Some([(PROVIDED_NODE_IP_ANNOTATION.to_string(), node_ip)].into())
+    });
+    node.spec = node.spec.take().map(|spec| NodeSpec {
+        provider_id: spec.provider_id,
+        taints: spec.taints,
+        ..NodeSpec::default()
+    });
+    node.status = node.status.take().map(|status| NodeStatus {
+        conditions: status.conditions.map(|conditions| {
+            conditions
+                .into_iter()
+                .filter(|c| c.type_ == "Ready")
+                .collect()
+        }),
+        ..NodeStatus::default()
+    });
+}
+
+/// A merge patch setting the node's taints to those of `node`, valid only while the Node
+/// still has `node`'s resourceVersion (a concurrent change makes it fail with a conflict,
+/// as an update would).
+pub fn taints_patch(node: &Node) -> serde_json::Value {
+    let taints = node.spec.as_ref().and_then(|spec| spec.taints.clone());
+    serde_json::json!({
+        "metadata": { "resourceVersion": node.metadata.resource_version },
+        "spec": { "taints": taints.unwrap_or_default() },
+    })
+}
+
 /// Adds (`true`) or removes (`false`) the shutdown taint.
 pub fn set_shutdown_taint(node: &mut Node, present: bool) {
     let taints = node
@@ -292,6 +339,56 @@ mod tests {
         assert!(!is_ready(&node_with_ready(Some("False"))));
         assert!(!is_ready(&node_with_ready(Some("Unknown"))));
         assert!(!is_ready(&node_with_ready(None)));
+    }
+
+    #[test]
+    fn trimmed_nodes_keep_what_the_decisions_read() {
+        let mut node = node_with_ready(Some("False"));
+        node.metadata.name = Some("worker-1".into());
+        node.metadata.resource_version = Some("42".into());
+        node.metadata.labels = Some([("zone".to_string(), "z1".to_string())].into());
+        node.metadata.annotations = Some(
+            [
+                (
+                    PROVIDED_NODE_IP_ANNOTATION.to_string(),
+                    "10.1.1.5".to_string(),
+                ),
+                ("other".to_string(), "x".to_string()),
+            ]
+            .into(),
+        );
+        node.spec = Some(NodeSpec {
+            provider_id: Some("external-cloudstack://vm-1".into()),
+            pod_cidr: Some("10.244.0.0/24".into()),
+            ..NodeSpec::default()
+        });
+        set_shutdown_taint(&mut node, true);
+        let status = node.status.as_mut().unwrap();
+        status.conditions.as_mut().unwrap().push(NodeCondition {
+            type_: "MemoryPressure".into(),
+            status: "False".into(),
+            ..Default::default()
+        });
+        status.images = Some(Vec::new());
+        let mut trimmed = node.clone();
+        keep_lifecycle_fields(&mut trimmed);
+        assert_eq!(is_ready(&trimmed), is_ready(&node));
+        assert!(has_taint(&trimmed, SHUTDOWN_TAINT));
+        assert_eq!(node_ref(&trimmed), node_ref(&node));
+        assert!(trimmed.metadata.labels.is_none());
+        assert_eq!(trimmed.metadata.annotations.as_ref().unwrap().len(), 1);
+        let status = trimmed.status.as_ref().unwrap();
+        assert!(status.images.is_none());
+        assert_eq!(status.conditions.as_ref().unwrap().len(), 1);
+        let patch = taints_patch(&trimmed);
+        assert_eq!(patch["metadata"]["resourceVersion"], "42");
+        assert_eq!(patch["spec"]["taints"][0]["key"], SHUTDOWN_TAINT);
+        set_shutdown_taint(&mut trimmed, false);
+        assert_eq!(
+            taints_patch(&trimmed)["spec"]["taints"],
+            serde_json::json!([]),
+            "an empty list removes the last taint"
+        );
     }
 
     #[test]

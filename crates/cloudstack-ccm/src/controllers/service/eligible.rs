@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeSpec};
 
 /// Label that removes a Node from every load balancer (any value but `"false"` excludes).
 pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
@@ -42,6 +42,27 @@ pub fn is_eligible(node: &Node) -> bool {
     !tainted && has_provider_id
 }
 
+/// Reduces `node` to what [`is_eligible`] and [`eligible_set`] read: name, deletion
+/// timestamp, the exclusion label, providerID and taints. The service controller's Node
+/// store keeps only this, so it stays small whatever else the Nodes carry (images,
+/// managed fields, conditions, other labels).
+pub fn keep_eligibility_fields(node: &mut Node) {
+    let metadata = std::mem::take(&mut node.metadata);
+    node.metadata.name = metadata.name;
+    node.metadata.resource_version = metadata.resource_version;
+    node.metadata.deletion_timestamp = metadata.deletion_timestamp;
+    node.metadata.labels = metadata.labels.and_then(|mut labels| {
+        let excluded = labels.remove(EXCLUDE_LABEL)?;
+        Some([(EXCLUDE_LABEL.to_string(), excluded)].into())
+    });
+    node.spec = node.spec.take().map(|spec| NodeSpec {
+        provider_id: spec.provider_id,
+        taints: spec.taints,
+        ..NodeSpec::default()
+    });
+    node.status = None;
+}
+
 /// One eligible Node, reduced to what load balancing needs.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EligibleNode {
@@ -72,7 +93,7 @@ pub fn eligible_set<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> EligibleSe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeSpec, Taint};
+    use k8s_openapi::api::core::v1::{NodeStatus, Taint};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn node(name: &str) -> Node {
@@ -120,6 +141,42 @@ mod tests {
         for (node, want) in cases {
             assert_eq!(is_eligible(&node), want, "{:?}", node.metadata);
         }
+    }
+
+    #[test]
+    fn trimmed_nodes_keep_their_eligibility() {
+        let mut deleting = with_taint(node("d"), "other");
+        deleting.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+        let cases = [
+            node("plain"),
+            with_label(node("x"), "false"),
+            with_label(node("x"), "true"),
+            with_taint(node("t"), TO_BE_DELETED_TAINT),
+            with_taint(node("u"), UNINITIALIZED_TAINT),
+            deleting,
+        ];
+        for original in cases {
+            let mut trimmed = original.clone();
+            trimmed.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+            trimmed.status = Some(NodeStatus::default());
+            keep_eligibility_fields(&mut trimmed);
+            assert_eq!(is_eligible(&trimmed), is_eligible(&original));
+            assert_eq!(eligible_set([&trimmed]), eligible_set([&original]));
+            assert!(trimmed.status.is_none() && trimmed.metadata.annotations.is_none());
+        }
+        let mut labelled = with_label(node("l"), "true");
+        labelled
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("zone".into(), "z1".into());
+        keep_eligibility_fields(&mut labelled);
+        assert_eq!(
+            labelled.metadata.labels.unwrap().len(),
+            1,
+            "other labels go"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Watches Nodes into a shared store and turns changes of the eligible set into one
-//! re-sync signal per burst (not one per Node event).
+//! re-sync signal per burst (not one per Node event). The store keeps each Node reduced
+//! to what eligibility reads ([`keep_eligibility_fields`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{Notify, mpsc};
 
-use super::eligible::{EligibleSet, eligible_set};
+use super::eligible::{EligibleSet, eligible_set, keep_eligibility_fields};
 
 /// The Node store and the signal stream that fires once after the eligible set changed.
 pub struct NodeWatch {
@@ -42,7 +43,9 @@ pub fn start(nodes: Api<Node>, debounce: Duration) -> NodeWatch {
     let (store, writer) = reflector::store();
     let events = reflector::reflector(
         writer,
-        watcher(nodes, watcher::Config::default()).default_backoff(),
+        watcher(nodes, watcher::Config::default())
+            .default_backoff()
+            .modify(keep_eligibility_fields),
     );
     let changed = Arc::new(Notify::new());
     let watch_task = tokio::spawn(track_eligible(events, store.clone(), changed.clone()));

@@ -1,24 +1,83 @@
 //! Watches Nodes into a shared store and turns changes of the eligible set into one
 //! re-sync signal per burst (not one per Node event). The store keeps each Node reduced
-//! to what eligibility reads ([`keep_eligibility_fields`]).
+//! to what eligibility reads ([`keep_eligibility_fields`]), and the eligible Nodes are
+//! computed once per change and shared by every reconcile ([`NodeCache::eligible`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
+use kube::runtime::reflector::store::WriterDropped;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{Notify, mpsc};
 
 use super::eligible::{EligibleSet, eligible_set, keep_eligibility_fields};
 
-/// The Node store and the signal stream that fires once after the eligible set changed.
+/// The eligible Nodes as (name, providerID) pairs, in name order.
+pub type EligibleList = Arc<Vec<(String, String)>>;
+
+/// The watched Nodes and their eligible subset, kept current by the watch.
+#[derive(Clone)]
+pub struct NodeCache {
+    store: Store<Node>,
+    /// Renewed after every watch event once the first list is in; `None` before.
+    eligible: Arc<Mutex<Option<EligibleList>>>,
+}
+
+impl NodeCache {
+    /// Waits until the first complete list of Nodes is in.
+    pub async fn wait_until_ready(&self) -> Result<(), WriterDropped> {
+        self.store.wait_until_ready().await
+    }
+
+    /// The eligible Nodes: one list shared by every caller, renewed after each change of
+    /// the Nodes (computed from the store until the watch has renewed it once).
+    pub fn eligible(&self) -> EligibleList {
+        let cached = self
+            .eligible
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        cached.unwrap_or_else(|| Arc::new(as_pairs(&self.current())))
+    }
+
+    /// The eligible set of the store's Nodes.
+    fn current(&self) -> EligibleSet {
+        eligible_set(self.store.state().iter().map(|node| &**node))
+    }
+
+    /// Recomputes the shared eligible list from the store; returns the eligible set.
+    fn refresh(&self) -> EligibleSet {
+        let current = self.current();
+        let list = Arc::new(as_pairs(&current));
+        *self.eligible.lock().unwrap_or_else(|e| e.into_inner()) = Some(list);
+        current
+    }
+}
+
+/// The set as (name, providerID) pairs.
+fn as_pairs(set: &EligibleSet) -> Vec<(String, String)> {
+    set.iter()
+        .map(|n| (n.name.clone(), n.provider_id.clone()))
+        .collect()
+}
+
+impl std::fmt::Debug for NodeCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeCache")
+            .field("nodes", &self.store.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The Node cache and the signal stream that fires once after the eligible set changed.
 pub struct NodeWatch {
-    /// All Nodes, kept current by the watch.
-    pub store: Store<Node>,
+    /// All Nodes (reduced to what eligibility reads) and the eligible ones.
+    pub store: NodeCache,
     /// Emits `()` once per burst of changes to the eligible set (after `debounce`).
     pub changes: BoxStream<'static, ()>,
     /// Keeps the watch running; dropping it stops the watch.
@@ -47,8 +106,12 @@ pub fn start(nodes: Api<Node>, debounce: Duration) -> NodeWatch {
             .default_backoff()
             .modify(keep_eligibility_fields),
     );
+    let cache = NodeCache {
+        store,
+        eligible: Arc::default(),
+    };
     let changed = Arc::new(Notify::new());
-    let watch_task = tokio::spawn(track_eligible(events, store.clone(), changed.clone()));
+    let watch_task = tokio::spawn(track_eligible(events, cache.clone(), changed.clone()));
     let (sender, receiver) = mpsc::channel(1);
     let debounce_task = tokio::spawn(async move {
         loop {
@@ -61,7 +124,7 @@ pub fn start(nodes: Api<Node>, debounce: Duration) -> NodeWatch {
         }
     });
     NodeWatch {
-        store,
+        store: cache,
         changes: futures::stream::unfold(receiver, |mut receiver| async move {
             receiver.recv().await.map(|signal| (signal, receiver))
         })
@@ -70,9 +133,9 @@ pub fn start(nodes: Api<Node>, debounce: Duration) -> NodeWatch {
     }
 }
 
-/// Reads the watch; after each event, compares the eligible set with the last one and
-/// notifies on a change.
-async fn track_eligible<S>(events: S, store: Store<Node>, changed: Arc<Notify>)
+/// Reads the watch; after each event, renews the eligible list, compares the eligible set
+/// with the last one and notifies on a change.
+async fn track_eligible<S>(events: S, cache: NodeCache, changed: Arc<Notify>)
 where
     S: Stream<Item = Result<watcher::Event<Node>, watcher::Error>> + Send,
 {
@@ -87,7 +150,7 @@ where
                 continue;
             }
         }
-        let current = eligible_set(store.state().iter().map(|node| &**node));
+        let current = cache.refresh();
         match &last {
             Some(previous) if *previous == current => {}
             Some(_) => {
@@ -97,5 +160,56 @@ where
             }
             None => last = Some(current),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::NodeSpec;
+
+    fn node(name: &str, provider_id: Option<&str>) -> Node {
+        let mut node = Node::default();
+        node.metadata.name = Some(name.to_string());
+        node.spec = Some(NodeSpec {
+            provider_id: provider_id.map(str::to_string),
+            ..NodeSpec::default()
+        });
+        node
+    }
+
+    #[test]
+    fn the_eligible_list_is_shared_and_renewed_on_refresh() {
+        let (store, mut writer) = reflector::store::<Node>();
+        writer.apply_watcher_event(&watcher::Event::Apply(node("b", Some("cs://2"))));
+        writer.apply_watcher_event(&watcher::Event::Apply(node("a", Some("cs://1"))));
+        writer.apply_watcher_event(&watcher::Event::Apply(node("c", None)));
+        let cache = NodeCache {
+            store,
+            eligible: Arc::default(),
+        };
+        let pairs = |list: &EligibleList| -> Vec<(String, String)> { list.to_vec() };
+        let want = vec![
+            ("a".to_string(), "cs://1".to_string()),
+            ("b".to_string(), "cs://2".to_string()),
+        ];
+        assert_eq!(
+            pairs(&cache.eligible()),
+            want,
+            "computed before any refresh"
+        );
+        assert_eq!(cache.refresh().len(), 2);
+        let first = cache.eligible();
+        assert!(
+            Arc::ptr_eq(&first, &cache.eligible()),
+            "one list for every caller"
+        );
+        writer.apply_watcher_event(&watcher::Event::Delete(node("a", Some("cs://1"))));
+        assert!(
+            Arc::ptr_eq(&first, &cache.eligible()),
+            "kept until refreshed"
+        );
+        cache.refresh();
+        assert_eq!(pairs(&cache.eligible()), want[1..].to_vec());
     }
 }

@@ -6,7 +6,6 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::runtime::controller::Action;
 use kube::runtime::events::Recorder;
-use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
 
 use crate::cloud::loadbalancer::apply::{IpRecorder, RecordedIp};
@@ -19,6 +18,7 @@ use super::eligible::eligible_set;
 use super::events::{self, Reason};
 use super::finalizer;
 use super::ip_record::AnnotationIpRecorder;
+use super::node_watch::NodeCache;
 use super::status::{self, IngressTarget};
 use crate::controllers::backoff::RetryBackoff;
 
@@ -33,8 +33,8 @@ pub struct State {
     pub engine: Arc<Engine>,
     /// Posts Events.
     pub recorder: Recorder,
-    /// All Nodes.
-    pub nodes: Store<Node>,
+    /// The Nodes and the eligible ones.
+    pub nodes: NodeCache,
     /// What the spec needs from the configuration.
     pub spec_options: SpecOptions,
     /// Retry delays per Service.
@@ -162,15 +162,6 @@ async fn reconcile_service(
     }
 }
 
-/// The eligible Nodes as (name, providerID) pairs.
-fn eligible_nodes(nodes: &Store<Node>) -> Vec<(String, String)> {
-    let nodes = nodes.state();
-    eligible_set(nodes.iter().map(|node| &**node))
-        .into_iter()
-        .map(|n| (n.name, n.provider_id))
-        .collect()
-}
-
 /// Brings the load balancer of `service` to its spec, then the status.
 async fn ensure(
     service: &Service,
@@ -180,7 +171,7 @@ async fn ensure(
 ) -> Result<(), ReconcileError> {
     let backends = state
         .engine
-        .resolve_backends(&eligible_nodes(&state.nodes))
+        .resolve_backends(&state.nodes.eligible())
         .await?;
     let prepared = state.engine.prepare(spec, &backends).await?;
     let change = prepared.change();

@@ -64,6 +64,17 @@ pub async fn run(case: BurstCase) -> anyhow::Result<Vec<Row>> {
         .filter(|c| c.status == 429)
         .count();
     let jobs = jobs_since(&world.rig.sim, burst.started_ms);
+    if let Some(path) = std::env::var_os("SCALE_JOB_TRACE") {
+        let mut path = std::path::PathBuf::from(path).into_os_string();
+        path.push(format!(
+            "-S{}-P{}-{}",
+            case.services,
+            case.ports,
+            case.throttle
+                .map_or("free".to_string(), |r| format!("{r}rps"))
+        ));
+        write_job_trace(&path, burst.started_ms, &jobs)?;
+    }
     let alive = world.ccm.check_alive();
     let mut size = format!(
         "S={} P={} {} syncs={}",
@@ -228,4 +239,35 @@ pub async fn run(case: BurstCase) -> anyhow::Result<Vec<Row>> {
     );
     world.ccm.stop().await;
     Ok(rows)
+}
+
+/// Writes one line per job (ms since the burst started: submitted, started, completed;
+/// command, entity) for a look at the network queue's idle gaps
+/// (`SCALE_JOB_TRACE=/tmp/jobs.txt cargo bench … -- lb-burst`).
+fn write_job_trace(
+    path: &std::ffi::OsStr,
+    started_ms: u64,
+    jobs: &[cloudstack_sim::jobs::Job],
+) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    let mut out = String::from("submitted started completed command entity\n");
+    for job in jobs {
+        let since = |ms: u64| ms.saturating_sub(started_ms);
+        let _ = writeln!(
+            out,
+            "{:>6} {:>6} {:>6} {} {}{}",
+            since(job.created_ms),
+            since(job.start_ms),
+            job.completed_ms.map(since).unwrap_or_default(),
+            job.command,
+            job.instance_id.as_deref().unwrap_or("-"),
+            if job.network_id.is_some() {
+                ""
+            } else {
+                " (not queued)"
+            }
+        );
+    }
+    std::fs::write(path, out)?;
+    Ok(())
 }

@@ -88,7 +88,14 @@ impl Ccm {
         let stderr = std::fs::File::create(&log)
             .with_context(|| format!("creating the log file {}", log.display()))?;
         let port = free_port()?;
-        let child = tokio::process::Command::new(BINARY)
+        let mut command = tokio::process::Command::new(BINARY);
+        // `SCALE_CCM_LOG=<directives>` turns on the child's detailed log (off by default:
+        // logging costs CPU the measurements should not include).
+        match std::env::var("SCALE_CCM_LOG") {
+            Ok(directives) => command.env("RUST_LOG", directives),
+            Err(_) => command.env_remove("RUST_LOG"),
+        };
+        let child = command
             .arg(format!("--cloud-config={}", cloud_config.display()))
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg("--leader-elect=false")
@@ -112,7 +119,6 @@ impl Ccm {
                 flags.concurrent_service_syncs
             ))
             .arg("--v=0")
-            .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -181,6 +187,13 @@ impl Ccm {
     /// Stops the process (SIGKILL; the benchmark needs no graceful shutdown) and reaps it.
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
+        if std::env::var_os("SCALE_CCM_LOG").is_some() {
+            // The run's directory goes away with it: keep the detailed log.
+            let kept = std::env::temp_dir().join(format!("scale-ccm-{}.log", self.pid));
+            if std::fs::copy(&self.log, &kept).is_ok() {
+                eprintln!("controller manager log kept at {}", kept.display());
+            }
+        }
     }
 }
 

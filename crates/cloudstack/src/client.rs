@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::command::{PAGE_SIZE, accepts_project, is_read, is_retry_safe};
 use crate::envelope::{decode_list_page, decode_reply};
 use crate::sign::{encode_value, signature};
+use crate::throttle::ThrottleGate;
 use crate::{CallOutcome, ClientConfig, Error, Params};
 
 /// Parameters the client always sets itself.
@@ -38,8 +39,10 @@ type Decoder<'a, R> = dyn Fn(u16, &[u8]) -> Result<R, Error> + Sync + 'a;
 /// configuration).
 ///
 /// Retries: reads (`list*` and `query*`, including `queryAsyncJobResult`) are retried
-/// with exponential backoff on 429 (honouring "retry after N ms"), on non-deterministic 5xx
-/// errors, connection errors and timeouts, up to [`ClientConfig::max_retries`] times.
+/// with exponential backoff on 429, on non-deterministic 5xx errors, connection errors and
+/// timeouts, up to [`ClientConfig::max_retries`] times. A 429 naming "retry after N ms"
+/// holds every call of the client for that long (the account's window is shared), then
+/// the refused call is sent again at once.
 /// Mutating commands are retried only after a 429, which the server raises while verifying
 /// the request, before the command runs. On any other failure a mutation is not resent: its
 /// outcome is unknown (a lost reply may hide a created rule or an allocated IP), so the
@@ -54,6 +57,8 @@ pub(crate) struct Inner {
     pub(crate) config: ClientConfig,
     http: reqwest::Client,
     limiter: Option<DefaultDirectRateLimiter>,
+    /// Held closed while the server's "retry after" of a 429 runs.
+    throttle: ThrottleGate,
 }
 
 impl std::fmt::Debug for Client {
@@ -100,6 +105,7 @@ impl Client {
                 config,
                 http,
                 limiter,
+                throttle: ThrottleGate::default(),
             }),
         })
     }
@@ -145,7 +151,13 @@ impl Client {
             .when(should_retry)
             .adjust(|error, delay| {
                 delay.map(|delay| match error.retry_after() {
-                    Some(asked) => asked.min(max_delay).max(delay),
+                    // Every call of the client waits for the window the server named
+                    // (the gate), then this one is sent again at once.
+                    Some(asked) => {
+                        let asked = asked.min(max_delay);
+                        self.inner.throttle.close_for(asked);
+                        asked
+                    }
                     None => delay,
                 })
             })
@@ -211,6 +223,7 @@ impl Client {
         params: &Params,
         decode: &Decoder<'_, R>,
     ) -> Result<R, Error> {
+        self.inner.throttle.pass().await;
         if let Some(limiter) = &self.inner.limiter {
             limiter.until_ready().await;
         }

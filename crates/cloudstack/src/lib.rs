@@ -33,6 +33,7 @@ mod error;
 mod jobs;
 mod params;
 mod secret;
+mod throttle;
 
 pub mod requests;
 pub mod sign;

@@ -2,6 +2,7 @@
 //! process with N Nodes and S Services (1 port each), once every Service is provisioned
 //! and the controller manager is idle.
 
+use crate::calls::Calls;
 use crate::ccm::Flags;
 use crate::cloud::CloudModel;
 use crate::report::{Row, secs};
@@ -26,13 +27,15 @@ pub async fn run(nodes: usize, services: usize) -> anyhow::Result<Vec<Row>> {
     let size = format!("N={nodes} S={services}×1");
     let world = LbWorld::start(model, flags).await?;
     let nodes_only = world.ccm.usage()?;
+    let calls_before = Calls::read(&world.rig.sim);
     let setup = world
-        .burst(1..=services, 1, Duration::from_secs(300 + services as u64))
+        .burst(1..=services, 1, setup_timeout(services))
         .await?;
     world
         .wait_quiet(Duration::from_secs(2), Duration::from_secs(120))
         .await;
     let usage = world.ccm.usage()?;
+    let calls = provisioning_calls(&calls_before, &Calls::read(&world.rig.sim));
     let log = world.ccm.log.display().to_string();
     world.ccm.stop().await;
     if !setup.complete() {
@@ -41,10 +44,11 @@ pub async fn run(nodes: usize, services: usize) -> anyhow::Result<Vec<Row>> {
             &size,
             "setup",
             format!(
-                "{}/{} Services got ingress after {}; log {log}",
+                "{}/{} Services got ingress after {}; calls: {}; log {log}",
                 setup.ready.len(),
                 setup.expected,
-                secs(setup.elapsed.as_secs_f64())
+                secs(setup.elapsed.as_secs_f64()),
+                calls.breakdown()
             ),
         )]);
     }
@@ -94,5 +98,34 @@ pub async fn run(nodes: usize, services: usize) -> anyhow::Result<Vec<Row>> {
             ),
         )
         .with_value(usage.cpu_seconds),
+        Row::info(
+            NAME,
+            &size,
+            "CloudStack calls while provisioning",
+            format!("{} calls: {}", calls.total(), calls.breakdown()),
+        )
+        .with_value(calls.total() as f64),
     ])
+}
+
+/// How long provisioning may take: at 5000 Nodes a Service takes about 2 s (its
+/// changes queue on the one network, and each change renews the shared view of
+/// CloudStack), so 1000 Services need about 35 minutes; allowed: 4 s per Service.
+fn setup_timeout(services: usize) -> Duration {
+    Duration::from_secs(300 + 4 * services as u64)
+}
+
+/// The calls made between two readings of the counters.
+fn provisioning_calls(before: &Calls, after: &Calls) -> Calls {
+    Calls {
+        by_command: after
+            .by_command
+            .iter()
+            .map(|(command, n)| {
+                let earlier = before.by_command.get(command).copied().unwrap_or(0);
+                (command.clone(), n.saturating_sub(earlier))
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect(),
+    }
 }

@@ -86,22 +86,35 @@ pub async fn run(
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let mut tasks: JoinSet<(ControllerName, anyhow::Result<()>)> = JoinSet::new();
-    // One VM inventory (one list call per refresh) serves both node controllers.
+    // One VM inventory (one list call per refresh) serves both node controllers, and when
+    // both run, node-lifecycle reads cloud-node's Node cache (one copy of every Node).
     let node_instances = node::instances_for(&ctx);
+    let both_node_controllers = enabled.is_enabled(ControllerName::CloudNode)
+        && enabled.is_enabled(ControllerName::CloudNodeLifecycle);
+    let (handoff, shared_nodes) = if both_node_controllers {
+        let (sender, receiver) = tokio::sync::watch::channel(None);
+        (Some(sender), Some(receiver))
+    } else {
+        (None, None)
+    };
     for name in enabled.enabled() {
         let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
         match name {
             ControllerName::CloudNode => {
                 let instances = node_instances.clone();
-                tasks.spawn(async move { (name, node::run_with(ctx, instances, shutdown).await) });
+                let handoff = handoff.clone();
+                tasks.spawn(async move {
+                    let result = node::run_sharing_store(ctx, instances, shutdown, handoff).await;
+                    (name, result)
+                });
             }
             ControllerName::CloudNodeLifecycle => {
                 let instances = node_instances.clone();
+                let shared = shared_nodes.clone();
                 tasks.spawn(async move {
-                    (
-                        name,
-                        node_lifecycle::run_with(ctx, instances, shutdown).await,
-                    )
+                    let result =
+                        node_lifecycle::run_on_store(ctx, instances, shutdown, shared).await;
+                    (name, result)
                 });
             }
             ControllerName::Service => {

@@ -104,6 +104,20 @@ pub async fn run_with(
     instances: Instances,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
+    run_sharing_store(ctx, instances, shutdown, None).await
+}
+
+/// Hands the cloud-node controller's Node cache to another controller of the process
+/// (node-lifecycle), which then needs no watch and no copy of every Node of its own.
+pub type StoreHandoff = tokio::sync::watch::Sender<Option<Store<Node>>>;
+
+/// [`run_with`], publishing the controller's Node cache on `handoff` once it exists.
+pub async fn run_sharing_store(
+    ctx: Arc<Context>,
+    instances: Instances,
+    shutdown: Shutdown,
+    handoff: Option<StoreHandoff>,
+) -> anyhow::Result<()> {
     let recorder = Recorder::new(ctx.kube.clone(), reporter(CONTROLLER_NAME));
     let controller = Arc::new(CloudNode::new(
         ctx.kube.clone(),
@@ -112,7 +126,9 @@ pub async fn run_with(
         ctx.metrics.clone(),
         ctx.node_status_update_frequency,
     ));
-    controller.run(async move { shutdown.wait().await }).await;
+    controller
+        .run(async move { shutdown.wait().await }, handoff)
+        .await;
     Ok(())
 }
 
@@ -168,14 +184,21 @@ impl CloudNode {
     }
 
     /// Runs until `shutdown` completes: initialises tainted nodes as they appear and
-    /// refreshes addresses periodically.
-    pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    /// refreshes addresses periodically. The Node cache is published on `handoff`.
+    pub async fn run(
+        self: Arc<Self>,
+        shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+        handoff: Option<StoreHandoff>,
+    ) {
         let nodes: Api<Node> = Api::all(self.client.clone());
         // Bounded like the Kubernetes cloud-node controller's workers: every node of a large
         // cluster at once would hold thousands of requests (and their memory) in flight.
         let controller = Controller::new(nodes, watcher::Config::default())
             .with_config(ControllerConfig::default().concurrency(NODE_SYNC_CONCURRENCY));
         let store = controller.store();
+        if let Some(handoff) = handoff {
+            handoff.send_replace(Some(store.clone()));
+        }
         let (stop_refresh, refresh_stopped) = tokio::sync::oneshot::channel::<()>();
         let refresher = tokio::spawn(
             self.clone()

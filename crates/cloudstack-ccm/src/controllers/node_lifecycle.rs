@@ -80,6 +80,18 @@ pub async fn run_with(
     instances: Instances,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
+    run_on_store(ctx, instances, shutdown, None).await
+}
+
+/// [`run_with`], reading the Nodes from the cloud-node controller's cache handed over on
+/// `shared` (see [`super::node::StoreHandoff`]) instead of a watch of its own; with
+/// `None`, it watches the Nodes itself.
+pub async fn run_on_store(
+    ctx: Arc<Context>,
+    instances: Instances,
+    shutdown: Shutdown,
+    shared: Option<SharedStore>,
+) -> anyhow::Result<()> {
     let recorder = Recorder::new(ctx.kube.clone(), reporter(CONTROLLER_NAME));
     let controller = Arc::new(NodeLifecycle::new(
         ctx.kube.clone(),
@@ -88,9 +100,15 @@ pub async fn run_with(
         ctx.metrics.clone(),
         ctx.node_monitor_period,
     ));
-    controller.run(shutdown.wait()).await;
+    match shared {
+        Some(shared) => controller.run_on_shared(shutdown.wait(), shared).await,
+        None => controller.run(shutdown.wait()).await,
+    }
     Ok(())
 }
+
+/// The receiving end of [`super::node::StoreHandoff`].
+pub type SharedStore = tokio::sync::watch::Receiver<Option<Store<Node>>>;
 
 /// State of the cloud-node-lifecycle controller.
 pub struct NodeLifecycle {
@@ -141,10 +159,36 @@ impl NodeLifecycle {
         }
     }
 
+    /// Runs until `shutdown` completes, over the Nodes of another controller's cache
+    /// (once it is handed over). That cache is not waited on (its owner waits on it, and
+    /// only one waiter is woken): until it is filled, a look sees no nodes.
+    pub async fn run_on_shared(
+        self: Arc<Self>,
+        shutdown: impl Future<Output = ()> + Send,
+        mut shared: SharedStore,
+    ) {
+        let monitor = async {
+            let Ok(store) = shared.wait_for(Option::is_some).await.map(|s| s.clone()) else {
+                return;
+            };
+            if let Some(store) = store {
+                self.monitor_periodically(store).await;
+            }
+        };
+        tokio::select! {
+            _ = shutdown => {}
+            _ = monitor => {}
+        }
+    }
+
     async fn monitor_every_period(&self, store: Store<Node>) {
         if store.wait_until_ready().await.is_err() {
             return;
         }
+        self.monitor_periodically(store).await;
+    }
+
+    async fn monitor_periodically(&self, store: Store<Node>) {
         let mut ticker = tokio::time::interval(self.monitor_period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{Node, NodeSpec};
+use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// Label that removes a Node from every load balancer (any value but `"false"` excludes).
 pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
@@ -13,14 +14,43 @@ pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
 /// Taint a Node carries until the cloud-node controller has initialised it.
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 
+/// What eligibility reads of a Node: metadata (deletion, the exclusion label, the name),
+/// providerID and taints. Implemented by [`Node`] and by the compact [`EligibilityNode`]
+/// the service controller caches.
+pub trait EligibilityFields {
+    /// The Node's metadata.
+    fn metadata(&self) -> &ObjectMeta;
+    /// `spec.providerID`.
+    fn provider_id(&self) -> Option<&str>;
+    /// `spec.taints`.
+    fn taints(&self) -> &[Taint];
+}
+
+impl EligibilityFields for Node {
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.as_ref()?.provider_id.as_deref()
+    }
+
+    fn taints(&self) -> &[Taint] {
+        self.spec
+            .as_ref()
+            .and_then(|spec| spec.taints.as_deref())
+            .unwrap_or_default()
+    }
+}
+
 /// Whether `node` may be a backend of a load balancer. A Node whose VM cannot be found is
 /// dropped later, when its providerID is resolved.
-pub fn is_eligible(node: &Node) -> bool {
-    if node.metadata.deletion_timestamp.is_some() {
+pub fn is_eligible(node: &impl EligibilityFields) -> bool {
+    let metadata = node.metadata();
+    if metadata.deletion_timestamp.is_some() {
         return false;
     }
-    let excluded = node
-        .metadata
+    let excluded = metadata
         .labels
         .as_ref()
         .and_then(|labels| labels.get(EXCLUDE_LABEL))
@@ -28,39 +58,88 @@ pub fn is_eligible(node: &Node) -> bool {
     if excluded {
         return false;
     }
-    let spec = node.spec.as_ref();
-    let tainted = spec
-        .and_then(|spec| spec.taints.as_ref())
-        .is_some_and(|taints| {
-            taints
-                .iter()
-                .any(|taint| taint.key == TO_BE_DELETED_TAINT || taint.key == UNINITIALIZED_TAINT)
-        });
-    let has_provider_id = spec
-        .and_then(|spec| spec.provider_id.as_deref())
-        .is_some_and(|id| !id.is_empty());
+    let tainted = node
+        .taints()
+        .iter()
+        .any(|taint| taint.key == TO_BE_DELETED_TAINT || taint.key == UNINITIALIZED_TAINT);
+    let has_provider_id = node.provider_id().is_some_and(|id| !id.is_empty());
     !tainted && has_provider_id
 }
 
-/// Reduces `node` to what [`is_eligible`] and [`eligible_set`] read: name, deletion
-/// timestamp, the exclusion label, providerID and taints. The service controller's Node
-/// store keeps only this, so it stays small whatever else the Nodes carry (images,
-/// managed fields, conditions, other labels).
-pub fn keep_eligibility_fields(node: &mut Node) {
-    let metadata = std::mem::take(&mut node.metadata);
-    node.metadata.name = metadata.name;
-    node.metadata.resource_version = metadata.resource_version;
-    node.metadata.deletion_timestamp = metadata.deletion_timestamp;
-    node.metadata.labels = metadata.labels.and_then(|mut labels| {
-        let excluded = labels.remove(EXCLUDE_LABEL)?;
-        Some([(EXCLUDE_LABEL.to_string(), excluded)].into())
-    });
-    node.spec = node.spec.take().map(|spec| NodeSpec {
-        provider_id: spec.provider_id,
-        taints: spec.taints,
-        ..NodeSpec::default()
-    });
-    node.status = None;
+/// A Node as the service controller caches it: decoded from the API with only the fields
+/// eligibility reads, so the cache holds a few hundred bytes per Node instead of a whole
+/// `Node` (whose status alone is larger, even when empty).
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, serde::Serialize)]
+pub struct EligibilityNode {
+    /// The Node's metadata (reduced by [`EligibilityNode::keep_eligibility_fields`]).
+    pub metadata: ObjectMeta,
+    /// `spec.providerID` and `spec.taints`.
+    #[serde(default)]
+    pub spec: Option<EligibilitySpec>,
+}
+
+/// The spec fields of an [`EligibilityNode`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, serde::Serialize)]
+pub struct EligibilitySpec {
+    /// `spec.providerID`.
+    #[serde(rename = "providerID", default)]
+    pub provider_id: Option<String>,
+    /// `spec.taints`.
+    #[serde(default)]
+    pub taints: Option<Vec<Taint>>,
+}
+
+impl k8s_openapi::Resource for EligibilityNode {
+    const API_VERSION: &'static str = <Node as k8s_openapi::Resource>::API_VERSION;
+    const GROUP: &'static str = <Node as k8s_openapi::Resource>::GROUP;
+    const KIND: &'static str = <Node as k8s_openapi::Resource>::KIND;
+    const VERSION: &'static str = <Node as k8s_openapi::Resource>::VERSION;
+    const URL_PATH_SEGMENT: &'static str = <Node as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    type Scope = <Node as k8s_openapi::Resource>::Scope;
+}
+
+impl k8s_openapi::Metadata for EligibilityNode {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl EligibilityFields for EligibilityNode {
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn provider_id(&self) -> Option<&str> {
+        self.spec.as_ref()?.provider_id.as_deref()
+    }
+
+    fn taints(&self) -> &[Taint] {
+        self.spec
+            .as_ref()
+            .and_then(|spec| spec.taints.as_deref())
+            .unwrap_or_default()
+    }
+}
+
+impl EligibilityNode {
+    /// Drops the metadata eligibility does not read (managed fields, annotations, other
+    /// labels, owner references), keeping name, resourceVersion and deletion timestamp.
+    pub fn keep_eligibility_fields(&mut self) {
+        let metadata = std::mem::take(&mut self.metadata);
+        self.metadata.name = metadata.name;
+        self.metadata.resource_version = metadata.resource_version;
+        self.metadata.deletion_timestamp = metadata.deletion_timestamp;
+        self.metadata.labels = metadata.labels.and_then(|mut labels| {
+            let excluded = labels.remove(EXCLUDE_LABEL)?;
+            Some([(EXCLUDE_LABEL.to_string(), excluded)].into())
+        });
+    }
 }
 
 /// One eligible Node, reduced to what load balancing needs.
@@ -77,14 +156,16 @@ pub struct EligibleNode {
 pub type EligibleSet = BTreeSet<EligibleNode>;
 
 /// The eligible subset of `nodes`.
-pub fn eligible_set<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> EligibleSet {
+pub fn eligible_set<'a, N: EligibilityFields + 'a>(
+    nodes: impl IntoIterator<Item = &'a N>,
+) -> EligibleSet {
     nodes
         .into_iter()
-        .filter(|node| is_eligible(node))
+        .filter(|node| is_eligible(*node))
         .filter_map(|node| {
             Some(EligibleNode {
-                name: node.metadata.name.clone()?,
-                provider_id: node.spec.as_ref()?.provider_id.clone()?,
+                name: node.metadata().name.clone()?,
+                provider_id: node.provider_id()?.to_string(),
             })
         })
         .collect()
@@ -93,7 +174,7 @@ pub fn eligible_set<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> EligibleSe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeStatus, Taint};
+    use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn node(name: &str) -> Node {
@@ -144,7 +225,7 @@ mod tests {
     }
 
     #[test]
-    fn trimmed_nodes_keep_their_eligibility() {
+    fn compact_nodes_decode_and_keep_their_eligibility() {
         let mut deleting = with_taint(node("d"), "other");
         deleting.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
         let cases = [
@@ -156,13 +237,16 @@ mod tests {
             deleting,
         ];
         for original in cases {
-            let mut trimmed = original.clone();
-            trimmed.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
-            trimmed.status = Some(NodeStatus::default());
-            keep_eligibility_fields(&mut trimmed);
-            assert_eq!(is_eligible(&trimmed), is_eligible(&original));
-            assert_eq!(eligible_set([&trimmed]), eligible_set([&original]));
-            assert!(trimmed.status.is_none() && trimmed.metadata.annotations.is_none());
+            let mut full = original.clone();
+            full.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+            full.status = Some(NodeStatus::default());
+            let json = serde_json::to_value(&full).expect("node encodes");
+            let mut compact: EligibilityNode =
+                serde_json::from_value(json).expect("compact node decodes");
+            compact.keep_eligibility_fields();
+            assert_eq!(is_eligible(&compact), is_eligible(&original));
+            assert_eq!(eligible_set([&compact]), eligible_set([&original]));
+            assert!(compact.metadata.annotations.is_none());
         }
         let mut labelled = with_label(node("l"), "true");
         labelled
@@ -171,11 +255,13 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert("zone".into(), "z1".into());
-        keep_eligibility_fields(&mut labelled);
-        assert_eq!(
-            labelled.metadata.labels.unwrap().len(),
-            1,
-            "other labels go"
+        let mut compact: EligibilityNode =
+            serde_json::from_value(serde_json::to_value(&labelled).unwrap()).unwrap();
+        compact.keep_eligibility_fields();
+        assert_eq!(compact.metadata.labels.unwrap().len(), 1, "other labels go");
+        assert!(
+            std::mem::size_of::<EligibilityNode>() < std::mem::size_of::<Node>() / 2,
+            "the compact node is much smaller"
         );
     }
 

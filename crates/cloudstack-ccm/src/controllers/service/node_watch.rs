@@ -1,6 +1,6 @@
 //! Watches Nodes into a shared store and turns changes of the eligible set into one
 //! re-sync signal per burst (not one per Node event). The store keeps each Node reduced
-//! to what eligibility reads ([`keep_eligibility_fields`]), and the eligible Nodes are
+//! to what eligibility reads ([`EligibilityNode`]), and the eligible Nodes are
 //! computed once per change and shared by every reconcile ([`NodeCache::eligible`]).
 
 use std::sync::{Arc, Mutex};
@@ -15,7 +15,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{Notify, mpsc};
 
-use super::eligible::{EligibleSet, eligible_set, keep_eligibility_fields};
+use super::eligible::{EligibilityNode, EligibleSet, eligible_set};
 
 /// The eligible Nodes as (name, providerID) pairs, in name order.
 pub type EligibleList = Arc<Vec<(String, String)>>;
@@ -23,7 +23,7 @@ pub type EligibleList = Arc<Vec<(String, String)>>;
 /// The watched Nodes and their eligible subset, kept current by the watch.
 #[derive(Clone)]
 pub struct NodeCache {
-    store: Store<Node>,
+    store: Store<EligibilityNode>,
     /// Renewed after every watch event once the first list is in; `None` before.
     eligible: Arc<Mutex<Option<EligibleList>>>,
 }
@@ -99,12 +99,14 @@ impl Drop for TaskGuard {
 /// of the eligible set wakes a debouncer that waits `debounce` (collecting further
 /// changes) and then emits one signal.
 pub fn start(nodes: Api<Node>, debounce: Duration) -> NodeWatch {
+    // The same Nodes, decoded into the compact type.
+    let nodes: Api<EligibilityNode> = Api::all(nodes.into_client());
     let (store, writer) = reflector::store();
     let events = reflector::reflector(
         writer,
         watcher(nodes, watcher::Config::default())
             .default_backoff()
-            .modify(keep_eligibility_fields),
+            .modify(EligibilityNode::keep_eligibility_fields),
     );
     let cache = NodeCache {
         store,
@@ -137,7 +139,7 @@ pub fn start(nodes: Api<Node>, debounce: Duration) -> NodeWatch {
 /// with the last one and notifies on a change.
 async fn track_eligible<S>(events: S, cache: NodeCache, changed: Arc<Notify>)
 where
-    S: Stream<Item = Result<watcher::Event<Node>, watcher::Error>> + Send,
+    S: Stream<Item = Result<watcher::Event<EligibilityNode>, watcher::Error>> + Send,
 {
     let mut last: Option<EligibleSet> = None;
     let mut events = std::pin::pin!(events);
@@ -166,21 +168,21 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::NodeSpec;
+    use crate::controllers::service::eligible::EligibilitySpec;
 
-    fn node(name: &str, provider_id: Option<&str>) -> Node {
-        let mut node = Node::default();
+    fn node(name: &str, provider_id: Option<&str>) -> EligibilityNode {
+        let mut node = EligibilityNode::default();
         node.metadata.name = Some(name.to_string());
-        node.spec = Some(NodeSpec {
+        node.spec = Some(EligibilitySpec {
             provider_id: provider_id.map(str::to_string),
-            ..NodeSpec::default()
+            taints: None,
         });
         node
     }
 
     #[test]
     fn the_eligible_list_is_shared_and_renewed_on_refresh() {
-        let (store, mut writer) = reflector::store::<Node>();
+        let (store, mut writer) = reflector::store::<EligibilityNode>();
         writer.apply_watcher_event(&watcher::Event::Apply(node("b", Some("cs://2"))));
         writer.apply_watcher_event(&watcher::Event::Apply(node("a", Some("cs://1"))));
         writer.apply_watcher_event(&watcher::Event::Apply(node("c", None)));

@@ -164,11 +164,19 @@ struct QueueState {
     previous_end: Option<Instant>,
     /// Typical run time by command, learnt from finished jobs.
     run_times: HashMap<String, Duration>,
+    /// The typical run time learnt last, of any command: the first guess for a command
+    /// not seen yet on this network (jobs of one network cost alike).
+    last_run_time: Option<Duration>,
 }
 
 impl QueueState {
     fn position(&self, seq: u64) -> Option<usize> {
         self.in_flight.iter().position(|job| job.seq == seq)
+    }
+
+    /// The typical run time of `command`, or of the last command learnt.
+    fn typical_run_time(&self, command: &str) -> Option<Duration> {
+        self.run_times.get(command).copied().or(self.last_run_time)
     }
 
     /// When the head job `seq` started to run, as far as we can tell.
@@ -295,7 +303,7 @@ impl JobPlace {
         if position == 0
             && let Some(started) = state.head_started(self.seq)
         {
-            let typical = state.run_times.get(command).copied();
+            let typical = state.typical_run_time(command);
             let running_at = state.in_flight[0].running_at.filter(|at| *at > started);
             let (end, sample) = match running_at {
                 Some(running_at) => {
@@ -313,6 +321,7 @@ impl JobPlace {
                 None => sample,
             };
             state.run_times.insert(command.to_string(), typical);
+            state.last_run_time = Some(typical);
             state.previous_end = Some(end);
         }
         state.in_flight.remove(position);
@@ -386,7 +395,7 @@ impl QueuePacing {
             Some(0) => match state.head_started(self.seq) {
                 Some(started) => Standing::Head {
                     started,
-                    run_time: state.run_times.get(&self.command).copied(),
+                    run_time: state.typical_run_time(&self.command),
                 },
                 None => Standing::Unknown,
             },
@@ -553,6 +562,37 @@ mod tests {
         // The head, seen finished at its first poll (1.2 s), ended at about its typical
         // time (1 s): the next job is polled 0.9 × 1 s after that.
         assert_eq!(started.elapsed(), Duration::from_millis(1900));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_poll_that_found_the_head_running_places_its_end() {
+        let queues = NetworkQueues::default();
+        let plan = queues.enter("net");
+        let head = plan.queue.take_place(plan.ticket).await;
+        head.mark_submitted();
+        let submitted = Instant::now();
+        let running = submitted + Duration::from_millis(900);
+        plan.queue.lock().in_flight[0].running_at = Some(running);
+        head.finished(
+            "associateIpAddress",
+            Some(running + Duration::from_millis(100)),
+        );
+        let state = plan.queue.lock();
+        assert_eq!(
+            state.previous_end,
+            Some(submitted + Duration::from_millis(950)),
+            "between the poll that saw it running and the one that saw it done"
+        );
+        assert_eq!(
+            state.typical_run_time("associateIpAddress"),
+            Some(Duration::from_millis(950))
+        );
+        assert_eq!(
+            state.typical_run_time("createLoadBalancerRule"),
+            Some(Duration::from_millis(950)),
+            "a command not seen yet is first guessed like the others"
+        );
+        assert!(state.in_flight.is_empty(), "its place is free");
     }
 
     #[tokio::test(start_paused = true)]

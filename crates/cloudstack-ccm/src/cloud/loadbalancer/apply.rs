@@ -13,7 +13,7 @@
 //! an address CloudStack allocated just before a crash is found again. The IP id is
 //! recorded as soon as `associateIpAddress` returns it, before its job is awaited.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Mutex;
 
@@ -104,10 +104,52 @@ pub struct Applied {
     pub steps_done: usize,
 }
 
+/// Addresses picked by plans still running in this process, so two Services being
+/// provisioned at once do not pick the same free address (the second association would
+/// be refused and that Service would wait for its retry).
+#[derive(Debug, Default)]
+pub struct PickedAddresses(Mutex<HashSet<IpAddr>>);
+
+impl PickedAddresses {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<IpAddr>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Picks one of `free` at random that no running plan picked, and marks it.
+    fn pick(&self, free: &[IpAddr]) -> Option<IpAddr> {
+        let mut picked = self.lock();
+        let candidates: Vec<IpAddr> = free
+            .iter()
+            .filter(|address| !picked.contains(address))
+            .copied()
+            .collect();
+        let address = *candidates.get(rand::random_range(0..candidates.len().max(1)))?;
+        picked.insert(address);
+        Some(address)
+    }
+}
+
+/// The addresses one run picked, released when the run ends (however it ends).
+struct RunPicks<'a> {
+    shared: &'a PickedAddresses,
+    mine: Mutex<Vec<IpAddr>>,
+}
+
+impl Drop for RunPicks<'_> {
+    fn drop(&mut self) {
+        let mine = std::mem::take(&mut *self.mine.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut shared = self.shared.lock();
+        for address in mine {
+            shared.remove(&address);
+        }
+    }
+}
+
 /// What every step of one run needs.
 struct Run<'a> {
     client: &'a cloudstack::Client,
     ticket: &'a PlanTicket,
+    picks: RunPicks<'a>,
     recorder: &'a dyn IpRecorder,
     /// The zone of the plan's network, where a new address is claimed.
     zone_id: Option<&'a str>,
@@ -137,10 +179,11 @@ impl Run<'_> {
 
 /// Runs `plan` with `client`, its jobs queued on the network with `ticket`. Returns what
 /// was done and, if a step failed, the error. `zone_id` is the zone of the plan's
-/// network, where a new address is claimed.
+/// network, where a new address is claimed (one not in `picked`).
 pub async fn apply(
     client: &cloudstack::Client,
     ticket: &PlanTicket,
+    picked: &PickedAddresses,
     plan: &Plan,
     recorder: &dyn IpRecorder,
     zone_id: Option<&str>,
@@ -148,6 +191,10 @@ pub async fn apply(
     let run = Run {
         client,
         ticket,
+        picks: RunPicks {
+            shared: picked,
+            mine: Mutex::new(Vec::new()),
+        },
         recorder,
         zone_id,
         state: Mutex::new(Applied::default()),
@@ -244,7 +291,7 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
         Step::AssociateIp { target, address } => {
             let address = match address {
                 Some(address) => Some(*address),
-                None => claim_free_ip(run.client, step, run.zone_id, run.recorder).await?,
+                None => claim_free_ip(run, step).await?,
             };
             associate_ip(run, step, target, address).await
         }
@@ -469,15 +516,12 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
 }
 
 /// Picks a free address of the zone (one list, `allocatedonly=false`, state `Free`) at
-/// random, so two Services rarely pick the same one, and records it on the Service
-/// before it is associated. `None` when CloudStack lists no free address: CloudStack
+/// random among those no running plan of this process picked (so two Services rarely
+/// pick the same one, and never two of ours), and records it on the Service before it
+/// is associated. `None` when CloudStack lists no free address: CloudStack
 /// then picks one itself.
-async fn claim_free_ip(
-    client: &cloudstack::Client,
-    step: &Step,
-    zone_id: Option<&str>,
-    recorder: &dyn IpRecorder,
-) -> Result<Option<IpAddr>, ApplyError> {
+async fn claim_free_ip(run: &Run<'_>, step: &Step) -> Result<Option<IpAddr>, ApplyError> {
+    let (client, zone_id, recorder) = (run.client, run.zone_id, run.recorder);
     let request = ListPublicIpAddresses {
         allocatedonly: Some(false),
         state: Some("Free".into()),
@@ -498,13 +542,18 @@ async fn claim_free_ip(
         })
         .filter_map(|ip| ip.ipaddress.as_deref()?.parse().ok())
         .collect();
-    let Some(address) = free.get(rand::random_range(0..free.len().max(1))).copied() else {
+    let Some(address) = run.picks.shared.pick(&free) else {
         tracing::warn!(
             zone = zone_id.unwrap_or_default(),
             "no free public IP listed; CloudStack picks one, unclaimed"
         );
         return Ok(None);
     };
+    run.picks
+        .mine
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(address);
     recorder
         .claim(Some(address))
         .await
@@ -603,6 +652,31 @@ async fn associate_ip(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn running_plans_never_pick_the_same_free_address() {
+        let picked = PickedAddresses::default();
+        let free: Vec<IpAddr> = ["203.0.113.1", "203.0.113.2"]
+            .iter()
+            .map(|a| a.parse().expect("address"))
+            .collect();
+        let first = picked.pick(&free).expect("one is free");
+        let second = picked.pick(&free).expect("the other is free");
+        assert_ne!(first, second);
+        assert_eq!(picked.pick(&free), None, "both are being associated");
+        {
+            let run = RunPicks {
+                shared: &picked,
+                mine: Mutex::new(vec![first]),
+            };
+            drop(run);
+        }
+        assert_eq!(
+            picked.pick(&free),
+            Some(first),
+            "released when its run ended"
+        );
+    }
 
     #[test]
     fn errors_name_the_step() {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::apply::{self, ApplyError, IpRecorder};
+use super::apply::{self, ApplyError, IpRecorder, PickedAddresses};
 use super::job_queue::NetworkQueues;
 use super::observe::ObservedLb;
 use super::observe::assemble::{ObserveInputs, observe};
@@ -133,6 +133,8 @@ pub struct Engine {
     snapshots: SnapshotCache,
     details: RuleDetailsCache,
     queues: NetworkQueues,
+    /// Addresses picked by plans running now.
+    picked: PickedAddresses,
     /// Set by a resync: the next view read drops cached details of vanished rules.
     prune_details: AtomicBool,
 }
@@ -177,6 +179,7 @@ impl Engine {
             snapshots: SnapshotCache::new(settings.snapshot_max_age),
             details: RuleDetailsCache::new(settings.details_max_age),
             queues: NetworkQueues::default(),
+            picked: PickedAddresses::default(),
             prune_details: AtomicBool::new(false),
             settings,
         }
@@ -352,8 +355,15 @@ impl Engine {
             apply::Applied::default()
         } else {
             let ticket = self.queues.enter(&network_id);
-            let (applied, result) =
-                apply::apply(&self.client, &ticket, &plan, recorder, zone_id.as_deref()).await;
+            let (applied, result) = apply::apply(
+                &self.client,
+                &ticket,
+                &self.picked,
+                &plan,
+                recorder,
+                zone_id.as_deref(),
+            )
+            .await;
             self.after_changes(&applied);
             result?;
             self.seed_created_rules(&plan, &applied);
@@ -375,7 +385,7 @@ impl Engine {
 
     /// Renews what the controller's own changes made stale.
     fn after_changes(&self, applied: &apply::Applied) {
-        self.snapshots.invalidate();
+        self.snapshots.invalidate_objects();
         for id in applied
             .touched_rules
             .iter()
@@ -448,8 +458,15 @@ impl Engine {
             });
         }
         let ticket = self.queues.enter(network_id.as_deref().unwrap_or_default());
-        let (applied, result) =
-            apply::apply(&self.client, &ticket, &plan, &NoRecording, None).await;
+        let (applied, result) = apply::apply(
+            &self.client,
+            &ticket,
+            &self.picked,
+            &plan,
+            &NoRecording,
+            None,
+        )
+        .await;
         self.after_changes(&applied);
         result?;
         Ok(Deleted {

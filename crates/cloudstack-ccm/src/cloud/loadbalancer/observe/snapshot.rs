@@ -5,9 +5,11 @@
 //! so a resync of many unchanged Services costs a handful of calls, whatever the number
 //! of Services and Nodes.
 //!
-//! The view is renewed when a resync starts ([`SnapshotCache::invalidate`]) and after any
-//! change the controller made ([`SnapshotCache::invalidate`] from apply), and when it is
-//! older than the cache's maximum age.
+//! The view is renewed when a resync starts or a Node changes ([`SnapshotCache::invalidate`]),
+//! and when it is older than the cache's maximum age. After a change the controller made
+//! itself ([`SnapshotCache::invalidate_objects`] from apply) the rules, IPs, firewall rules
+//! and networks are read again but the VM → network map is kept: the controller never
+//! changes VMs, and re-listing every VM after every Service would cost O(Nodes) per Service.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,17 +33,29 @@ pub struct CloudSnapshot {
     pub firewall_rules: Vec<FirewallRule>,
     /// Every network the account sees.
     pub networks: Vec<Network>,
-    /// Default-NIC network of every VM, by lower-case VM id.
-    pub vm_networks: HashMap<String, String>,
+    /// Default-NIC network of every VM, by lower-case VM id (shared with the next view
+    /// when only the controller's own changes made this one stale).
+    pub vm_networks: Arc<HashMap<String, String>>,
     /// Ingress items by ACL list id, read on first use.
     acl_items: tokio::sync::Mutex<HashMap<String, Arc<Vec<NetworkAcl>>>>,
     /// When the lists were read.
     fetched_at: Instant,
+    /// When the VM list was read.
+    vms_fetched_at: Instant,
 }
 
 impl CloudSnapshot {
     /// Reads the five lists concurrently.
     pub async fn fetch(client: &cloudstack::Client) -> Result<CloudSnapshot, cloudstack::Error> {
+        Self::fetch_keeping_vms(client, None).await
+    }
+
+    /// Reads the lists concurrently; with `known_vms` (a map and when it was read) the
+    /// VM list is not read again.
+    async fn fetch_keeping_vms(
+        client: &cloudstack::Client,
+        known_vms: Option<(Arc<HashMap<String, String>>, Instant)>,
+    ) -> Result<CloudSnapshot, cloudstack::Error> {
         let rules = ListLoadBalancerRules {
             listall: Some(true),
             ..Default::default()
@@ -64,26 +78,36 @@ impl CloudSnapshot {
             details: vec!["min".into(), "nics".into()],
             ..Default::default()
         };
-        let (rules, ips, firewall_rules, networks, vms) = futures::try_join!(
+        let read_vms = async {
+            if let Some(known) = known_vms {
+                return Ok(known);
+            }
+            // Only the fields of the VM → network map are decoded.
+            let listed = client
+                .list_all::<VmSummary>(
+                    ListVirtualMachines::COMMAND,
+                    "virtualmachine",
+                    vms.to_params(),
+                )
+                .await?;
+            Ok((Arc::new(vm_networks(&listed)), Instant::now()))
+        };
+        let (rules, ips, firewall_rules, networks, (vm_networks, vms_fetched_at)) = futures::try_join!(
             client.list_load_balancer_rules(&rules),
             client.list_public_ip_addresses(&ips),
             client.list_firewall_rules(&firewall),
             client.list_networks(&networks),
-            // Only the fields of the VM → network map are decoded.
-            client.list_all::<VmSummary>(
-                ListVirtualMachines::COMMAND,
-                "virtualmachine",
-                vms.to_params()
-            ),
+            read_vms,
         )?;
         Ok(CloudSnapshot {
             rules,
             ips,
             firewall_rules,
             networks,
-            vm_networks: vm_networks(&vms),
+            vm_networks,
             acl_items: tokio::sync::Mutex::default(),
             fetched_at: Instant::now(),
+            vms_fetched_at,
         })
     }
 
@@ -100,9 +124,10 @@ impl CloudSnapshot {
             ips,
             firewall_rules,
             networks,
-            vm_networks: vm_networks(vms),
+            vm_networks: Arc::new(vm_networks(vms)),
             acl_items: tokio::sync::Mutex::default(),
             fetched_at: Instant::now(),
+            vms_fetched_at: Instant::now(),
         }
     }
 
@@ -178,11 +203,21 @@ fn vm_networks(vms: &[VmSummary]) -> HashMap<String, String> {
 /// Holds the current [`CloudSnapshot`]; concurrent readers share one fetch.
 #[derive(Debug)]
 pub struct SnapshotCache {
-    /// The view and the generation it was read in.
-    current: tokio::sync::Mutex<Option<(u64, Arc<CloudSnapshot>)>>,
+    /// The view and the generations it was read in.
+    current: tokio::sync::Mutex<Option<Cached>>,
     /// Bumped by every invalidation; a view read in an older generation is not used.
     generation: AtomicU64,
+    /// Bumped by the invalidations that also drop the VM → network map.
+    vm_generation: AtomicU64,
     max_age: Duration,
+}
+
+/// A view with the generations it was read in.
+#[derive(Debug)]
+struct Cached {
+    generation: u64,
+    vm_generation: u64,
+    snapshot: Arc<CloudSnapshot>,
 }
 
 impl SnapshotCache {
@@ -191,6 +226,7 @@ impl SnapshotCache {
         Self {
             current: tokio::sync::Mutex::new(None),
             generation: AtomicU64::new(0),
+            vm_generation: AtomicU64::new(0),
             max_age,
         }
     }
@@ -203,21 +239,43 @@ impl SnapshotCache {
     ) -> Result<Arc<CloudSnapshot>, cloudstack::Error> {
         let mut current = self.current.lock().await;
         let generation = self.generation.load(Ordering::SeqCst);
-        if let Some((read_in, snapshot)) = current.as_ref()
-            && *read_in == generation
-            && snapshot.fetched_at.elapsed() < self.max_age
+        let vm_generation = self.vm_generation.load(Ordering::SeqCst);
+        if let Some(cached) = current.as_ref()
+            && cached.generation == generation
+            && cached.snapshot.fetched_at.elapsed() < self.max_age
         {
-            return Ok(snapshot.clone());
+            return Ok(cached.snapshot.clone());
         }
-        let fresh = Arc::new(CloudSnapshot::fetch(client).await?);
-        // Stamped with the generation seen before the read: an invalidation during the
+        let known_vms = current
+            .as_ref()
+            .filter(|cached| cached.vm_generation == vm_generation)
+            .filter(|cached| cached.snapshot.vms_fetched_at.elapsed() < self.max_age)
+            .map(|cached| {
+                (
+                    cached.snapshot.vm_networks.clone(),
+                    cached.snapshot.vms_fetched_at,
+                )
+            });
+        let fresh = Arc::new(CloudSnapshot::fetch_keeping_vms(client, known_vms).await?);
+        // Stamped with the generations seen before the read: an invalidation during the
         // read (a change that may be missing from it) makes the next caller read again.
-        *current = Some((generation, fresh.clone()));
+        *current = Some(Cached {
+            generation,
+            vm_generation,
+            snapshot: fresh.clone(),
+        });
         Ok(fresh)
     }
 
     /// Forgets the view; the next [`SnapshotCache::get`] reads CloudStack again.
     pub fn invalidate(&self) {
+        self.vm_generation.fetch_add(1, Ordering::SeqCst);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Forgets the rules, IPs, firewall rules and networks of the view (after the
+    /// controller changed some), keeping the VM → network map.
+    pub fn invalidate_objects(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
 }

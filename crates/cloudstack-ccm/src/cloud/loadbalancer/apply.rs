@@ -28,7 +28,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::annotations::Cidr;
-use super::job_queue::PlanTicket;
+use super::job_queue::{PlanTicket, QueuedJob};
 use super::plan::{AssociateTarget, IpRef, POLICY_DESCRIPTION, Plan, ResourceRef, RuleRef, Step};
 
 /// The public IP a plan associated, as recorded on the Service.
@@ -233,6 +233,17 @@ fn failed(step: &Step) -> impl FnOnce(cloudstack::Error) -> ApplyError + '_ {
     }
 }
 
+/// The id of the entity a create job makes (`what`: "rule", "IP"), from its start reply.
+fn created_id(step: &Step, job: &QueuedJob, what: &str) -> Result<String, ApplyError> {
+    job.start()
+        .id
+        .clone()
+        .ok_or_else(|| ApplyError::Unresolved {
+            step: step.to_string(),
+            detail: format!("the reply carried no {what} id"),
+        })
+}
+
 /// A delete that finds nothing to delete has done its job.
 fn gone_is_fine(result: Result<(), cloudstack::Error>) -> Result<(), cloudstack::Error> {
     match result {
@@ -347,14 +358,7 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
                 )
                 .await
                 .map_err(failed(step))?;
-            let id = job
-                .start()
-                .id
-                .clone()
-                .ok_or_else(|| ApplyError::Unresolved {
-                    step: step.to_string(),
-                    detail: "the reply carried no rule id".into(),
-                })?;
+            let id = created_id(step, &job, "rule")?;
             lock(state).created_rules.insert(name.clone(), id);
             job.wait(run.client).await.map_err(failed(step))?;
             Ok(())
@@ -601,14 +605,7 @@ async fn associate_ip(
             return Err(failed(step)(err));
         }
     };
-    let id = job
-        .start()
-        .id
-        .clone()
-        .ok_or_else(|| ApplyError::Unresolved {
-            step: step.to_string(),
-            detail: "the reply carried no IP id".into(),
-        })?;
+    let id = created_id(step, &job, "IP")?;
     let record = RecordedIp {
         ip_id: id.clone(),
         associated_by_controller: true,

@@ -196,7 +196,20 @@ fn converged(service: &Value, sim: &cloudstack_sim::SimServer, allow_stuck: bool
             .iter()
             .map(|r| (u64::from(r.public_port), u64::from(r.private_port)))
             .collect();
+        // Firewall rules left by a plan a kill cut short (a removed port's, a second one
+        // for a port) are the controller's to clean up before it has converged.
+        let mut firewall_ports = std::collections::BTreeSet::new();
+        let firewall_ok = state
+            .firewall_rules
+            .iter()
+            .filter(|f| f.ip_id == ip_id)
+            .all(|f| {
+                let port = f.start_port.and_then(|p| u64::try_from(p).ok());
+                port.is_some_and(|p| wanted.iter().any(|(public, _)| *public == p))
+                    && firewall_ports.insert((f.protocol.clone(), port))
+            });
         ip_ok
+            && firewall_ok
             && rules.len() == want
             && ports == wanted
             && rules

@@ -174,6 +174,10 @@ impl QueueState {
         self.in_flight.iter().position(|job| job.seq == seq)
     }
 
+    fn job_mut(&mut self, seq: u64) -> Option<&mut InFlight> {
+        self.in_flight.iter_mut().find(|job| job.seq == seq)
+    }
+
     /// The typical run time of `command`, or of the last command learnt.
     fn typical_run_time(&self, command: &str) -> Option<Duration> {
         self.run_times.get(command).copied().or(self.last_run_time)
@@ -283,8 +287,8 @@ struct JobPlace {
 impl JobPlace {
     fn mark_submitted(&self) {
         let mut state = self.queue.lock();
-        if let Some(position) = state.position(self.seq) {
-            state.in_flight[position].submitted = Some(Instant::now());
+        if let Some(job) = state.job_mut(self.seq) {
+            job.submitted = Some(Instant::now());
         }
     }
 
@@ -384,8 +388,8 @@ enum Standing {
 impl QueuePacing {
     fn place_still_running(&self, at: Instant) {
         let mut state = self.queue.lock();
-        if let Some(position) = state.position(self.seq) {
-            state.in_flight[position].running_at = Some(at);
+        if let Some(job) = state.job_mut(self.seq) {
+            job.running_at = Some(at);
         }
     }
 

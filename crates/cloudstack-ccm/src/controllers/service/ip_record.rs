@@ -45,64 +45,47 @@ pub fn ip_annotations(ip: &RecordedIp) -> Map<String, Value> {
     values
 }
 
+impl AnnotationIpRecorder {
+    /// Merges `annotations` into the Service's; an error names `what` was recorded.
+    async fn patch_annotations(&self, annotations: Value, what: String) -> Result<(), String> {
+        let patch = json!({ "metadata": { "annotations": annotations } });
+        self.api
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|err| format!("{what} on Service {}: {err}", self.name))
+    }
+}
+
 impl IpRecorder for AnnotationIpRecorder {
     fn record<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>> {
-        async move {
-            let patch = json!({ "metadata": { "annotations": ip_annotations(ip) } });
-            self.api
-                .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map(drop)
-                .map_err(|err| {
-                    format!(
-                        "recording public IP {} on Service {}: {err}",
-                        ip.ip_id, self.name
-                    )
-                })
-        }
+        self.patch_annotations(
+            Value::Object(ip_annotations(ip)),
+            format!("recording public IP {}", ip.ip_id),
+        )
         .boxed()
     }
 
     fn claim<'a>(&'a self, address: Option<std::net::IpAddr>) -> BoxFuture<'a, Result<(), String>> {
-        async move {
-            let value = address.map(|a| a.to_string());
-            let patch = json!({ "metadata": { "annotations": {
-                annotations::IP_CLAIM.key: value,
-            }}});
-            self.api
-                .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map(drop)
-                .map_err(|err| {
-                    format!(
-                        "recording the claim of public IP {address:?} on Service {}: {err}",
-                        self.name
-                    )
-                })
-        }
+        let value = address.map(|a| a.to_string());
+        self.patch_annotations(
+            json!({ annotations::IP_CLAIM.key: value }),
+            format!("recording the claim of public IP {address:?}"),
+        )
         .boxed()
     }
 
     /// Removes the IP id, the associated-by-controller flag and the claim (the network
     /// stays: it may be the user's `network-id` annotation).
     fn forget<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>> {
-        async move {
-            let patch = json!({ "metadata": { "annotations": {
+        self.patch_annotations(
+            json!({
                 annotations::IP_ID.key: null,
                 annotations::IP_ASSOCIATED_BY_CONTROLLER.key: null,
                 annotations::IP_CLAIM.key: null,
-            }}});
-            self.api
-                .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map(drop)
-                .map_err(|err| {
-                    format!(
-                        "forgetting public IP {} on Service {}: {err}",
-                        ip.ip_id, self.name
-                    )
-                })
-        }
+            }),
+            format!("forgetting public IP {}", ip.ip_id),
+        )
         .boxed()
     }
 }

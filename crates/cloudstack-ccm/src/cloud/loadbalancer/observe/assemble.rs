@@ -103,17 +103,8 @@ async fn find_ip(
         if let Some(ip) = snapshot.ip_by_address(&address) {
             return Ok(observed_ip(ip, true));
         }
-        let request = ListPublicIpAddresses {
-            ipaddress: Some(address.clone()),
-            allocatedonly: Some(false),
-            listall: Some(true),
-            ..Default::default()
-        };
-        let found = client.list_public_ip_addresses(&request).await?;
-        let exact = found
-            .iter()
-            .find(|ip| ip.ipaddress.as_deref() == Some(address.as_str()));
-        return Ok(exact.and_then(|ip| observed_ip(ip, false)));
+        let found = look_up_address(client, &address).await?;
+        return Ok(found.and_then(|ip| observed_ip(&ip, false)));
     }
     if let Some(claimed) = spec.pending_claim()
         && let Some(ip) = find_claimed_ip(client, snapshot, spec, claimed).await?
@@ -173,17 +164,28 @@ async fn find_claimed_ip(
             observed_ip(ip, true)
         });
     }
+    let found = look_up_address(client, &address).await?;
+    Ok(found
+        .filter(|ip| !ip.is_allocated())
+        .and_then(|ip| observed_ip(&ip, false)))
+}
+
+/// One address of the zone's pool, allocated or not (one call, `allocatedonly=false`):
+/// tells a free address from one held by someone else.
+async fn look_up_address(
+    client: &cloudstack::Client,
+    address: &str,
+) -> Result<Option<PublicIpAddress>, cloudstack::Error> {
     let request = ListPublicIpAddresses {
-        ipaddress: Some(address.clone()),
+        ipaddress: Some(address.to_string()),
         allocatedonly: Some(false),
         listall: Some(true),
         ..Default::default()
     };
     let found = client.list_public_ip_addresses(&request).await?;
     Ok(found
-        .iter()
-        .find(|ip| ip.ipaddress.as_deref() == Some(address.as_str()) && !ip.is_allocated())
-        .and_then(|ip| observed_ip(ip, false)))
+        .into_iter()
+        .find(|ip| ip.ipaddress.as_deref() == Some(address)))
 }
 
 /// The ports that matter for opening rules: the Service's wanted and existing ports,

@@ -1,25 +1,17 @@
-# syntax=docker/dockerfile:1
-# Multi-stage build of the cloudstack-ccm image.
+# Runtime image of cloudstack-ccm: one statically linked binary and the CA certificates,
+# nothing else (no shell, no libc, no package manager).
 #
-#   docker build -t cloudstack-ccm:dev .
+# The build context is a folder holding the binary and the CA bundle; `deploy/build-image.sh`
+# prepares it (a static build of the controller manager, without the `demo` feature) and runs
+# `podman build` (or `docker build`, or `buildah bud`) on it. Building the binary outside the
+# image needs no registry: the base is `scratch`.
 #
-# The binary links glibc dynamically (rustls with ring, no OpenSSL), so the runtime image
-# is distroless `cc` (glibc + libgcc, no shell), running as the `nonroot` user (65532).
-
-FROM rust:1.95-bookworm AS builder
-WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
-COPY crates ./crates
-# Sources may embed files from examples/ (simulator scenarios) at compile time.
-COPY examples ./examples
-RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    --mount=type=cache,target=/src/target \
-    cargo build --release -p cloudstack-ccm --locked \
-    && install -D -m 0755 target/release/cloudstack-ccm /out/cloudstack-ccm
-
-FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=builder /out/cloudstack-ccm /usr/local/bin/cloudstack-ccm
-USER nonroot:nonroot
+#   deploy/build-image.sh cloudstack-ccm:dev
+FROM scratch
+COPY cloudstack-ccm /usr/local/bin/cloudstack-ccm
+COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+# The nonroot user of distroless images; no passwd file is needed for a numeric user.
+USER 65532:65532
 # Health and metrics (plain HTTP): /healthz, /readyz, /metrics.
 EXPOSE 10258
 ENTRYPOINT ["/usr/local/bin/cloudstack-ccm"]

@@ -8,6 +8,7 @@ pub mod cloud;
 pub mod config;
 pub mod connect;
 pub mod controllers;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod dry_run;
 pub mod leader;

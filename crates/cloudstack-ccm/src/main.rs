@@ -24,11 +24,18 @@ fn main() -> ExitCode {
     };
     let args = parsed.cli.manager;
     match parsed.cli.command {
+        #[cfg(feature = "demo")]
         Some(Command::Demo(demo)) => {
             return run_tool(async move {
                 cloudstack_ccm::demo::run(&demo, std::io::stdout().lock()).await?;
                 Ok(())
             });
+        }
+        #[cfg(not(feature = "demo"))]
+        Some(Command::Demo(_)) => {
+            return fail(anyhow::anyhow!(
+                "this build has no demo: it was built without the `demo` feature (the image ships the controller manager only); run the demo from a default build"
+            ));
         }
         Some(Command::Plan(_)) => {
             init_tracing(&args);

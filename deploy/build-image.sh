@@ -26,7 +26,7 @@ echo "== static release build ($target, no demo)"
 RUSTFLAGS="-C target-feature=+crt-static" \
   cargo build --release --locked -p cloudstack-ccm --no-default-features --target "$target"
 binary="${CARGO_TARGET_DIR:-target}/$target/release/cloudstack-ccm"
-if ldd "$binary" >/dev/null 2>&1; then
+if ldd "$binary" 2>&1 | grep -q '=>'; then
   echo "build-image.sh: $binary is dynamically linked" >&2; exit 1
 fi
 

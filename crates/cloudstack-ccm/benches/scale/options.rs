@@ -31,7 +31,7 @@ impl Options {
                 "--help" | "-h" => {
                     println!(
                         "usage: cargo bench -p cloudstack-ccm --bench scale -- [--quick] [--json FILE] [FILTER…]\n\
-                         filters: nodes, refresh, lb, burst, steady, churn, memory (substring of a scenario name)"
+                         filters: nodes, refresh, lb, burst, steady, churn, memory, memory-n1000, memory-n5000 (substring of a scenario name)"
                     );
                     std::process::exit(0);
                 }

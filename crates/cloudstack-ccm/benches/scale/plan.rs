@@ -71,10 +71,17 @@ pub async fn run_all(options: &Options) -> anyhow::Result<Vec<Row>> {
         record(title, "lb-churn", churn::run(services, nodes).await);
     }
 
-    if options.selects("memory") {
-        let (nodes, services) = if quick { (500, 50) } else { (5000, 1000) };
-        let title = format!("memory N={nodes} S={services}");
-        record(title, "memory", memory::run(nodes, services).await);
+    // `memory` runs every size, `memory-n1000` only the 1000-Node one.
+    let memory_sizes: &[(usize, usize)] = if quick {
+        &[(500, 50)]
+    } else {
+        &[(1000, 20), (5000, 1000)]
+    };
+    for &(nodes, services) in memory_sizes {
+        if options.selects(&format!("memory-n{nodes}")) {
+            let title = format!("memory N={nodes} S={services}");
+            record(title, "memory", memory::run(nodes, services).await);
+        }
     }
     Ok(all)
 }

@@ -106,9 +106,9 @@ impl Rig {
         for index in indexes {
             let name = vm_name(index);
             let node = match ids.get(&name) {
-                Some(id) => node_object(&name, Some(id)),
+                Some(id) => node_object(index, &name, Some(id)),
                 None if initialised => anyhow::bail!("no VM named {name} for an initialised node"),
-                None => node_object(&name, None),
+                None => node_object(index, &name, None),
             };
             self.api
                 .create("nodes", None, node)
@@ -138,8 +138,15 @@ pub fn service_name(index: usize) -> String {
 }
 
 /// A Node as the kubelet registers it (or already initialised with `provider`).
-fn node_object(name: &str, vm_id: Option<&str>) -> Value {
-    let mut spec = json!({});
+/// A Node the size a real kubelet and control plane write (about 12 KB of JSON, like a
+/// worker of a CKS cluster): 15 labels, the usual annotations, managedFields of the kubelet
+/// and of the cloud controller, five conditions, ten container images, capacity,
+/// allocatable, addresses and nodeInfo. The benchmark's memory figures hold for real
+/// clusters only with objects this heavy.
+pub fn node_object(index: usize, name: &str, vm_id: Option<&str>) -> Value {
+    // A /24 of 10.0.0.0/8 per Node (`--cluster-cidr` large enough for 65536 Nodes).
+    let pod_cidr = format!("10.{}.{}.0/24", index / 256 % 256, index % 256);
+    let mut spec = json!({ "podCIDR": pod_cidr, "podCIDRs": [pod_cidr] });
     match vm_id {
         Some(id) => spec["providerID"] = json!(format!("external-cloudstack://{id}")),
         None => {
@@ -147,16 +154,133 @@ fn node_object(name: &str, vm_id: Option<&str>) -> Value {
                 json!([{ "key": UNINITIALIZED_TAINT, "value": "true", "effect": "NoSchedule" }])
         }
     }
+    let time = "2026-01-01T00:00:00Z";
+    let condition = |kind: &str, status: &str, reason: &str, message: &str| {
+        json!({ "type": kind, "status": status, "reason": reason, "message": message,
+                "lastHeartbeatTime": time, "lastTransitionTime": time })
+    };
+    let images: Vec<Value> = [
+        ("registry.k8s.io/kube-proxy", "v1.33.4", 30_000_000),
+        ("docker.io/calico/node", "v3.30.2", 150_000_000),
+        ("docker.io/calico/cni", "v3.30.2", 90_000_000),
+        ("registry.k8s.io/coredns/coredns", "v1.12.0", 20_000_000),
+        ("registry.k8s.io/pause", "3.10", 320_000),
+        ("quay.io/prometheus/node-exporter", "v1.9.1", 12_000_000),
+        ("registry.k8s.io/ingress-nginx/controller", "v1.13.0", 110_000_000),
+        ("docker.io/library/nginx", "1.29.1", 70_000_000),
+        ("registry.k8s.io/metrics-server/metrics-server", "v0.8.0", 19_000_000),
+        ("docker.io/grafana/promtail", "3.5.3", 80_000_000),
+    ]
+    .iter()
+    .map(|(image, tag, size)| {
+        json!({
+            "names": [
+                format!("{image}@sha256:{}", "4f3c1e0d9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d"),
+                format!("{image}:{tag}"),
+            ],
+            "sizeBytes": size,
+        })
+    })
+    .collect();
+    let capacity = json!({
+        "cpu": "4", "ephemeral-storage": "51287520Ki", "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0", "memory": "8148000Ki", "pods": "110",
+    });
+    let allocatable = json!({
+        "cpu": "3800m", "ephemeral-storage": "47266578354", "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0", "memory": "7533600Ki", "pods": "110",
+    });
+    let mut kubelet_fields = json!({
+        "f:metadata": { "f:annotations": { ".": {}, "f:node.alpha.kubernetes.io/ttl": {},
+            "f:volumes.kubernetes.io/controller-managed-attach-detach": {} },
+          "f:labels": { ".": {}, "f:beta.kubernetes.io/arch": {}, "f:beta.kubernetes.io/os": {},
+            "f:kubernetes.io/arch": {}, "f:kubernetes.io/hostname": {}, "f:kubernetes.io/os": {} } },
+        "f:spec": { "f:podCIDR": {}, "f:podCIDRs": { ".": {} } },
+        "f:status": {
+            "f:allocatable": { "f:cpu": {}, "f:ephemeral-storage": {}, "f:memory": {}, "f:pods": {} },
+            "f:capacity": { "f:cpu": {}, "f:ephemeral-storage": {}, "f:memory": {}, "f:pods": {} },
+            "f:conditions": { "k:{\"type\":\"DiskPressure\"}": { "f:lastHeartbeatTime": {}, "f:message": {}, "f:reason": {}, "f:status": {} },
+              "k:{\"type\":\"MemoryPressure\"}": { "f:lastHeartbeatTime": {}, "f:message": {}, "f:reason": {}, "f:status": {} },
+              "k:{\"type\":\"PIDPressure\"}": { "f:lastHeartbeatTime": {}, "f:message": {}, "f:reason": {}, "f:status": {} },
+              "k:{\"type\":\"Ready\"}": { "f:lastHeartbeatTime": {}, "f:lastTransitionTime": {}, "f:message": {}, "f:reason": {}, "f:status": {} } },
+            "f:daemonEndpoints": { "f:kubeletEndpoint": { "f:Port": {} } },
+            "f:images": {}, "f:nodeInfo": { "f:architecture": {}, "f:bootID": {}, "f:containerRuntimeVersion": {},
+              "f:kernelVersion": {}, "f:kubeProxyVersion": {}, "f:kubeletVersion": {}, "f:machineID": {},
+              "f:operatingSystem": {}, "f:osImage": {}, "f:systemUUID": {} },
+        },
+    });
+    kubelet_fields["f:spec"]["f:podCIDRs"][format!("v:\"{pod_cidr}\"")] = json!({});
+    let controller_fields = json!({
+        "f:metadata": { "f:labels": { "f:node.kubernetes.io/instance-type": {},
+            "f:topology.kubernetes.io/region": {}, "f:topology.kubernetes.io/zone": {} } },
+        "f:spec": { "f:providerID": {} },
+        "f:status": { "f:addresses": { ".": {}, "k:{\"type\":\"Hostname\"}": { ".": {}, "f:address": {}, "f:type": {} },
+            "k:{\"type\":\"InternalIP\"}": { ".": {}, "f:address": {}, "f:type": {} } } },
+    });
     json!({
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": { "name": name, "labels": { "kubernetes.io/hostname": name } },
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+                "node.kubernetes.io/instance-type": "Medium Instance",
+                "beta.kubernetes.io/instance-type": "Medium Instance",
+                "topology.kubernetes.io/zone": "zone1", "failure-domain.beta.kubernetes.io/zone": "zone1",
+                "topology.kubernetes.io/region": "zone1", "failure-domain.beta.kubernetes.io/region": "zone1",
+                "node-role.kubernetes.io/worker": "",
+                "cluster.x-k8s.io/cluster-name": "bench",
+                "cks.cloudstack.apache.org/node-pool": "workers",
+                "team": "platform",
+            },
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                "kubeadm.alpha.kubernetes.io/cri-socket": "unix:///run/containerd/containerd.sock",
+                "projectcalico.org/IPv4Address": "10.1.0.10/16",
+                "projectcalico.org/IPv4IPIPTunnelAddr": "192.168.12.0",
+            },
+            "managedFields": [
+                { "manager": "kubelet", "operation": "Update", "apiVersion": "v1", "time": time,
+                  "fieldsType": "FieldsV1", "fieldsV1": kubelet_fields },
+                { "manager": "kubelet", "operation": "Update", "apiVersion": "v1", "time": time,
+                  "fieldsType": "FieldsV1", "fieldsV1": { "f:status": { "f:conditions": {}, "f:images": {} } },
+                  "subresource": "status" },
+                { "manager": "cloudstack-ccm", "operation": "Update", "apiVersion": "v1", "time": time,
+                  "fieldsType": "FieldsV1", "fieldsV1": controller_fields },
+                { "manager": "calico-node", "operation": "Update", "apiVersion": "v1", "time": time,
+                  "fieldsType": "FieldsV1", "fieldsV1": { "f:metadata": { "f:annotations": {
+                      "f:projectcalico.org/IPv4Address": {}, "f:projectcalico.org/IPv4IPIPTunnelAddr": {} } } } },
+            ],
+        },
         "spec": spec,
-        "status": { "conditions": [{
-            "type": "Ready", "status": "True", "reason": "KubeletReady",
-            "lastHeartbeatTime": "2026-01-01T00:00:00Z",
-            "lastTransitionTime": "2026-01-01T00:00:00Z",
-        }]},
+        "status": {
+            "capacity": capacity,
+            "allocatable": allocatable,
+            "conditions": [
+                condition("NetworkUnavailable", "False", "CalicoIsUp", "Calico is running on this node"),
+                condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+            ],
+            "daemonEndpoints": { "kubeletEndpoint": { "Port": 10250 } },
+            "images": images,
+            "nodeInfo": {
+                "architecture": "amd64",
+                "bootID": "0b6f7a52-3a8e-4c1e-9d61-2f3b8f0d4c11",
+                "containerRuntimeVersion": "containerd://1.7.27",
+                "kernelVersion": "6.1.0-37-amd64",
+                "kubeProxyVersion": "v1.33.4",
+                "kubeletVersion": "v1.33.4",
+                "machineID": "6c1d4f6e2b7a4f0c9e3d8a5b1c2d3e4f",
+                "operatingSystem": "linux",
+                "osImage": "Debian GNU/Linux 12 (bookworm)",
+                "systemUUID": "7e1f3c2a-9b4d-4e6f-8a1c-2d3e4f5a6b7c",
+            },
+        },
     })
 }
 

@@ -138,7 +138,7 @@ pub fn service_name(index: usize) -> String {
 }
 
 /// A Node as the kubelet registers it (or already initialised with `provider`).
-/// A Node the size a real kubelet and control plane write (about 12 KB of JSON, like a
+/// A Node the size a real kubelet and control plane write (about 7 KB of JSON, like a
 /// worker of a CKS cluster): 15 labels, the usual annotations, managedFields of the kubelet
 /// and of the cloud controller, five conditions, ten container images, capacity,
 /// allocatable, addresses and nodeInfo. The benchmark's memory figures hold for real

@@ -200,7 +200,7 @@ pub fn list_virtual_machines(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let vpc = p.uuid("vpcid")?;
     let exact_name = state.version.at_least(4, 19);
     let mut items = Vec::new();
-    for vm in &state.vms {
+    for vm in state.vms.iter().filter(|vm| vm.removed.is_none()) {
         let keep = scope.matches(&vm.owner)
             && id.is_none_or(|i| i == vm.id)
             && ids.as_ref().is_none_or(|l| l.contains(&vm.id))

@@ -361,6 +361,21 @@ pub fn lookup<'s, T>(
     }
 }
 
+/// A UUID filter of a list call, resolved as parameter processing does before any command
+/// runs (`ParamProcessWorker.translateUuidToInternalId`): an id that names no entity —
+/// unknown, or deleted where the server deletes rows — is a 431, not an empty list.
+pub fn resolve<'p>(
+    params: &'p Params,
+    name: &str,
+    exists: impl FnOnce(&str) -> bool,
+) -> Result<Option<&'p str>, ApiError> {
+    match params.uuid(name)? {
+        None => Ok(None),
+        Some(id) if exists(id) => Ok(Some(id)),
+        Some(id) => Err(ApiError::invalid_uuid(&params.command, name, id)),
+    }
+}
+
 /// Like [`lookup`] for a required parameter.
 pub fn lookup_required<'s, T>(
     params: &Params,

@@ -271,11 +271,10 @@ async fn tags_on_every_ownership_marker_type() {
         })
         .await
         .unwrap_err();
-    assert!(
-        common::job_error(duplicate)
-            .1
-            .contains("already on LoadBalancer")
-    );
+    // The unique key of resource_tags (resource, type, key) refuses the row: a DB error, 530.
+    let (code, text) = common::job_error(duplicate);
+    assert_eq!(code, 530);
+    assert!(text.contains("Duplicate entry"), "{text}");
     alice
         .delete_tags(&DeleteTags {
             resourceids: vec![rule.clone()],
@@ -297,7 +296,8 @@ async fn tags_on_every_ownership_marker_type() {
         })
         .await
         .unwrap_err();
-    assert_eq!(api_error(bob).0, 531);
+    // TaggedResourceManagerImpl.checkResourceAccessible in the job: PermissionDenied → 530.
+    assert_eq!(common::job_error(bob).0, 530);
 }
 
 #[tokio::test]

@@ -59,10 +59,11 @@ async fn firewall_rules_with_integer_ports_comma_cidrs_and_conflicts() {
     let rule = alice.create_firewall_rule(&request).await.unwrap();
     assert_eq!((rule.startport, rule.endport), (Some(80), Some(90)));
     assert_eq!(rule.cidrlist.as_deref(), Some("10.0.0.0/8,192.168.0.0/16"));
+    // A conflict needs a source CIDR both rules list (FirewallManagerImpl.detectConflictingCidrs).
     let overlap = CreateFirewallRule {
         startport: Some(85),
         endport: Some(85),
-        cidrlist: vec![],
+        cidrlist: vec!["192.168.0.0/16".into()],
         ..request.clone()
     };
     let (status, _, cs, text) = api_error(alice.create_firewall_rule(&overlap).await.unwrap_err());

@@ -2,7 +2,7 @@
 
 use super::access::Caller;
 use super::access::owner_fields;
-use super::firewall::{check_cidr, port_conflict};
+use super::firewall::{check_cidr, firewall_conflict};
 use super::{
     Ctx, create_reply, embedded_tags, job_reply, like, lookup, lookup_required, resolve, success,
     tags_match,
@@ -217,6 +217,9 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     };
     check_provider(state, network.lb_provider, &protocol, public_port)?;
     let start = i64::from(public_port);
+    // FirewallManagerImpl.detectRulesConflict: two load-balancer rules on one address and
+    // port conflict whatever their protocols (no allowance covers LB/LB; the rules are stored
+    // with protocol tcp), so tcp and udp on one public port are a 537.
     if let Some(other) = state
         .lb_rules
         .iter()
@@ -227,8 +230,9 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             other.id
         )));
     }
+    // `createRuleForAllCidrs`: the opened firewall rule (0.0.0.0/0, the public port) goes
+    // through the same conflict detection as any firewall rule.
     let firewall = if open_firewall {
-        port_conflict(state, &ip.id, "tcp", Some(start), Some(start), None)?;
         Some(FirewallRule {
             id: new_id(),
             ip_id: ip.id.clone(),
@@ -244,6 +248,9 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     } else {
         None
     };
+    if let Some(opened) = &firewall {
+        firewall_conflict(state, opened)?;
+    }
     let rule = LbRule {
         id: new_id(),
         name,

@@ -167,3 +167,57 @@ async fn a_service_that_stops_being_a_load_balancer_is_cleaned_up() {
     assert!(!has_finalizer(&t.get("other").await.expect("exists")));
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expunged_member_vm_leaves_every_service_in_one_pass() {
+    let nodes = ["node-1", "node-2", "node-3", "node-4"];
+    let mut scenario = Scenario::small();
+    scenario.add_vms(cloudstack_sim::SMALL_NETWORK, "node-", 1);
+    let t = LbTest::start(scenario, &nodes, Duration::from_secs(100)).await;
+    let names: Vec<String> = (0..4).map(|i| format!("svc-{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let i = i as i32;
+        t.create(&lb_service(
+            name,
+            &[("TCP", 80, 30080 + i), ("TCP", 443, 30443 + i)],
+        ))
+        .await;
+    }
+    for name in &names {
+        t.wait_rules(name, "have every node", |r| {
+            r.len() == 2 && r.iter().all(|r| r.members.len() == 4)
+        })
+        .await;
+    }
+
+    // Scale-down: CloudStack expunges the VM (and drops it from every rule itself), then
+    // the Node goes.
+    let vm = t.h.vm_id("node-4");
+    assert!(t.h.sim.remove_vm(&vm), "the VM is expunged");
+    t.h.nodes()
+        .delete("node-4", &kube::api::DeleteParams::default())
+        .await
+        .expect("deleting the Node");
+    for name in &names {
+        let rules = t
+            .wait_rules(name, "lose the expunged VM", |r| {
+                r.len() == 2 && r.iter().all(|r| r.members.len() == 3)
+            })
+            .await;
+        assert!(rules.iter().all(|r| r.members == nodes[..3]), "{rules:#?}");
+    }
+    settle().await;
+    for name in &names {
+        let failures: Vec<String> =
+            t.h.events_about(name)
+                .iter()
+                .filter(|e| common::event_reason(e) == Some("SyncLoadBalancerFailed"))
+                .map(|e| common::event_note(e).to_string())
+                .collect();
+        assert!(
+            failures.is_empty(),
+            "{name} converges in one pass, without a Warning: {failures:?}"
+        );
+    }
+    t.stop().await;
+}

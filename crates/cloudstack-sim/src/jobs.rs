@@ -1,7 +1,7 @@
 //! Async jobs: records, the per-network run queue, and the `AsyncJobResponse` rendering.
 
 use crate::error::ApiError;
-use crate::state::{Member, State, new_id, now_text};
+use crate::state::{State, new_id, now_text};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -41,15 +41,15 @@ pub enum JobAction {
     AssignToLbRule {
         /// Rule id.
         rule_id: String,
-        /// Members to add or remove.
-        members: Vec<Member>,
+        /// The VMs (and addresses) asked for.
+        members: Vec<MemberRequest>,
     },
     /// Remove members.
     RemoveFromLbRule {
         /// Rule id.
         rule_id: String,
-        /// Members to add or remove.
-        members: Vec<Member>,
+        /// The VMs (and addresses) asked for.
+        members: Vec<MemberRequest>,
     },
     /// Activate a firewall rule.
     CreateFirewallRule {
@@ -101,6 +101,31 @@ pub enum JobAction {
         /// Policy id.
         policy_id: String,
     },
+    /// Destroy a VM (and expunge it with `expunge`).
+    DestroyVm {
+        /// VM id.
+        vm_id: String,
+        /// `expunge=true`.
+        expunge: bool,
+    },
+    /// Expunge a destroyed VM.
+    ExpungeVm {
+        /// VM id.
+        vm_id: String,
+    },
+}
+
+/// A VM named by `virtualmachineids` or `vmidipmap` of assign/removeFromLoadBalancerRule,
+/// resolved inside the job as the server does.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MemberRequest {
+    /// VM id as sent.
+    pub vm_id: String,
+    /// `vmidipmap[i].vmip`, if any.
+    pub ip: Option<String>,
+    /// From `vmidipmap` (resolved in the job) rather than `virtualmachineids` (resolved
+    /// by parameter processing before the job is queued).
+    pub from_map: bool,
 }
 
 /// An async job.
@@ -180,6 +205,15 @@ pub fn now_ms() -> u64 {
 
 /// Java class name reported in `cmd`.
 fn command_class(command: &str) -> String {
+    match command {
+        "destroyVirtualMachine" => {
+            return "org.apache.cloudstack.api.command.user.vm.DestroyVMCmd".into();
+        }
+        "expungeVirtualMachine" => {
+            return "org.apache.cloudstack.api.command.user.vm.ExpungeVMCmd".into();
+        }
+        _ => {}
+    }
     let package = match command {
         c if c.contains("LoadBalancer") || c.contains("LB") => "loadbalancer",
         c if c.contains("Firewall") => "firewall",

@@ -108,7 +108,7 @@ impl Shared {
         }
         let outcome = match &job.injected_failure {
             Some(failure) => Err(ApiError::from(failure)),
-            None => commands::run_job_action(&mut state, &job.action),
+            None => commands::run_job_action(&mut state, &job.account, &job.action),
         };
         if outcome.is_err() {
             commands::roll_back_job(&mut state, &job.action);
@@ -281,9 +281,16 @@ impl SimServer {
         crate::admin::add_vm(&self.shared, &spec)
     }
 
-    /// Expunges a VM (and its LB memberships, tags, static NAT); false when unknown.
+    /// Expunges a VM as `expungeVirtualMachine` does (its LB mappings, static NAT, NICs and
+    /// tags go); false when unknown.
     pub fn remove_vm(&self, id: &str) -> bool {
         crate::admin::remove_vm(&self.shared, id)
+    }
+
+    /// Destroys a VM without expunging it (state Destroyed; LB mappings, static NAT and NICs
+    /// stay until expunge); false when unknown.
+    pub fn destroy_vm(&self, id: &str) -> bool {
+        crate::admin::destroy_vm(&self.shared, id)
     }
 
     /// Sets a VM's state (`Running`, `Stopped`, …); false when unknown.

@@ -264,7 +264,12 @@ async fn lb_rule_lifecycle_with_members_and_firewall() {
         })
         .await
         .unwrap_err();
-    assert!(job_error(again).1.contains("already mapped"));
+    // assignToLoadBalancer's "already mapped" InvalidParameterValueException is a
+    // CloudRuntimeException that AssignToLoadBalancerRuleCmd.execute answers as 530.
+    assert_eq!(
+        job_error(again),
+        (530, "Failed to assign load balancer rule".into())
+    );
     alice
         .remove_from_load_balancer_rule(&RemoveFromLoadBalancerRule {
             id: rule_id.clone(),

@@ -1,7 +1,9 @@
 //! Firewall rules of isolated networks (API.md §3.13) and the CIDR/port checks shared with
 //! LB rules and ACL items.
 
-use super::{Ctx, create_reply, embedded_tags, job_reply, lookup_required, success, tags_match};
+use super::{
+    Ctx, create_reply, embedded_tags, job_reply, lookup_required, resolve, success, tags_match,
+};
 use crate::error::ApiError;
 use crate::jobs::JobAction;
 use crate::response::list_body;
@@ -86,13 +88,28 @@ pub fn list_firewall_rules(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let scope = ctx.scope()?;
     let p = ctx.params;
     let state = &*ctx.state;
-    let id = p.uuid("id")?;
-    let ip = p.uuid("ipaddressid")?;
-    let network = p.uuid("networkid")?;
+    let id = resolve(p, "id", |i| state.firewall_rules.iter().any(|r| r.id == i))?;
+    let ip = resolve(p, "ipaddressid", |i| state.ip(i).is_some())?;
+    let network = resolve(p, "networkid", |i| state.network(i).is_some())?;
+    if let Some(address) = ip.and_then(|i| state.ip(i)) {
+        // FirewallManagerImpl.listFirewallRules: the address must be ready to use
+        // (`IPAddressVO.readyToUse`: Allocated) and accessible to the caller.
+        let owner = address
+            .owner
+            .as_ref()
+            .filter(|_| address.state == "Allocated");
+        let owner = owner.ok_or_else(|| {
+            ApiError::param(format!(
+                "Ip address id={} not ready for firewall rules yet",
+                address.id
+            ))
+        })?;
+        ctx.caller
+            .check(state, owner, &format!("IP address {}", address.address))?;
+    }
     let mut items = Vec::new();
     for rule in &state.firewall_rules {
-        let keep = (scope.matches(&rule.owner)
-            || (id.is_some() || ip.is_some()) && ctx.caller.can_access(state, &rule.owner))
+        let keep = scope.matches(&rule.owner)
             && id.is_none_or(|i| i == rule.id)
             && ip.is_none_or(|i| i == rule.ip_id)
             && network.is_none_or(|n| {

@@ -1,7 +1,7 @@
 //! Public IP addresses: list, associate, disassociate (API.md §3.4–§3.6).
 
 use super::access::owner_fields;
-use super::{Ctx, create_reply, embedded_tags, job_reply, lookup, success, tags_match};
+use super::{Ctx, create_reply, embedded_tags, job_reply, lookup, resolve, success, tags_match};
 use crate::error::ApiError;
 use crate::jobs::JobAction;
 use crate::response::list_body;
@@ -74,17 +74,15 @@ pub fn list_public_ip_addresses(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;
     let allocated_only = p.bool("allocatedonly").unwrap_or(true);
-    let id = p.uuid("id")?;
-    let network = p.uuid("associatednetworkid")?;
-    let vpc = p.uuid("vpcid")?;
-    let zone = p.uuid("zoneid")?;
+    let id = resolve(p, "id", |i| state.ip(i).is_some())?;
+    let network = resolve(p, "associatednetworkid", |i| state.network(i).is_some())?;
+    let vpc = resolve(p, "vpcid", |i| state.vpc(i).is_some())?;
+    let zone = resolve(p, "zoneid", |i| state.zone(i).is_some())?;
     let mut found: Vec<&PublicIp> = Vec::new();
     for ip in &state.ips {
         let visible = match &ip.owner {
             None => !allocated_only,
-            Some(owner) => {
-                scope.matches(owner) || id.is_some() && ctx.caller.can_access(state, owner)
-            }
+            Some(owner) => scope.matches(owner),
         };
         let keep = visible
             && id.is_none_or(|i| i == ip.id)

@@ -3,7 +3,8 @@
 use super::access::owner_fields;
 use super::firewall::{check_cidr, port_conflict};
 use super::{
-    Ctx, create_reply, embedded_tags, job_reply, like, lookup, lookup_required, success, tags_match,
+    Ctx, create_reply, embedded_tags, job_reply, like, lookup, lookup_required, resolve, success,
+    tags_match,
 };
 use crate::error::ApiError;
 use crate::jobs::JobAction;
@@ -66,15 +67,16 @@ pub fn list_load_balancer_rules(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let scope = ctx.scope()?;
     let p = ctx.params;
     let state = &*ctx.state;
-    let id = p.uuid("id")?;
-    let ip = p.uuid("publicipid")?;
-    let vm = p.uuid("virtualmachineid")?;
-    let network = p.uuid("networkid")?;
-    let zone = p.uuid("zoneid")?;
+    let id = resolve(p, "id", |i| state.lb_rule(i).is_some())?;
+    let ip = resolve(p, "publicipid", |i| state.ip(i).is_some())?;
+    let vm = resolve(p, "virtualmachineid", |i| {
+        state.vm_including_removed(i).is_some()
+    })?;
+    let network = resolve(p, "networkid", |i| state.network(i).is_some())?;
+    let zone = resolve(p, "zoneid", |i| state.zone(i).is_some())?;
     let mut items = Vec::new();
     for rule in &state.lb_rules {
-        let keep = (scope.matches(&rule.owner)
-            || id.is_some() && ctx.caller.can_access(state, &rule.owner))
+        let keep = scope.matches(&rule.owner)
             && id.is_none_or(|i| i == rule.id)
             && p.text("name").is_none_or(|n| n == rule.name)
             && p.text("keyword").is_none_or(|k| {

@@ -206,10 +206,7 @@ pub fn list_tags(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let items = state
         .tags
         .iter()
-        .filter(|t| {
-            scope.matches(&t.owner)
-                || p.text("resourceid").is_some() && ctx.caller.can_access(state, &t.owner)
-        })
+        .filter(|t| scope.matches(&t.owner))
         .filter(|t| kind.is_none_or(|k| k == t.resource_type))
         .filter(|t| p.text("resourceid").is_none_or(|r| r == t.resource_id))
         .filter(|t| p.text("key").is_none_or(|k| k == t.key))

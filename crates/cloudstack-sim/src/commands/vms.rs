@@ -1,7 +1,7 @@
 //! listVirtualMachines and the `virtualmachine` object with its `details` groups (API.md §3.1).
 
 use super::access::owner_fields;
-use super::{Ctx, embedded_tags, like, tags_match};
+use super::{Ctx, embedded_tags, like, resolve, tags_match};
 use crate::error::ApiError;
 use crate::response::list_body;
 use crate::state::{State, Vm};
@@ -188,19 +188,26 @@ pub fn list_virtual_machines(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;
     let details = VmDetails::parse(p.list("details"))?;
-    let id = p.uuid("id")?;
+    let id = resolve(p, "id", |i| state.vm_including_removed(i).is_some())?;
     if id.is_some() && p.text("ids").is_some() {
         return Err(ApiError::param(
             "id and ids are mutually exclusive, specify only one",
         ));
     }
     let ids = p.list("ids");
-    let zone = p.uuid("zoneid")?;
-    let network = p.uuid("networkid")?;
-    let vpc = p.uuid("vpcid")?;
+    if let Some(bad) = ids
+        .iter()
+        .flatten()
+        .find(|i| !crate::params::is_uuid(i) || state.vm_including_removed(i).is_none())
+    {
+        return Err(ApiError::invalid_uuid(&p.command, "ids", bad));
+    }
+    let zone = resolve(p, "zoneid", |i| state.zone(i).is_some())?;
+    let network = resolve(p, "networkid", |i| state.network(i).is_some())?;
+    let vpc = resolve(p, "vpcid", |i| state.vpc(i).is_some())?;
     let exact_name = state.version.at_least(4, 19);
     let mut items = Vec::new();
-    for vm in &state.vms {
+    for vm in state.vms.iter().filter(|vm| vm.removed.is_none()) {
         let keep = scope.matches(&vm.owner)
             && id.is_none_or(|i| i == vm.id)
             && ids.as_ref().is_none_or(|l| l.contains(&vm.id))

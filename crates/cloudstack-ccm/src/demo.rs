@@ -327,15 +327,19 @@ impl PhaseClock {
         }
     }
 
-    /// Closes the current phase: its wall time, CloudStack calls and jobs.
+    /// Closes the current phase: its wall time, CloudStack calls and jobs, and how many
+    /// calls CloudStack refused or jobs failed.
     fn finish(&mut self, world: &World, name: &str) {
         let end_ms = cloudstack_sim::jobs::now_ms();
         let (from, to) = (self.start_ms, end_ms);
         self.calls.clear();
-        let (mut reads, mut mutating) = (0, 0);
+        let (mut reads, mut mutating, mut failed) = (0, 0, 0);
         for call in world.sim.call_log() {
             if call.at_ms < from || call.at_ms >= to {
                 continue;
+            }
+            if call.status >= 400 {
+                failed += 1;
             }
             if cloudstack_sim::commands::is_mutating(&call.command) {
                 mutating += 1;
@@ -344,12 +348,14 @@ impl PhaseClock {
                 reads += 1;
             }
         }
-        let jobs = world.sim.with_state(|state| {
-            state
+        let (jobs, failed_jobs) = world.sim.with_state(|state| {
+            let started: Vec<_> = state
                 .jobs
                 .iter()
                 .filter(|job| job.created_ms >= from && job.created_ms < to)
-                .count() as u64
+                .collect();
+            let failed = started.iter().filter(|job| job.status == 2).count();
+            (started.len() as u64, failed as u64)
         });
         self.phases.push(PhaseStats {
             name: name.to_string(),
@@ -357,6 +363,7 @@ impl PhaseClock {
             reads,
             mutating,
             jobs,
+            failed: failed + failed_jobs,
         });
         self.start_ms = end_ms;
         self.start = Instant::now();
@@ -380,12 +387,13 @@ fn phase_calls<W: Write>(progress: &mut Progress<W>, clock: &PhaseClock) -> Resu
         })
         .collect();
     let text = format!(
-        "converged in {:.2}s: {} CloudStack calls ({} read, {} mutating), {} async jobs",
+        "converged in {:.2}s: {} CloudStack calls ({} read, {} mutating), {} async jobs, {} failed",
         phase.wall.as_secs_f64(),
         phase.reads + phase.mutating,
         phase.reads,
         phase.mutating,
-        phase.jobs
+        phase.jobs,
+        phase.failed
     );
     let line = Line::new(progress.elapsed(), Mark::Note, text, commands.join(", "));
     progress.print(line)

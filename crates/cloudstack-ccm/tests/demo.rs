@@ -94,6 +94,12 @@ async fn demo_converges_and_shows_every_step() {
     let mutating: u64 = total[3].parse().expect("mutating calls");
     let jobs: u64 = total[4].parse().expect("async jobs");
     assert!(mutating > 0 && jobs > 0, "{summary}");
+    let failed: u64 = total
+        .get(5)
+        .unwrap_or_else(|| panic!("no failed-calls column:\n{summary}"))
+        .parse()
+        .expect("failed calls");
+    assert_eq!(failed, 0, "no CloudStack call fails:\n{stdout}");
     assert!(stdout.contains("OK: converged in"), "{stdout}");
     assert!(
         !stdout.contains('\x1b'),

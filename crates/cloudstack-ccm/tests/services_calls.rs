@@ -1,5 +1,7 @@
 //! What a periodic resync costs: 50 unchanged LoadBalancer Services make no mutating
 //! CloudStack call and a handful of reads that does not grow with the number of nodes.
+//! What a cold restart costs: load-balancer policies are read only for the rules whose
+//! Service asks for one (or whose tag says we made one).
 
 mod common;
 mod services_common;
@@ -7,6 +9,9 @@ mod services_common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use cloudstack_ccm::cloud::loadbalancer::annotations;
+use cloudstack_ccm::controllers::{service, shutdown_channel};
+use cloudstack_sim::state::PolicyKind;
 use cloudstack_sim::{SMALL_NETWORK, Scenario};
 use fake_apiserver::Verb;
 use services_common::*;
@@ -112,4 +117,101 @@ async fn a_resync_of_fifty_unchanged_services_costs_a_handful_of_reads() {
         );
     }
     assert_eq!(small, large, "reads do not grow with the number of nodes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_restart_reads_policies_only_where_one_may_exist() {
+    const PLAIN: usize = 10;
+    let nodes = ["node-1", "node-2", "node-3"];
+    let resync = Duration::from_secs(100);
+    let t = LbTest::prepare(Scenario::small(), &nodes, resync).await;
+    let (first_trigger, first_shutdown) = shutdown_channel();
+    let first = tokio::spawn(service::run_with(
+        t.h.ctx.clone(),
+        fast_settings(resync),
+        first_shutdown,
+    ));
+    for i in 0..PLAIN {
+        t.create(&lb_service(
+            &format!("plain-{i}"),
+            &[
+                ("TCP", 80, 30000 + i as i32),
+                ("TCP", 443, 31000 + i as i32),
+            ],
+        ))
+        .await;
+    }
+    t.create(&with_annotations(
+        lb_service("sticky", &[("TCP", 80, 32000)]),
+        &[(annotations::STICKINESS_METHOD.key, "SourceBased")],
+    ))
+    .await;
+    for i in 0..PLAIN {
+        t.wait_rules(&format!("plain-{i}"), "have members", |r| {
+            r.len() == 2 && r.iter().all(|r| r.members.len() == 3)
+        })
+        .await;
+    }
+    t.wait_rules("sticky", "has members", |r| {
+        r.len() == 1 && r[0].members.len() == 3
+    })
+    .await;
+    let sticky_policies = || {
+        t.h.sim.with_state(|s| {
+            s.policies
+                .iter()
+                .filter(|p| p.kind == PolicyKind::Stickiness)
+                .count()
+        })
+    };
+    common::eventually("the stickiness policy exists", common::WAIT, || async {
+        (sticky_policies() == 1).then_some(())
+    })
+    .await;
+    first_trigger.trigger();
+    first
+        .await
+        .expect("the first controller does not panic")
+        .expect("the first controller stops cleanly");
+
+    // A new process: no cache; every Service is reconciled once.
+    t.h.sim.reset_counts();
+    let (second_trigger, second_shutdown) = shutdown_channel();
+    let second = tokio::spawn(service::run_with(
+        t.h.ctx.clone(),
+        fast_settings(resync),
+        second_shutdown,
+    ));
+    let rules = 2 * PLAIN as u64 + 1;
+    common::eventually("every rule's members are read", common::WAIT, || async {
+        let counts = t.h.sim.call_counts();
+        (counts.get("listLoadBalancerRuleInstances").copied() == Some(rules)).then_some(())
+    })
+    .await;
+    settle().await;
+    let counts = t.h.sim.call_counts();
+    assert_eq!(
+        counts.get("listLBStickinessPolicies").copied().unwrap_or(0),
+        1,
+        "only the rule of the Service asking for stickiness: {counts:?}"
+    );
+    assert_eq!(
+        counts
+            .get("listLBHealthCheckPolicies")
+            .copied()
+            .unwrap_or(0),
+        0,
+        "no Service asks for a health check: {counts:?}"
+    );
+    assert!(
+        mutating_counts(&t.h).is_empty(),
+        "nothing changes: {counts:?}"
+    );
+    assert_eq!(sticky_policies(), 1, "the policy stays");
+    second_trigger.trigger();
+    second
+        .await
+        .expect("the second controller does not panic")
+        .expect("the second controller stops cleanly");
+    t.stop().await;
 }

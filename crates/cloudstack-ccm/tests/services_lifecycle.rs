@@ -167,3 +167,97 @@ async fn a_service_that_stops_being_a_load_balancer_is_cleaned_up() {
     assert!(!has_finalizer(&t.get("other").await.expect("exists")));
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expunged_member_vm_leaves_every_service_in_one_pass() {
+    let nodes = ["node-1", "node-2", "node-3", "node-4", "node-5"];
+    let mut scenario = Scenario::small();
+    scenario.add_vms(cloudstack_sim::SMALL_NETWORK, "node-", 2);
+    let t = LbTest::start(scenario, &nodes, Duration::from_secs(100)).await;
+    let names: Vec<String> = (0..4).map(|i| format!("svc-{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let i = i as i32;
+        t.create(&lb_service(
+            name,
+            &[("TCP", 80, 30080 + i), ("TCP", 443, 30443 + i)],
+        ))
+        .await;
+    }
+    for name in &names {
+        t.wait_rules(name, "have every node", |r| {
+            r.len() == 2 && r.iter().all(|r| r.members.len() == 5)
+        })
+        .await;
+    }
+
+    // Scale-down: CloudStack expunges one VM (and drops it from every rule itself; its
+    // row is purged later, after which its id no longer resolves) and destroys another
+    // without expunging it (its mappings stay until the expunge); then their Nodes go.
+    let expunged = t.h.vm_id("node-5");
+    assert!(t.h.sim.remove_vm(&expunged), "node-5 expunged");
+    assert!(t.h.sim.purge_vm(&expunged), "node-5 purged");
+    assert!(t.h.sim.destroy_vm(&t.h.vm_id("node-4")), "node-4 destroyed");
+    t.h.sim.reset_counts();
+    for node in ["node-5", "node-4"] {
+        t.h.nodes()
+            .delete(node, &kube::api::DeleteParams::default())
+            .await
+            .expect("deleting the Node");
+    }
+    // Each rule: one removal, refused (431: the purged VM's id no longer resolves), one
+    // read of its members, and no retry: neither VM is listed any more (a Destroyed VM is
+    // not listed; its mapping stays until the expunge, as in CloudStack).
+    let rules = 2 * names.len() as u64;
+    common::eventually(
+        "every rule's members are read again",
+        common::WAIT,
+        || async {
+            let counts = t.h.sim.call_counts();
+            let reads = counts.get("listLoadBalancerRuleInstances").copied();
+            reads.is_some_and(|n| n >= rules).then_some(())
+        },
+    )
+    .await;
+    settle().await;
+    let counts = t.h.sim.call_counts();
+    assert_eq!(
+        counts.get("removeFromLoadBalancerRule").copied(),
+        Some(rules),
+        "one removal per rule, none repeated: {counts:?}"
+    );
+    let client = t.client_of(common::ACCOUNT);
+    let expected: Vec<String> = nodes[..3].iter().map(|n| t.h.vm_id(n)).collect();
+    for name in &names {
+        for rule in t.rules(name).await {
+            let request = cloudstack::ListLoadBalancerRuleInstances {
+                id: rule.id.clone(),
+                ..Default::default()
+            };
+            let mut listed: Vec<String> = client
+                .list_load_balancer_rule_instances(&request)
+                .await
+                .expect("listing the rule's instances")
+                .into_iter()
+                .filter_map(|vm| vm.id)
+                .collect();
+            listed.sort();
+            let mut expected = expected.clone();
+            expected.sort();
+            assert_eq!(listed, expected, "{name}: {}", rule.name);
+        }
+    }
+    settle().await;
+    for name in &names {
+        let failures: Vec<String> =
+            t.h.events_about(name)
+                .iter()
+                .filter(|e| common::event_reason(e) == Some("SyncLoadBalancerFailed"))
+                .map(|e| common::event_note(e).to_string())
+                .collect();
+        assert!(
+            failures.is_empty(),
+            "{name} converges in one pass, without a Warning: {failures:?}"
+        );
+    }
+    t.stop().await;
+}

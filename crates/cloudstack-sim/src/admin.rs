@@ -136,6 +136,24 @@ pub(crate) fn remove_vm(shared: &Shared, id: &str) -> bool {
     found
 }
 
+/// Purges an expunged VM's row (`ResourceCleanupServiceImpl.purgeVMEntities`, CloudStack
+/// 4.20+, run by `purgeExpungedResources` or periodically with
+/// `expunged.resources.purge.enabled`): the VM row goes with its LB mappings, so its
+/// UUID no longer resolves. False when no expunged VM has this id.
+pub(crate) fn purge_vm(shared: &Shared, id: &str) -> bool {
+    let mut state = lock(&shared.state);
+    let before = state.vms.len();
+    state.vms.retain(|v| !(v.id == id && v.removed.is_some()));
+    let found = state.vms.len() != before;
+    if found {
+        for rule in &mut state.lb_rules {
+            rule.members.retain(|m| m.vm_id != id);
+        }
+        shared.persist(&state);
+    }
+    found
+}
+
 /// Destroys a VM without expunging it (see [`crate::commands::destroy_vm`]).
 pub(crate) fn destroy_vm(shared: &Shared, id: &str) -> bool {
     let mut state = lock(&shared.state);

@@ -287,6 +287,13 @@ impl SimServer {
         crate::admin::remove_vm(&self.shared, id)
     }
 
+    /// Purges an expunged VM's row as CloudStack 4.20+ does after
+    /// `expunged.resources.purge.delay` (its UUID no longer resolves); false when no
+    /// expunged VM has this id.
+    pub fn purge_vm(&self, id: &str) -> bool {
+        crate::admin::purge_vm(&self.shared, id)
+    }
+
     /// Destroys a VM without expunging it (state Destroyed; LB mappings, static NAT and NICs
     /// stay until expunge); false when unknown.
     pub fn destroy_vm(&self, id: &str) -> bool {

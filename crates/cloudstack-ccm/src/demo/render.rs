@@ -139,6 +139,8 @@ pub struct PhaseStats {
     pub mutating: u64,
     /// Async jobs started.
     pub jobs: u64,
+    /// Calls CloudStack refused and async jobs that failed.
+    pub failed: u64,
 }
 
 /// The summary table, a total row included.
@@ -149,6 +151,7 @@ pub fn summary_table(style: &Style, phases: &[PhaseStats]) -> String {
         reads: phases.iter().map(|p| p.reads).sum(),
         mutating: phases.iter().map(|p| p.mutating).sum(),
         jobs: phases.iter().map(|p| p.jobs).sum(),
+        failed: phases.iter().map(|p| p.failed).sum(),
     };
     let width = phases
         .iter()
@@ -158,8 +161,8 @@ pub fn summary_table(style: &Style, phases: &[PhaseStats]) -> String {
         .max(5);
     let mut out = String::new();
     let header = format!(
-        "{:<width$}  {:>9}  {:>10}  {:>13}  {:>10}",
-        "phase", "wall time", "read calls", "mutating calls", "async jobs"
+        "{:<width$}  {:>9}  {:>10}  {:>13}  {:>10}  {:>12}",
+        "phase", "wall time", "read calls", "mutating calls", "async jobs", "failed calls"
     );
     let _ = writeln!(out, "{}", style.paint(BOLD, &header));
     let rule = "-".repeat(header.chars().count());
@@ -169,12 +172,13 @@ pub fn summary_table(style: &Style, phases: &[PhaseStats]) -> String {
             let _ = writeln!(out, "{}", style.paint(DIM, &rule));
         }
         let row = format!(
-            "{:<width$}  {:>8.2}s  {:>10}  {:>14}  {:>10}",
+            "{:<width$}  {:>8.2}s  {:>10}  {:>14}  {:>10}  {:>12}",
             phase.name,
             phase.wall.as_secs_f64(),
             phase.reads,
             phase.mutating,
-            phase.jobs
+            phase.jobs,
+            phase.failed
         );
         let _ = writeln!(out, "{row}");
     }
@@ -217,6 +221,7 @@ mod tests {
                 reads: 3,
                 mutating: 0,
                 jobs: 0,
+                failed: 0,
             },
             PhaseStats {
                 name: "create".into(),
@@ -224,6 +229,7 @@ mod tests {
                 reads: 10,
                 mutating: 6,
                 jobs: 6,
+                failed: 1,
             },
         ];
         let table = summary_table(&Style { fancy: false }, &phases);
@@ -232,7 +238,7 @@ mod tests {
         assert!(total.contains("2.00s"), "{table}");
         assert_eq!(
             total.split_whitespace().collect::<Vec<_>>(),
-            ["total", "2.00s", "13", "6", "6"]
+            ["total", "2.00s", "13", "6", "6", "1"]
         );
     }
 }

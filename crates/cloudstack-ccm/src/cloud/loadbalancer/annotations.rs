@@ -231,7 +231,7 @@ pub static KEEP_IP: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-keep-ip",
     kind: AnnotationKind::Bool,
     default: "false",
-    description: "Keep the public IP allocated when the Service is deleted or stops being a load balancer.",
+    description: "Keep the public IP allocated when the Service is deleted or stops being a load balancer. The address is yours from then on, as one you brought: the controller removes its ownership tags from it, and a later Service that requests it (`spec.loadBalancerIP` or `…-address`) never releases it.",
     example: "true",
     origin: Origin::Leaseweb,
     set_by: SetBy::User,

@@ -21,14 +21,16 @@ use cloudstack::{
     AssignToLoadBalancerRule, AssociateIpAddress, CreateFirewallRule, CreateLbHealthCheckPolicy,
     CreateLbStickinessPolicy, CreateLoadBalancerRule, CreateNetworkAcl, CreateTags,
     DeleteFirewallRule, DeleteLbHealthCheckPolicy, DeleteLbStickinessPolicy,
-    DeleteLoadBalancerRule, DeleteNetworkAcl, DisassociateIpAddress, ListPublicIpAddresses,
-    PublicIpAddress, RemoveFromLoadBalancerRule, Request, UpdateLoadBalancerRule,
+    DeleteLoadBalancerRule, DeleteNetworkAcl, DeleteTags, DisassociateIpAddress,
+    ListPublicIpAddresses, PublicIpAddress, RemoveFromLoadBalancerRule, Request,
+    UpdateLoadBalancerRule,
 };
 use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::annotations::Cidr;
 use super::job_queue::{PlanTicket, QueuedJob};
+use super::observe::details::read_members;
 use super::plan::{AssociateTarget, IpRef, POLICY_DESCRIPTION, Plan, ResourceRef, RuleRef, Step};
 
 /// The public IP a plan associated, as recorded on the Service.
@@ -396,12 +398,8 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
             run.queued(step, &request).await.map(drop)
         }
         Step::RemoveMembers { rule, vm_ids } => {
-            let request = RemoveFromLoadBalancerRule {
-                id: rule_id(step, rule, state)?,
-                virtualmachineids: vm_ids.clone(),
-                ..Default::default()
-            };
-            run.queued(step, &request).await.map(drop)
+            let id = rule_id(step, rule, state)?;
+            remove_members(run, step, &id, vm_ids).await
         }
         Step::CreateFirewallRule {
             ip,
@@ -509,6 +507,19 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
             // Tags do not queue on the network.
             run.client.create_tags(&request).await.map_err(failed(step))
         }
+        Step::UntagResources {
+            resource_type,
+            resources,
+            keys,
+        } => {
+            let request = DeleteTags {
+                resourceids: resources.clone(),
+                resourcetype: resource_type.as_str().to_string(),
+                tags: keys.iter().map(|k| (k.clone(), String::new())).collect(),
+            };
+            // Tags do not queue on the network.
+            run.client.delete_tags(&request).await.map_err(failed(step))
+        }
         Step::ReleaseIp { id, .. } => {
             let request = DisassociateIpAddress {
                 id: Some(id.clone()),
@@ -517,6 +528,63 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
             run.queued_delete(step, &request).await
         }
     }
+}
+
+/// `removeFromLoadBalancerRule`. CloudStack drops an expunged VM from every rule itself,
+/// and refuses the whole call with 431 when one VM is not (or no longer) assigned or does
+/// not exist. Then the rule's members are read again: those no longer assigned count as
+/// removed, and the others are removed in a second call. The rule's cached members are
+/// renewed after the run (the rule is marked touched).
+async fn remove_members(
+    run: &Run<'_>,
+    step: &Step,
+    rule_id: &str,
+    vm_ids: &[String],
+) -> Result<(), ApplyError> {
+    let request = RemoveFromLoadBalancerRule {
+        id: rule_id.to_string(),
+        virtualmachineids: vm_ids.to_vec(),
+        ..Default::default()
+    };
+    let refused = match run
+        .ticket
+        .run(
+            run.client,
+            RemoveFromLoadBalancerRule::COMMAND,
+            request.to_params(),
+        )
+        .await
+    {
+        Ok(_) => return Ok(()),
+        Err(err) if err.code() == Some(cloudstack::PARAM_ERROR) => err,
+        Err(err) => return Err(failed(step)(err)),
+    };
+    let assigned = read_members(run.client, rule_id)
+        .await
+        .map_err(failed(step))?;
+    let still: Vec<String> = vm_ids
+        .iter()
+        .filter(|vm| assigned.iter().any(|a| a.eq_ignore_ascii_case(vm)))
+        .cloned()
+        .collect();
+    if still.len() == vm_ids.len() {
+        // Every VM is still assigned: the refusal was about something else.
+        return Err(failed(step)(refused));
+    }
+    tracing::info!(
+        rule = rule_id,
+        gone = ?vm_ids.iter().filter(|vm| !still.contains(vm)).collect::<Vec<_>>(),
+        "members already gone from the rule (VM expunged or removed)"
+    );
+    if still.is_empty() {
+        return Ok(());
+    }
+    let request = RemoveFromLoadBalancerRule {
+        id: rule_id.to_string(),
+        virtualmachineids: still,
+        ..Default::default()
+    };
+    run.queued(step, &request).await.map(drop)
 }
 
 /// Picks a free address of the zone (one list, `allocatedonly=false`, state `Free`) at

@@ -22,6 +22,11 @@ pub const TAG_CLUSTER: &str = "cloudstack-ccm/cluster";
 pub const TAG_SERVICE_UID: &str = "cloudstack-ccm/service-uid";
 /// Tag key set on public IPs the controller associated itself.
 pub const TAG_ASSOCIATED: &str = "cloudstack-ccm/associated";
+/// Tag key set on rules the controller gave a health-check policy: their policies are
+/// read even when the Service no longer asks for one (to remove it).
+pub const TAG_HEALTH_CHECK: &str = "cloudstack-ccm/health-check";
+/// Tag key set on rules the controller gave a stickiness policy (as [`TAG_HEALTH_CHECK`]).
+pub const TAG_STICKINESS: &str = "cloudstack-ccm/stickiness";
 
 /// Reason (ACL items) and description (policies) the Go CCM puts on what it creates;
 /// ACL items use `"<this> for <lb name>"`.

@@ -24,8 +24,11 @@
 //! outdated policies; (3) members and policies of new rules, tags, and deletion of
 //! rules no port needs any more (only once the wanted rules stand).
 //!
-//! Delete steps are meant to succeed when the object is already gone (deleting a rule
-//! also deletes the firewall rule `openfirewall` made for it). After `AssociateIp` the
+//! No step is planned that CloudStack must refuse: deleting a rule also deletes the
+//! firewall rule `openfirewall` made for it, so a firewall rule of a deleted rule's port
+//! is deleted one phase before the rule (an extra phase in front when the rule goes in
+//! the first). Delete steps still succeed when the object is already gone (changed by
+//! hand meanwhile). After `AssociateIp` the
 //! applier records the IP id on the Service before running the next phase.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,7 +38,8 @@ use std::net::IpAddr;
 use super::annotations::{Algorithm, Cidr};
 use super::observe::{
     GO_CCM_MANAGED_TEXT, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedLb,
-    ObservedRule, TAG_ASSOCIATED, TAG_CLUSTER, TAG_SERVICE_UID, Tags,
+    ObservedRule, TAG_ASSOCIATED, TAG_CLUSTER, TAG_HEALTH_CHECK, TAG_SERVICE_UID, TAG_STICKINESS,
+    Tags,
 };
 use super::spec::{HealthCheck, LbSpec, RuleSpec, Stickiness};
 use super::{IpProtocol, LbProtocol};
@@ -247,21 +251,69 @@ pub fn plan(
         warnings.push("no eligible nodes: the load balancer has no members".into());
     }
     let mut p = Planner::new(spec, observed, backends, ctx, ip);
+    p.adopted_ip = observed
+        .ip
+        .as_ref()
+        .filter(|_| spec.delete_spec().associated_by_predecessor(observed))
+        .map(|ip| ip.id.clone());
     if let Some(step) = associate {
         p.phase1.push(step);
     }
     p.rules();
     p.ports(&mut warnings);
     p.tags();
-    Ok(Plan::from_phases(
-        vec![p.phase1, p.phase2, p.phase3],
-        warnings,
-    ))
+    let phases = firewall_deletes_first(vec![p.phase1, p.phase2, p.phase3], observed);
+    Ok(Plan::from_phases(phases, warnings))
+}
+
+/// Moves each firewall-rule deletion for the port of a rule the plan deletes to the phase
+/// before that rule's deletion.
+///
+/// A load-balancer rule created with `openfirewall=true` owns a firewall rule for its
+/// port (CloudStack's `related` rule, which no list shows): `deleteLoadBalancerRule`
+/// removes it, and a `deleteFirewallRule` of it sent after (or run after, in the
+/// network's queue) fails. Run first, the deletion finds the firewall rule whoever made
+/// it, and the rule's deletion then finds no related rule left. No deletion can fail.
+fn firewall_deletes_first(phases: Vec<Vec<Step>>, observed: &ObservedLb) -> Vec<Vec<Step>> {
+    // An empty phase in front, for firewall rules of rules deleted in the first phase.
+    let mut phases: Vec<Vec<Step>> = std::iter::once(Vec::new()).chain(phases).collect();
+    let mut rule_deleted_in: BTreeMap<(IpProtocol, u16), usize> = BTreeMap::new();
+    for (index, steps) in phases.iter().enumerate() {
+        for step in steps {
+            let Step::DeleteRule { id, .. } = step else {
+                continue;
+            };
+            if let Some(rule) = observed.rules.iter().find(|r| r.id == *id) {
+                rule_deleted_in
+                    .entry((rule.protocol.ip_protocol(), rule.public_port))
+                    .or_insert(index);
+            }
+        }
+    }
+    for index in 1..phases.len() {
+        let (moved, kept): (Vec<Step>, Vec<Step>) = std::mem::take(&mut phases[index])
+            .into_iter()
+            .partition(|step| {
+                matches!(step, Step::DeleteFirewallRule { protocol, port, .. }
+                    if rule_deleted_in.get(&(*protocol, *port)).is_some_and(|&at| at <= index))
+            });
+        phases[index] = kept;
+        for step in moved {
+            if let Step::DeleteFirewallRule { protocol, port, .. } = &step {
+                let before = rule_deleted_in[&(*protocol, *port)] - 1;
+                phases[before].push(step);
+            }
+        }
+    }
+    phases
 }
 
 /// Plans the removal of a Service's load balancer.
 ///
-/// Deletes the Service's rules, their firewall rules or ACL items, then releases the IP
+/// Deletes the firewall rules or ACL items of the Service's ports, then its rules (a
+/// firewall rule `openfirewall` made would go with its rule: see
+/// [`firewall_deletes_first`]). With `keep-ip` the IP stays and its ownership tags go:
+/// it is the user's from then on. Else it releases the IP
 /// when the controller associated it, no other rule uses it, it is not a source-NAT IP,
 /// and `keep-ip` is not set.
 pub fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanContext) -> Plan {
@@ -299,27 +351,42 @@ pub fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanContext) 
             }
         }
     }
-    let mut second = Vec::new();
+    let mut release = Vec::new();
     let mut warnings = Vec::new();
     if let Some(ip) = &observed.ip {
         let ours = spec.ip_associated_by_controller
             || ip.associated_by_us()
-            || spec.pending_claim == Some(ip.address);
+            || spec.pending_claim == Some(ip.address)
+            || spec.associated_by_predecessor(observed);
         if spec.keep_ip {
             warnings.push(format!("keeping IP {} (keep-ip)", ip.address));
+            if ip.associated_by_us() {
+                // The address now belongs to the user, as one they brought: a later
+                // Service that requests it never releases it.
+                release.push(Step::UntagResources {
+                    resource_type: TagResourceType::PublicIpAddress,
+                    resources: vec![ip.id.clone()],
+                    keys: [TAG_ASSOCIATED, TAG_CLUSTER]
+                        .into_iter()
+                        .filter(|key| ip.tags.contains_key(*key))
+                        .map(str::to_string)
+                        .collect(),
+                });
+            }
         } else if !observed.foreign_rules.is_empty() {
             warnings.push(format!(
                 "keeping IP {}: other load-balancer rules use it",
                 ip.address
             ));
         } else if ours && !ip.is_source_nat && ip.ownership == IpOwnership::Ours {
-            second.push(Step::ReleaseIp {
+            release.push(Step::ReleaseIp {
                 id: ip.id.clone(),
                 address: ip.address,
             });
         }
     }
-    Plan::from_phases(vec![first, second], warnings)
+    let phases = firewall_deletes_first(vec![first, release], observed);
+    Plan::from_phases(phases, warnings)
 }
 
 /// What deleting a load balancer needs to know; built leniently, so a Service with a
@@ -337,6 +404,45 @@ pub struct DeleteSpec {
     /// The claimed address while no IP id is recorded ([`LbSpec::pending_claim`]): when
     /// observed as ours, we associated it.
     pub pending_claim: Option<IpAddr>,
+    /// The Service asks for an address (`spec.loadBalancerIP` or `…-address`).
+    pub requests_address: bool,
+    /// An IP id is recorded on the Service (`…-id`).
+    pub ip_id_recorded: bool,
+    /// Rule-name prefixes of the leaseweb fork for this Service.
+    pub legacy_lb_names: Vec<String>,
+}
+
+impl DeleteSpec {
+    /// Whether the controller the load balancer was taken over from associated its
+    /// address, and so would release it on delete (the controller does the same, and
+    /// tags the address as its own when it takes the load balancer over):
+    ///
+    /// * the Go provider (v1.2.0 and before) associated every address
+    ///   `spec.loadBalancerIP` did not request; it records no IP id on the Service, so an
+    ///   untagged address under the Service's rules with no id recorded and no address
+    ///   requested is one it associated (a requested one it associated carries its
+    ///   `…-ip-associated-by-controller` annotation);
+    /// * the leaseweb fork releases the address of its rules (named by it) unless
+    ///   `keep-ip` is set.
+    pub fn associated_by_predecessor(&self, observed: &ObservedLb) -> bool {
+        let Some(ip) = &observed.ip else {
+            return false;
+        };
+        if ip.associated_by_us() || ip.is_source_nat || ip.ownership != IpOwnership::Ours {
+            return false;
+        }
+        let rules_on_ip = || observed.rules.iter().filter(|r| r.public_ip_id == ip.id);
+        let by_go = !self.requests_address
+            && !self.ip_id_recorded
+            && self.pending_claim.is_none()
+            && rules_on_ip().next().is_some();
+        let by_leaseweb = rules_on_ip().any(|r| {
+            self.legacy_lb_names
+                .iter()
+                .any(|prefix| r.name.starts_with(&format!("{prefix}-")))
+        });
+        by_go || by_leaseweb
+    }
 }
 
 impl LbSpec {
@@ -348,6 +454,9 @@ impl LbSpec {
             keep_ip: self.keep_ip,
             ip_associated_by_controller: self.ip_associated_by_controller,
             pending_claim: self.pending_claim(),
+            requests_address: self.requested_ip.is_some(),
+            ip_id_recorded: self.recorded_ip_id.is_some(),
+            legacy_lb_names: self.legacy_lb_names.clone(),
         }
     }
 }

@@ -225,6 +225,7 @@ fn kinds(plan: &Plan) -> Vec<Vec<&'static str>> {
                     Step::CreateStickiness { .. } => "create-st",
                     Step::DeleteStickiness { .. } => "delete-st",
                     Step::TagResources { .. } => "tag",
+                    Step::UntagResources { .. } => "untag",
                     Step::ReleaseIp { .. } => "release",
                 })
                 .collect()
@@ -479,7 +480,8 @@ fn toggle_with_a_new_node_port_deletes_before_it_creates() {
     assert_eq!(
         kinds(&p),
         vec![
-            vec!["delete-rule", "delete-fw"],
+            vec!["delete-fw"],
+            vec!["delete-rule"],
             vec!["create-rule"],
             vec!["assign", "tag"]
         ]
@@ -490,7 +492,7 @@ fn toggle_with_a_new_node_port_deletes_before_it_creates() {
         open_firewall,
         ip,
         ..
-    } = &p.phases[1].steps[0]
+    } = &p.phases[2].steps[0]
     else {
         panic!("{p}")
     };
@@ -519,16 +521,17 @@ fn protocol_family_change_frees_the_port_first() {
     )
     .unwrap();
     // `openfirewall` opens TCP only, so the new udp rule gets its own firewall rule; the
-    // tcp firewall rule of the old rule goes once the new rule stands.
+    // tcp firewall rule of the old rule goes before the old rule (which may have made it).
     assert_eq!(
         kinds(&p),
         vec![
+            vec!["delete-fw"],
             vec!["delete-rule"],
             vec!["create-rule", "create-fw"],
-            vec!["assign", "delete-fw", "tag"]
+            vec!["assign", "tag"]
         ]
     );
-    let Step::CreateRule { open_firewall, .. } = &p.phases[1].steps[0] else {
+    let Step::CreateRule { open_firewall, .. } = &p.phases[2].steps[0] else {
         panic!("{p}")
     };
     assert!(!*open_firewall);
@@ -554,12 +557,13 @@ fn rule_cidrlist_change_recreates_on_4_18_and_updates_on_4_22() {
     assert_eq!(
         kinds(&old),
         vec![
-            vec!["delete-rule", "delete-fw"],
+            vec!["delete-fw"],
+            vec!["delete-rule"],
             vec!["create-rule"],
             vec!["assign", "tag"]
         ]
     );
-    let Step::CreateRule { cidrs, .. } = &old.phases[1].steps[0] else {
+    let Step::CreateRule { cidrs, .. } = &old.phases[2].steps[0] else {
         panic!("{old}")
     };
     assert_eq!(cidrs, &vec![Cidr::parse("10.0.0.0/8").unwrap()]);
@@ -712,8 +716,8 @@ fn removed_port_is_deleted_after_the_wanted_rules_stand() {
     assert_eq!(
         kinds(&p),
         vec![
-            vec!["create-rule"],
-            vec!["assign", "delete-rule", "delete-fw", "tag"]
+            vec!["create-rule", "delete-fw"],
+            vec!["assign", "delete-rule", "tag"]
         ]
     );
 }
@@ -727,7 +731,8 @@ fn delete_releases_only_our_unshared_ip_without_keep_ip() {
     assert_eq!(
         kinds(&p),
         vec![
-            vec!["delete-rule", "delete-rule", "delete-fw", "delete-fw"],
+            vec!["delete-fw", "delete-fw"],
+            vec!["delete-rule", "delete-rule"],
             vec!["release"]
         ]
     );
@@ -740,7 +745,11 @@ fn delete_releases_only_our_unshared_ip_without_keep_ip() {
     let p = plan_delete(&keep.delete_spec(), &observed, &ctx);
     assert_eq!(
         kinds(&p),
-        vec![vec!["delete-rule", "delete-rule", "delete-fw", "delete-fw"]]
+        vec![
+            vec!["delete-fw", "delete-fw"],
+            vec!["delete-rule", "delete-rule"],
+            vec!["untag"]
+        ]
     );
     assert!(p.warnings[0].contains("keep-ip"));
 
@@ -756,11 +765,17 @@ fn delete_releases_only_our_unshared_ip_without_keep_ip() {
         "{p}"
     );
 
+    // An untagged address the Service requested is the user's.
     let mut user_ip = observed.clone();
     if let Some(ip) = user_ip.ip.as_mut() {
         ip.tags.clear();
     }
-    let p = plan_delete(&s.delete_spec(), &user_ip, &ctx);
+    let requested = spec(
+        json!({}),
+        &THREE_PORTS[..2],
+        json!({"loadBalancerIP": "203.0.113.5"}),
+    );
+    let p = plan_delete(&requested.delete_spec(), &user_ip, &ctx);
     assert!(
         !p.steps().any(|s| matches!(s, Step::ReleaseIp { .. })),
         "{p}"
@@ -792,7 +807,9 @@ fn go_ccm_load_balancer_is_adopted_unchanged() {
     }
     for ctx in [isolated((4, 18, 0)), isolated((4, 22, 0))] {
         let p = plan(&s, &observed, &backends(&["vm1", "vm2"]), &ctx).unwrap();
-        assert_eq!(kinds(&p), vec![vec!["tag"]], "{p}");
+        // The rules get our tags; the address the Go CCM associated too (released on
+        // delete, as the Go CCM would).
+        assert_eq!(kinds(&p), vec![vec!["tag", "tag"]], "{p}");
         let Step::TagResources {
             resource_type,
             resources,
@@ -1069,7 +1086,13 @@ fn stickiness_is_created_and_replaced() {
     let ctx = isolated((4, 18, 0));
     let mut observed = applied(&s, &["vm1"]);
     let p = plan(&s, &observed, &backends(&["vm1"]), &ctx).unwrap();
-    assert_eq!(kinds(&p), vec![vec!["create-st"]]);
+    // The rule is tagged: its policies are read again even without the annotation.
+    assert_eq!(kinds(&p), vec![vec!["create-st", "tag"]]);
+    assert!(p.steps().any(|s| matches!(s,
+        Step::TagResources { tags, .. } if tags.keys().eq([TAG_STICKINESS]))));
+    observed.rules[0]
+        .tags
+        .insert(TAG_STICKINESS.to_string(), "true".to_string());
 
     observed.rules[0].stickiness.push(ObservedStickiness {
         id: "st1".into(),
@@ -1147,4 +1170,120 @@ fn plan_prints_readably() {
          \x20 - tag LoadBalancer {LB}-tcp-80: cloudstack-ccm/cluster=prod,cloudstack-ccm/service-uid={UID}\n"
     );
     assert_eq!(text, want);
+}
+
+#[test]
+fn firewall_rules_of_deleted_rules_go_first() {
+    // Delete: each firewall rule before the rule of its port (the rule would take a
+    // firewall rule `openfirewall` made with it, and a later delete of it would fail).
+    let s = simple(&THREE_PORTS[..2]);
+    let observed = applied(&s, &["vm1"]);
+    let p = plan_delete(&s.delete_spec(), &observed, &isolated((4, 18, 0)));
+    let phase_of = |wanted: fn(&Step) -> bool| {
+        p.phases
+            .iter()
+            .position(|phase| phase.steps.iter().any(wanted))
+            .expect("step planned")
+    };
+    assert!(
+        phase_of(|s| matches!(s, Step::DeleteFirewallRule { .. }))
+            < phase_of(|s| matches!(s, Step::DeleteRule { .. })),
+        "{p}"
+    );
+    // A port no longer wanted: its firewall rule goes in the phase before its rule.
+    let after = simple(&THREE_PORTS[..1]);
+    let p = plan(
+        &after,
+        &observed,
+        &backends(&["vm1"]),
+        &isolated((4, 18, 0)),
+    )
+    .unwrap();
+    let fw_phase = p
+        .phases
+        .iter()
+        .position(|phase| {
+            phase
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::DeleteFirewallRule { .. }))
+        })
+        .expect("firewall rule deleted");
+    let rule_phase = p
+        .phases
+        .iter()
+        .position(|phase| {
+            phase
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::DeleteRule { .. }))
+        })
+        .expect("rule deleted");
+    assert_eq!(fw_phase + 1, rule_phase, "{p}");
+}
+
+#[test]
+fn keep_ip_hands_the_address_to_the_user() {
+    let keep = spec(
+        json!({(ann::KEEP_IP.key): "true"}),
+        &THREE_PORTS[..1],
+        json!({}),
+    );
+    let observed = applied(&keep, &["vm1"]);
+    let p = plan_delete(&keep.delete_spec(), &observed, &isolated((4, 18, 0)));
+    let untag = p
+        .steps()
+        .find_map(|s| match s {
+            Step::UntagResources {
+                resources, keys, ..
+            } => Some((resources.clone(), keys.clone())),
+            _ => None,
+        })
+        .expect("ownership tag removed");
+    assert_eq!(
+        untag,
+        (vec![IP_ID.to_string()], vec![TAG_ASSOCIATED.to_string()])
+    );
+    assert!(
+        !p.steps().any(|s| matches!(s, Step::ReleaseIp { .. })),
+        "{p}"
+    );
+}
+
+#[test]
+fn an_address_the_go_provider_associated_is_adopted_and_released() {
+    let s = simple(&THREE_PORTS[..1]);
+    let mut observed = applied(&s, &["vm1"]);
+    for r in &mut observed.rules {
+        r.tags.clear();
+    }
+    if let Some(ip) = observed.ip.as_mut() {
+        ip.tags.clear();
+    }
+    // Not requested, no id recorded: the Go provider associated it.
+    assert!(s.delete_spec().associated_by_predecessor(&observed));
+    let p = plan(&s, &observed, &backends(&["vm1"]), &isolated((4, 18, 0))).unwrap();
+    assert!(
+        p.steps().any(|s| matches!(s,
+            Step::TagResources { resource_type: TagResourceType::PublicIpAddress, tags, .. }
+                if tags.get(TAG_ASSOCIATED).map(String::as_str) == Some("true"))),
+        "{p}"
+    );
+    let p = plan_delete(&s.delete_spec(), &observed, &isolated((4, 18, 0)));
+    assert!(
+        p.steps().any(|s| matches!(s, Step::ReleaseIp { .. })),
+        "{p}"
+    );
+    // Requested through spec.loadBalancerIP without its annotation: the user's.
+    let requested = spec(
+        json!({}),
+        &THREE_PORTS[..1],
+        json!({"loadBalancerIP": "203.0.113.5"}),
+    );
+    assert!(!requested.delete_spec().associated_by_predecessor(&observed));
+    let p = plan_delete(&requested.delete_spec(), &observed, &isolated((4, 18, 0)));
+    assert!(
+        !p.steps().any(|s| matches!(s, Step::ReleaseIp { .. })),
+        "{p}"
+    );
 }

@@ -14,7 +14,7 @@ use super::details::{PolicyKinds, RuleDetailsCache};
 use super::snapshot::CloudSnapshot;
 use super::{
     ForeignRule, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedIp, ObservedLb,
-    ObservedRule, TAG_ASSOCIATED, TAG_SERVICE_UID, Tags,
+    ObservedRule, TAG_ASSOCIATED, TAG_HEALTH_CHECK, TAG_SERVICE_UID, TAG_STICKINESS, Tags,
 };
 use crate::cloud::loadbalancer::annotations::{Algorithm, Cidr};
 use crate::cloud::loadbalancer::spec::LbSpec;
@@ -249,13 +249,25 @@ fn observed_acl_item(item: &NetworkAcl) -> Option<ObservedAclItem> {
     })
 }
 
+/// The policy kinds worth reading for a rule: of those its network `offered`, only the
+/// ones the Service asks for or the rule's tags say the controller made (a policy made by
+/// hand on a rule of ours is not looked for).
+fn policy_kinds_to_read(offered: PolicyKinds, spec: &LbSpec, tags: &Tags) -> PolicyKinds {
+    PolicyKinds {
+        health_check: offered.health_check
+            && (spec.health_check.is_some() || tags.contains_key(TAG_HEALTH_CHECK)),
+        stickiness: offered.stickiness
+            && (spec.stickiness.is_some() || tags.contains_key(TAG_STICKINESS)),
+    }
+}
+
 /// Everything the reader needs besides the snapshot.
 pub struct ObserveInputs<'a> {
     /// The CloudStack client (for the few reads not in the snapshot).
     pub client: &'a cloudstack::Client,
     /// The per-rule details cache.
     pub details: &'a RuleDetailsCache,
-    /// Which policies to read for the Service's rules.
+    /// Which policies the network offers (of those, only the ones that may exist are read).
     pub policy_kinds: PolicyKinds,
     /// ACL list of the Service's network, when it is a VPC tier with its own list.
     pub acl_id: Option<&'a str>,
@@ -270,9 +282,8 @@ pub async fn observe(
     let listed: Vec<&LoadBalancerRule> = own_rules(snapshot, spec).collect();
     let mut rules: Vec<ObservedRule> = listed.iter().filter_map(|r| observed_rule(r)).collect();
     let details = futures::future::try_join_all(rules.iter().map(|r| {
-        inputs
-            .details
-            .get(inputs.client, &r.id, inputs.policy_kinds)
+        let kinds = policy_kinds_to_read(inputs.policy_kinds, spec, &r.tags);
+        inputs.details.get(inputs.client, &r.id, kinds)
     }))
     .await?;
     for (rule, details) in rules.iter_mut().zip(details) {

@@ -1,5 +1,7 @@
 //! Per-rule details that CloudStack only returns rule by rule: the assigned VMs
-//! (`listLoadBalancerRuleInstances`) and the health-check and stickiness policies. They
+//! (`listLoadBalancerRuleInstances`) and the health-check and stickiness policies, the
+//! latter read only where one may exist (the caller says which kinds; a server or role
+//! without the list command has none). They
 //! are cached by rule id until the controller changes that rule (apply forgets it), the
 //! rule disappears, or the entry is older than the cache's maximum age (which bounds how
 //! long a change made by hand in CloudStack goes unnoticed).
@@ -37,6 +39,8 @@ pub struct RuleDetails {
 /// rule that has the same members.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CachedDetails {
+    /// The policy kinds that were read (the others are unknown, not absent).
+    pub kinds: PolicyKinds,
     /// VM ids assigned to the rule (shared by content).
     pub members: Arc<BTreeSet<String>>,
     /// Health-check policies (read only where the provider has them).
@@ -45,13 +49,26 @@ pub struct CachedDetails {
     pub stickiness: Vec<ObservedStickiness>,
 }
 
-/// Which policy kinds to read for a rule (those its network's provider supports).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which policy kinds to read for a rule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PolicyKinds {
     /// Read health-check policies.
     pub health_check: bool,
     /// Read stickiness policies.
     pub stickiness: bool,
+}
+
+impl PolicyKinds {
+    /// Both kinds (details known to be complete, e.g. a rule just created without policies).
+    pub const ALL: PolicyKinds = PolicyKinds {
+        health_check: true,
+        stickiness: true,
+    };
+
+    /// Whether details read for `self` tell everything `wanted` asks for.
+    pub fn covers(self, wanted: PolicyKinds) -> bool {
+        (self.health_check || !wanted.health_check) && (self.stickiness || !wanted.stickiness)
+    }
 }
 
 /// The cache of rule details by rule id.
@@ -104,9 +121,15 @@ impl MemberSetPool {
 }
 
 impl Entries {
-    /// Caches `details` for `rule_id`, sharing its member set.
-    fn insert(&mut self, rule_id: &str, details: RuleDetails) -> Arc<CachedDetails> {
+    /// Caches `details` (with the policy `kinds` read) for `rule_id`, sharing its member set.
+    fn insert(
+        &mut self,
+        rule_id: &str,
+        details: RuleDetails,
+        kinds: PolicyKinds,
+    ) -> Arc<CachedDetails> {
         let cached = Arc::new(CachedDetails {
+            kinds,
             members: self.member_sets.share(details.members),
             health_checks: details.health_checks,
             stickiness: details.stickiness,
@@ -126,7 +149,8 @@ impl RuleDetailsCache {
         }
     }
 
-    /// The details of rule `rule_id`, read from CloudStack when not cached.
+    /// The details of rule `rule_id` with the policy `kinds` asked for, read from
+    /// CloudStack when not cached (or cached without one of those kinds).
     pub async fn get(
         &self,
         client: &cloudstack::Client,
@@ -135,16 +159,18 @@ impl RuleDetailsCache {
     ) -> Result<Arc<CachedDetails>, cloudstack::Error> {
         if let Some((read_at, details)) = self.lock().by_rule.get(rule_id)
             && read_at.elapsed() < self.max_age
+            && details.kinds.covers(kinds)
         {
             return Ok(details.clone());
         }
         let details = read(client, rule_id, kinds).await?;
-        Ok(self.lock().insert(rule_id, details))
+        Ok(self.lock().insert(rule_id, details, kinds))
     }
 
-    /// Records what the controller just made rule `rule_id` into.
+    /// Records what the controller just made rule `rule_id` into (complete: members and
+    /// every policy it has).
     pub fn insert(&self, rule_id: &str, details: RuleDetails) {
-        self.lock().insert(rule_id, details);
+        self.lock().insert(rule_id, details, PolicyKinds::ALL);
     }
 
     /// Forgets rule `rule_id` (after the controller changed it).
@@ -167,31 +193,34 @@ impl RuleDetailsCache {
     }
 }
 
+/// The ids of the VMs assigned to rule `rule_id` (`listLoadBalancerRuleInstances`, all
+/// pages).
+pub async fn read_members(
+    client: &cloudstack::Client,
+    rule_id: &str,
+) -> Result<BTreeSet<String>, cloudstack::Error> {
+    let request = ListLoadBalancerRuleInstances {
+        id: rule_id.to_string(),
+        ..Default::default()
+    };
+    // The answer carries whole VM objects; only their ids are decoded.
+    let vms: Vec<VmId> = client
+        .list_all(
+            ListLoadBalancerRuleInstances::COMMAND,
+            "loadbalancerruleinstance",
+            request.to_params(),
+        )
+        .await?;
+    Ok(vms.into_iter().filter_map(|vm| vm.id).collect())
+}
+
 /// Reads the members and the wanted policy kinds of one rule, concurrently.
 async fn read(
     client: &cloudstack::Client,
     rule_id: &str,
     kinds: PolicyKinds,
 ) -> Result<RuleDetails, cloudstack::Error> {
-    let members = async {
-        let request = ListLoadBalancerRuleInstances {
-            id: rule_id.to_string(),
-            ..Default::default()
-        };
-        // The answer carries whole VM objects; only their ids are decoded.
-        let vms: Vec<VmId> = client
-            .list_all(
-                ListLoadBalancerRuleInstances::COMMAND,
-                "loadbalancerruleinstance",
-                request.to_params(),
-            )
-            .await?;
-        Ok::<_, cloudstack::Error>(
-            vms.into_iter()
-                .filter_map(|vm| vm.id)
-                .collect::<BTreeSet<_>>(),
-        )
-    };
+    let members = read_members(client, rule_id);
     let health_checks = async {
         if !kinds.health_check {
             return Ok(Vec::new());
@@ -200,7 +229,7 @@ async fn read(
             lbruleid: Some(rule_id.to_string()),
             ..Default::default()
         };
-        let lists = client.list_lb_health_check_policies(&request).await?;
+        let lists = none_if_unsupported(client.list_lb_health_check_policies(&request).await)?;
         Ok(lists
             .into_iter()
             .flat_map(|list| list.healthcheckpolicy)
@@ -225,7 +254,7 @@ async fn read(
             lbruleid: Some(rule_id.to_string()),
             ..Default::default()
         };
-        let lists = client.list_lb_stickiness_policies(&request).await?;
+        let lists = none_if_unsupported(client.list_lb_stickiness_policies(&request).await)?;
         Ok(lists
             .into_iter()
             .flat_map(|list| list.stickinesspolicy)
@@ -247,6 +276,29 @@ async fn read(
         health_checks,
         stickiness,
     })
+}
+
+/// A policy list the server or the role does not offer means no policy: CloudStack answers
+/// 432 for an unsupported action, 401 for a command the role may not call, and "… does
+/// not exist or is not available for the user" for a command it does not know.
+fn none_if_unsupported<T>(
+    listed: Result<Vec<T>, cloudstack::Error>,
+) -> Result<Vec<T>, cloudstack::Error> {
+    match listed {
+        Err(err) if is_unsupported(&err) => {
+            tracing::debug!(error = %err, "policy list not available: no policies");
+            Ok(Vec::new())
+        }
+        other => other,
+    }
+}
+
+/// Whether an error says the command is not offered (see [`none_if_unsupported`]).
+fn is_unsupported(err: &cloudstack::Error) -> bool {
+    matches!(err.code(), Some(401 | 432))
+        || err
+            .text()
+            .is_some_and(|text| text.to_ascii_lowercase().contains("not available"))
 }
 
 /// A non-negative count from CloudStack's integer fields (absent or negative → 0).

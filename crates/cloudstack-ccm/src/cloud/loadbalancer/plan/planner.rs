@@ -27,6 +27,9 @@ pub(super) struct Planner<'a> {
     open_firewall: BTreeSet<u16>,
     /// Ids of observed rules that stay.
     kept_ids: BTreeSet<String>,
+    /// The IP the controller the load balancer was taken over from associated (untagged):
+    /// tagged as associated by us, so it is released on delete as its creator would.
+    pub(super) adopted_ip: Option<String>,
 }
 
 impl<'a> Planner<'a> {
@@ -50,6 +53,7 @@ impl<'a> Planner<'a> {
             recreated_ports: BTreeSet::new(),
             open_firewall: BTreeSet::new(),
             kept_ids: BTreeSet::new(),
+            adopted_ip: None,
         }
     }
 
@@ -477,30 +481,64 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Ownership tags: all rules lacking them in one call, the associated IP in another.
+    /// Ownership tags, and the tags saying which policies the controller gives the rules
+    /// (so their policies are read again, see `observe`): one call per distinct set of
+    /// missing tags (usually one for all new rules), the associated IP in another.
     pub(super) fn tags(&mut self) {
-        let rule_tags: Tags = [
+        let owner: Tags = [
             (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
             (TAG_SERVICE_UID.to_string(), self.spec.service.uid.clone()),
         ]
         .into();
-        let mut resources: Vec<ResourceRef> = self
-            .created
-            .iter()
-            .cloned()
-            .map(ResourceRef::CreatedRule)
-            .collect();
+        let mut policies = Tags::new();
+        if self.spec.health_check.is_some() && self.ctx.network.health_check {
+            policies.insert(TAG_HEALTH_CHECK.to_string(), "true".to_string());
+        }
+        if self.spec.stickiness.is_some() {
+            policies.insert(TAG_STICKINESS.to_string(), "true".to_string());
+        }
+        let mut by_tags: BTreeMap<Tags, Vec<ResourceRef>> = BTreeMap::new();
+        if !self.created.is_empty() {
+            let all: Tags = owner.clone().into_iter().chain(policies.clone()).collect();
+            by_tags
+                .entry(all)
+                .or_default()
+                .extend(self.created.iter().cloned().map(ResourceRef::CreatedRule));
+        }
         for o in &self.observed.rules {
-            let untagged = rule_tags.iter().any(|(k, v)| o.tags.get(k) != Some(v));
-            if self.kept_ids.contains(&o.id) && untagged {
-                resources.push(ResourceRef::Existing(o.id.clone()));
+            if !self.kept_ids.contains(&o.id) {
+                continue;
+            }
+            let untagged = owner.iter().any(|(k, v)| o.tags.get(k) != Some(v));
+            let mut missing = if untagged { owner.clone() } else { Tags::new() };
+            for (k, v) in &policies {
+                if !o.tags.contains_key(k) {
+                    missing.insert(k.clone(), v.clone());
+                }
+            }
+            if !missing.is_empty() {
+                by_tags
+                    .entry(missing)
+                    .or_default()
+                    .push(ResourceRef::Existing(o.id.clone()));
             }
         }
-        if !resources.is_empty() {
+        for (tags, resources) in by_tags {
             self.phase3.push(Step::TagResources {
                 resource_type: TagResourceType::LoadBalancer,
                 resources,
-                tags: rule_tags,
+                tags,
+            });
+        }
+        if let Some(id) = &self.adopted_ip {
+            self.phase3.push(Step::TagResources {
+                resource_type: TagResourceType::PublicIpAddress,
+                resources: vec![ResourceRef::Existing(id.clone())],
+                tags: [
+                    (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
+                    (TAG_ASSOCIATED.to_string(), "true".to_string()),
+                ]
+                .into(),
             });
         }
         if self.ip == IpRef::Associated {

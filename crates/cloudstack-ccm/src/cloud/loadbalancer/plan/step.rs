@@ -233,6 +233,15 @@ pub enum Step {
         /// Tags.
         tags: Tags,
     },
+    /// `deleteTags` of some keys on several resources of one type.
+    UntagResources {
+        /// Resource type.
+        resource_type: TagResourceType,
+        /// Resource ids.
+        resources: Vec<String>,
+        /// Tag keys to remove.
+        keys: Vec<String>,
+    },
     /// `disassociateIpAddress`.
     ReleaseIp {
         /// IP id.
@@ -413,6 +422,17 @@ impl fmt::Display for Step {
                     tags.join(",")
                 )
             }
+            Step::UntagResources {
+                resource_type,
+                resources,
+                keys,
+            } => write!(
+                f,
+                "untag {} {}: {}",
+                resource_type.as_str(),
+                join(resources, ","),
+                keys.join(",")
+            ),
             Step::ReleaseIp { address, .. } => write!(f, "release IP {address}"),
         }
     }

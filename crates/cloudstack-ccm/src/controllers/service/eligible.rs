@@ -1,13 +1,15 @@
 //! Which Nodes may serve as load-balancer backends, decided like the Kubernetes service
-//! controller: not being deleted, not excluded by label, not about to be removed by the
-//! cluster autoscaler, and initialised (a providerID naming a VM).
+//! controller: not being deleted, not carrying the exclusion label (whatever its value),
+//! not about to be removed by the cluster autoscaler, and initialised (a providerID naming
+//! a VM).
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-/// Label that removes a Node from every load balancer (any value but `"false"` excludes).
+/// Label that removes a Node from every load balancer by its presence, whatever its value
+/// (`"false"` too), as the Kubernetes service controller reads it.
 pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 /// Taint the cluster autoscaler puts on a Node it is about to delete.
 pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
@@ -53,8 +55,7 @@ pub fn is_eligible(node: &impl EligibilityFields) -> bool {
     let excluded = metadata
         .labels
         .as_ref()
-        .and_then(|labels| labels.get(EXCLUDE_LABEL))
-        .is_some_and(|value| value != "false");
+        .is_some_and(|labels| labels.contains_key(EXCLUDE_LABEL));
     if excluded {
         return false;
     }
@@ -64,6 +65,17 @@ pub fn is_eligible(node: &impl EligibilityFields) -> bool {
         .any(|taint| taint.key == TO_BE_DELETED_TAINT || taint.key == UNINITIALIZED_TAINT);
     let has_provider_id = node.provider_id().is_some_and(|id| !id.is_empty());
     !tainted && has_provider_id
+}
+
+/// Whether `node` is still waiting for the cloud-node controller (the uninitialized taint
+/// or no providerID yet) and is not being deleted: it will likely become eligible soon.
+pub fn is_initialising(node: &impl EligibilityFields) -> bool {
+    let tainted = node
+        .taints()
+        .iter()
+        .any(|taint| taint.key == UNINITIALIZED_TAINT);
+    let without_provider_id = node.provider_id().is_none_or(str::is_empty);
+    node.metadata().deletion_timestamp.is_none() && (tainted || without_provider_id)
 }
 
 /// A Node as the service controller caches it: decoded from the API with only the fields
@@ -210,7 +222,7 @@ mod tests {
         no_provider.spec = Some(NodeSpec::default());
         let cases = [
             (node("plain"), true),
-            (with_label(node("x"), "false"), true),
+            (with_label(node("x"), "false"), false),
             (with_label(node("x"), "true"), false),
             (with_label(node("x"), ""), false),
             (with_taint(node("t"), TO_BE_DELETED_TAINT), false),
@@ -221,6 +233,24 @@ mod tests {
         ];
         for (node, want) in cases {
             assert_eq!(is_eligible(&node), want, "{:?}", node.metadata);
+        }
+    }
+
+    #[test]
+    fn initialising_nodes_are_told_apart() {
+        let mut deleting = with_taint(node("d"), UNINITIALIZED_TAINT);
+        deleting.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+        let mut no_provider = node("p");
+        no_provider.spec = Some(NodeSpec::default());
+        let cases = [
+            (node("plain"), false),
+            (with_taint(node("u"), UNINITIALIZED_TAINT), true),
+            (no_provider, true),
+            (with_label(node("x"), "true"), false),
+            (deleting, false),
+        ];
+        for (node, want) in cases {
+            assert_eq!(is_initialising(&node), want, "{:?}", node.metadata);
         }
     }
 

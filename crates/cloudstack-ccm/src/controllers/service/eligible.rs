@@ -67,15 +67,24 @@ pub fn is_eligible(node: &impl EligibilityFields) -> bool {
     !tainted && has_provider_id
 }
 
-/// Whether `node` is still waiting for the cloud-node controller (the uninitialized taint
-/// or no providerID yet) and is not being deleted: it will likely become eligible soon.
-pub fn is_initialising(node: &impl EligibilityFields) -> bool {
+/// How long after its creation a Node with the uninitialized taint counts as being
+/// initialised (after that, it is a Node that will not be initialised, e.g. without a VM).
+pub const INITIALISATION_GRACE: jiff::SignedDuration = jiff::SignedDuration::from_secs(300);
+
+/// Whether `node` is waiting for the cloud-node controller: it carries the uninitialized
+/// taint (the kubelet's `--cloud-provider=external`), is not being deleted, and was
+/// created less than [`INITIALISATION_GRACE`] before `now` (or has no creation time).
+pub fn is_initialising(node: &impl EligibilityFields, now: jiff::Timestamp) -> bool {
+    let metadata = node.metadata();
     let tainted = node
         .taints()
         .iter()
         .any(|taint| taint.key == UNINITIALIZED_TAINT);
-    let without_provider_id = node.provider_id().is_none_or(str::is_empty);
-    node.metadata().deletion_timestamp.is_none() && (tainted || without_provider_id)
+    let recent = metadata
+        .creation_timestamp
+        .as_ref()
+        .is_none_or(|created| now.duration_since(created.0) < INITIALISATION_GRACE);
+    metadata.deletion_timestamp.is_none() && tainted && recent
 }
 
 /// A Node as the service controller caches it: decoded from the API with only the fields
@@ -141,12 +150,14 @@ impl EligibilityFields for EligibilityNode {
 
 impl EligibilityNode {
     /// Drops the metadata eligibility does not read (managed fields, annotations, other
-    /// labels, owner references), keeping name, resourceVersion and deletion timestamp.
+    /// labels, owner references), keeping name, resourceVersion, creation and deletion
+    /// timestamps.
     pub fn keep_eligibility_fields(&mut self) {
         let metadata = std::mem::take(&mut self.metadata);
         self.metadata.name = metadata.name;
         self.metadata.resource_version = metadata.resource_version;
         self.metadata.deletion_timestamp = metadata.deletion_timestamp;
+        self.metadata.creation_timestamp = metadata.creation_timestamp;
         self.metadata.labels = metadata.labels.and_then(|mut labels| {
             let excluded = labels.remove(EXCLUDE_LABEL)?;
             Some([(EXCLUDE_LABEL.to_string(), excluded)].into())
@@ -238,19 +249,30 @@ mod tests {
 
     #[test]
     fn initialising_nodes_are_told_apart() {
+        let now = jiff::Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_hours(1000);
+        let created = |mut node: Node, ago: jiff::SignedDuration| {
+            node.metadata.creation_timestamp = Some(Time(now - ago));
+            node
+        };
         let mut deleting = with_taint(node("d"), UNINITIALIZED_TAINT);
         deleting.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
         let mut no_provider = node("p");
         no_provider.spec = Some(NodeSpec::default());
+        let tainted = || with_taint(node("u"), UNINITIALIZED_TAINT);
         let cases = [
             (node("plain"), false),
-            (with_taint(node("u"), UNINITIALIZED_TAINT), true),
-            (no_provider, true),
+            (tainted(), true),
+            (
+                created(tainted(), jiff::SignedDuration::from_secs(10)),
+                true,
+            ),
+            (created(tainted(), INITIALISATION_GRACE * 2), false),
+            (no_provider, false),
             (with_label(node("x"), "true"), false),
             (deleting, false),
         ];
         for (node, want) in cases {
-            assert_eq!(is_initialising(&node), want, "{:?}", node.metadata);
+            assert_eq!(is_initialising(&node, now), want, "{:?}", node.metadata);
         }
     }
 

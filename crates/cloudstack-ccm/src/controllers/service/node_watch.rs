@@ -45,13 +45,14 @@ impl NodeCache {
         cached.unwrap_or_else(|| Arc::new(as_pairs(&self.current())))
     }
 
-    /// Whether some Node is still being initialised by the cloud-node controller (and may
-    /// become eligible any moment).
+    /// Whether some Node is being initialised by the cloud-node controller (and may
+    /// become eligible any moment); see [`is_initialising`].
     pub fn initialising(&self) -> bool {
+        let now = jiff::Timestamp::now();
         self.store
             .state()
             .iter()
-            .any(|node| is_initialising(&**node))
+            .any(|node| is_initialising(&**node, now))
     }
 
     /// The eligible set of the store's Nodes.

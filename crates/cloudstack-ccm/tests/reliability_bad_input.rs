@@ -1,4 +1,6 @@
-//! Bad input, end to end with the real binary: invalid annotation values, unsupported
+//! Bad input, end to end with the real binary: invalid annotation values that decide
+//! access or the address of a new load balancer (other annotations fall back to their
+//! defaults with a Warning, see `services_annotations.rs`), unsupported
 //! protocols, conflicting or missing ports, requested IPs that are unknown, someone
 //! else's or in another zone, UDP on a Virtual Router, no eligible node, nodes matching no
 //! VM. Each gets a Warning Event naming the field or cause and changes nothing in
@@ -77,7 +79,13 @@ fn cloud_state(rig: &Rig) -> Value {
 struct Case {
     service: Value,
     expect: &'static str,
+    reason: &'static str,
 }
+
+/// The reason of a Service that cannot be built as asked.
+const FAILED: &str = "SyncLoadBalancerFailed";
+/// The reason of a Service no Node can serve.
+const UNAVAILABLE: &str = "UnAvailableLoadBalancer";
 
 fn with_spec(mut service: Value, field: &str, value: Value) -> Value {
     service["spec"][field] = value;
@@ -102,32 +110,19 @@ fn cases() -> Vec<Case> {
     };
     vec![
         Case {
-            service: annotated("bad-bool", "proxy-protocol", "maybe"),
-            expect: "cloudstack-load-balancer-proxy-protocol",
+            service: annotated("bad-address", "address", "1.2.3"),
+            expect: "cloudstack-load-balancer-address",
+            reason: FAILED,
         },
         Case {
             service: annotated("bad-cidr", "source-cidrs", "10.0.0.0/33"),
             expect: "cloudstack-load-balancer-source-cidrs",
-        },
-        Case {
-            service: annotated("bad-algorithm", "algorithm", "fastest"),
-            expect: "cloudstack-load-balancer-algorithm",
-        },
-        Case {
-            service: health_checked("bad-interval", "health-check-interval", "0"),
-            expect: "health-check-interval",
-        },
-        Case {
-            service: health_checked("bad-threshold", "health-check-healthy-threshold", "11"),
-            expect: "health-check-healthy-threshold",
-        },
-        Case {
-            service: health_checked("bad-timeout", "health-check-timeout", "abc"),
-            expect: "health-check-timeout",
+            reason: FAILED,
         },
         Case {
             service: health_checked("health-check-on-vr", "health-check-interval", "10"),
             expect: "health checks are not supported by the load balancer of network net-vr",
+            reason: FAILED,
         },
         Case {
             service: with_spec(
@@ -136,22 +131,27 @@ fn cases() -> Vec<Case> {
                 json!(["10.1.2.3/40"]),
             ),
             expect: "10.1.2.3/40",
+            reason: FAILED,
         },
         Case {
             service: lb_service("sctp", &[("SCTP", 80, 30080)], &[]),
             expect: "SCTP",
+            reason: FAILED,
         },
         Case {
             service: lb_service("dup-ports", &[("TCP", 80, 30080), ("UDP", 80, 30081)], &[]),
             expect: "public port 80 is already used",
+            reason: FAILED,
         },
         Case {
             service: lb_service("no-ports", &[], &[]),
             expect: "spec.ports",
+            reason: FAILED,
         },
         Case {
             service: lb_service("udp-on-vr", &[("UDP", 53, 30053)], &[]),
             expect: "protocol udp is not supported by the load balancer of network net-vr",
+            reason: FAILED,
         },
         Case {
             service: with_spec(
@@ -160,6 +160,7 @@ fn cases() -> Vec<Case> {
                 json!("300.1.2.3"),
             ),
             expect: "spec.loadBalancerIP",
+            reason: FAILED,
         },
         Case {
             service: with_spec(
@@ -168,6 +169,7 @@ fn cases() -> Vec<Case> {
                 json!("198.51.100.7"),
             ),
             expect: "198.51.100.7",
+            reason: FAILED,
         },
         Case {
             // A user key cannot see other accounts' addresses: "not found" is all it knows.
@@ -177,6 +179,7 @@ fn cases() -> Vec<Case> {
                 json!(BOB_IP),
             ),
             expect: BOB_IP,
+            reason: FAILED,
         },
         Case {
             service: with_spec(
@@ -185,6 +188,7 @@ fn cases() -> Vec<Case> {
                 json!(OTHER_ZONE_IP),
             ),
             expect: OTHER_ZONE_IP,
+            reason: FAILED,
         },
     ]
 }
@@ -220,7 +224,7 @@ async fn run_matrix(rig: &Rig, cases: &[Case]) -> (usize, u64) {
                 let note = common::event_note(&event).to_string();
                 let reason = common::event_reason(&event).unwrap_or_default().to_string();
                 println!("  {name}: {reason}: {note}");
-                if !note.contains(case.expect) || reason != "SyncLoadBalancerFailed" {
+                if !note.contains(case.expect) || reason != case.reason {
                     failures.push(format!("{name}: {reason} {note:?} lacks {:?}", case.expect));
                 }
             }
@@ -265,7 +269,8 @@ async fn no_eligible_node_and_nodes_matching_no_vm_get_a_warning() {
     let cluster_without_nodes = Rig::start(scenario()).await;
     let case = |name| Case {
         service: lb_service(name, &[("TCP", 80, 30080)], &[]),
-        expect: "no eligible node",
+        expect: "no available nodes",
+        reason: UNAVAILABLE,
     };
     let (_, attempts_none) = run_matrix(&cluster_without_nodes, &[case("no-nodes")]).await;
 

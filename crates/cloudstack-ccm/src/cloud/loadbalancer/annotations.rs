@@ -67,6 +67,8 @@ pub enum SetBy {
     User,
     /// The controller records it; users should not edit it.
     Controller,
+    /// The controller records it; a user may set it first to choose.
+    UserOrController,
 }
 
 /// The kind of value an annotation holds; each kind has one parse function.
@@ -267,10 +269,10 @@ pub static NETWORK_ID: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-network-id",
     kind: AnnotationKind::Uuid,
     default: "",
-    description: "The id of the network the rules live in, recorded next to the IP id.",
+    description: "The id of the network the rules live in, recorded next to the IP id. With Nodes on several networks, a load balancer serves the Nodes of this network only; without it, the network holding the most eligible Nodes is chosen and recorded. Set it before the load balancer is created to choose the network; Nodes elsewhere are left out with a Warning Event naming them.",
     example: "eb9c270d-dd66-443b-9524-ada1eff4442a",
     origin: Origin::Leaseweb,
-    set_by: SetBy::Controller,
+    set_by: SetBy::UserOrController,
     support: "All.",
 };
 
@@ -291,7 +293,7 @@ pub static HEALTH_CHECK_PATH: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-health-check-path",
     kind: AnnotationKind::HttpPath,
     default: "",
-    description: "Turns on an HTTP health-check policy on every rule, probing this path. With `externalTrafficPolicy: Local` a check on `/healthz` is added by default where the provider supports it.",
+    description: "Turns on an HTTP health-check policy on every TCP rule, probing this path on the rule's node port (CloudStack's policy has no port of its own). Nothing is implied by `externalTrafficPolicy: Local`: such a check could not probe `healthCheckNodePort`. UDP rules never get one.",
     example: "/healthz",
     origin: Origin::CloudstackCcm,
     set_by: SetBy::User,
@@ -744,9 +746,13 @@ pub fn render_markdown() -> String {
     md.push_str(
         "Annotations on `type: LoadBalancer` Services. The keys of the Go CCM \
          (`apache/cloudstack-kubernetes-provider`) and of the leaseweb fork keep their meaning, \
-         so Services move to this controller unchanged. An invalid value stops the sync of the \
-         Service with a Warning Event naming the annotation and the value; nothing is changed \
-         in CloudStack.\n\n",
+         so Services move to this controller unchanged. An invalid value gives a Warning Event \
+         (`LoadBalancerWarning`) naming the annotation and the value, and that field falls back \
+         to its default (`keep-ip` to `true`, so an IP is never released by mistake) while the \
+         rest of the Service is still reconciled. Where the default would open access or take \
+         another address (`load-balancer-source-ranges`, `source-cidrs`, `address`), the value \
+         last applied stays; a new load balancer with such a value is not created \
+         (`SyncLoadBalancerFailed`).\n\n",
     );
     md.push_str("| Annotation | Value | Default | Set by | From |\n|---|---|---|---|---|\n");
     for a in ALL {
@@ -758,6 +764,7 @@ pub fn render_markdown() -> String {
         let set_by = match a.set_by {
             SetBy::User => "user",
             SetBy::Controller => "controller",
+            SetBy::UserOrController => "controller (or user, first)",
         };
         let _ = writeln!(
             md,

@@ -89,6 +89,44 @@ impl Prepared {
     }
 }
 
+/// The backends of one Service's load balancer and the Nodes left out of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResolvedBackends {
+    /// The network of the load balancer and the VMs of the eligible Nodes on it (no
+    /// network when no eligible Node has a VM and none was given).
+    pub backends: Backends,
+    /// Eligible Nodes on other networks, by name.
+    pub elsewhere: Vec<NodeElsewhere>,
+}
+
+/// An eligible Node left out because its VM is on another network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeElsewhere {
+    /// The Node's name.
+    pub node: String,
+    /// The network of its VM's default NIC.
+    pub network_id: String,
+}
+
+impl ResolvedBackends {
+    /// The Warning naming the Nodes left out, if any.
+    pub fn elsewhere_warning(&self) -> Option<String> {
+        if self.elsewhere.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = self
+            .elsewhere
+            .iter()
+            .map(|n| format!("{} (network {})", n.node, n.network_id))
+            .collect();
+        Some(format!(
+            "nodes on other networks left out of the load balancer on network {}: {}; a load balancer serves one network (choose it with the network-id annotation)",
+            self.backends.network_id,
+            names.join(", ")
+        ))
+    }
+}
+
 /// The result of running a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ensured {
@@ -208,13 +246,17 @@ impl Engine {
 
     /// Resolves Nodes (name, providerID) to their VMs and the VMs' default-NIC network,
     /// from the shared view (one VM list per resync, never a call per Node). Nodes whose
-    /// VM is unknown are left out; all VMs must share one network.
+    /// VM is unknown are left out. A load balancer serves one network: `network_id` when
+    /// given (the one recorded or asked for on the Service), else the network holding the
+    /// most of the Nodes (the lowest id among equals); Nodes on other networks are left
+    /// out and named in [`ResolvedBackends::elsewhere`].
     pub async fn resolve_backends(
         &self,
         nodes: &[(String, String)],
-    ) -> Result<Backends, EnsureError> {
+        network_id: Option<&str>,
+    ) -> Result<ResolvedBackends, EnsureError> {
         let snapshot = self.snapshot().await?;
-        let mut by_network: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut by_network: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
         for (name, provider_id) in nodes {
             let vm_id = match ProviderId::parse(provider_id) {
                 Ok(id) => id.vm_id().to_ascii_lowercase(),
@@ -225,24 +267,46 @@ impl Engine {
             };
             match snapshot.vm_networks.get(&vm_id) {
                 Some(network) => {
-                    by_network.entry(network.clone()).or_default().insert(vm_id);
+                    by_network
+                        .entry(network.clone())
+                        .or_default()
+                        .insert(name.clone(), vm_id);
                 }
                 None => {
                     tracing::debug!(node = %name, vm = %vm_id, "no VM for node; left out of load balancers")
                 }
             }
         }
-        if by_network.len() > 1 {
-            return Err(EnsureError::Network(format!(
-                "the eligible nodes are on several networks ({}); a load balancer serves one network",
-                by_network.keys().cloned().collect::<Vec<_>>().join(", ")
-            )));
-        }
-        Ok(by_network
+        let chosen = match network_id {
+            Some(id) => Some(id.to_string()),
+            None => by_network
+                .iter()
+                .max_by(|(a_id, a), (b_id, b)| a.len().cmp(&b.len()).then(b_id.cmp(a_id)))
+                .map(|(id, _)| id.clone()),
+        };
+        let Some(chosen) = chosen else {
+            return Ok(ResolvedBackends::default());
+        };
+        let vm_ids = by_network
+            .remove(&chosen)
+            .map(|members| members.into_values().collect())
+            .unwrap_or_default();
+        let elsewhere = by_network
             .into_iter()
-            .next()
-            .map(|(network_id, vm_ids)| Backends { network_id, vm_ids })
-            .unwrap_or_default())
+            .flat_map(|(network, members)| {
+                members.into_keys().map(move |node| NodeElsewhere {
+                    node,
+                    network_id: network.clone(),
+                })
+            })
+            .collect();
+        Ok(ResolvedBackends {
+            backends: Backends {
+                network_id: chosen,
+                vm_ids,
+            },
+            elsewhere,
+        })
     }
 
     /// The capabilities of network `network_id` from the view.
@@ -297,21 +361,19 @@ impl Engine {
         if !backends.network_id.is_empty() {
             return Ok(backends.network_id.clone());
         }
-        let from_rules = || {
-            snapshot
-                .rules
-                .iter()
-                .find(|r| r.name.as_deref().is_some_and(|n| spec.owns_rule_name(n)))
-                .and_then(|r| r.networkid.clone())
-        };
-        spec.recorded_network_id
-            .clone()
-            .or_else(from_rules)
-            .ok_or_else(|| {
-                EnsureError::Network(
-                    "no eligible node with a VM, so the load balancer's network is unknown".into(),
-                )
-            })
+        known_network(snapshot, spec).ok_or_else(|| {
+            EnsureError::Network(
+                "no eligible node with a VM, so the load balancer's network is unknown".into(),
+            )
+        })
+    }
+
+    /// The network the Service's load balancer is bound to already: the one recorded on
+    /// (or asked for by) the Service, else the one of its existing rules; `None` for a
+    /// new load balancer.
+    pub async fn network_in_use(&self, spec: &LbSpec) -> Result<Option<String>, EnsureError> {
+        let snapshot = self.snapshot().await?;
+        Ok(known_network(&snapshot, spec))
     }
 
     async fn observe(
@@ -474,6 +536,17 @@ impl Engine {
             warnings: plan.warnings,
         })
     }
+}
+
+/// The network recorded on the Service (`…-network-id`), else the one of its rules.
+fn known_network(snapshot: &CloudSnapshot, spec: &LbSpec) -> Option<String> {
+    spec.recorded_network_id.clone().or_else(|| {
+        snapshot
+            .rules
+            .iter()
+            .find(|r| r.name.as_deref().is_some_and(|n| spec.owns_rule_name(n)))
+            .and_then(|r| r.networkid.clone())
+    })
 }
 
 /// Deletion never associates an IP, so nothing is recorded.

@@ -208,6 +208,15 @@ pub enum PlanError {
         /// Requested.
         requested: IpAddr,
     },
+    /// An annotation that decides who may connect cannot be read and CloudStack shows no
+    /// value applied before, so there is nothing safe to keep.
+    #[error(
+        "{what} cannot be read (see the Warning Event about the annotation) and the load balancer shows none applied before; nothing is opened until the annotation is fixed"
+    )]
+    LastAppliedUnknown {
+        /// What cannot be read.
+        what: &'static str,
+    },
     /// A rule we do not own holds a public port we need.
     #[error(
         "public port {port} on IP {address} is used by load-balancer rule {rule}, which belongs to something else"
@@ -230,6 +239,8 @@ pub fn plan(
     ctx: &PlanContext,
 ) -> Result<Plan, PlanError> {
     let mut warnings = Vec::new();
+    let resolved = with_last_applied_access(spec, observed, ctx)?;
+    let spec = resolved.as_ref().unwrap_or(spec);
     check_capabilities(spec, ctx, &mut warnings)?;
     let (ip, associate) = plan_ip(spec, observed, ctx)?;
     if let Some(address) = ip_address(observed) {
@@ -470,6 +481,15 @@ pub fn acl_item_is_ours(item: &ObservedAclItem, lb_name: &str, service_uid: &str
         || item.reason == acl_reason(lb_name)
 }
 
+/// Whether an ACL item was made for a load balancer (any Service's, by this controller
+/// or the Go CCM) rather than by hand.
+pub fn acl_item_is_a_load_balancers(item: &ObservedAclItem) -> bool {
+    item.tags.contains_key(TAG_SERVICE_UID)
+        || item
+            .reason
+            .starts_with(&format!("{GO_CCM_MANAGED_TEXT} for "))
+}
+
 /// The `reason` put on ACL items (the Go CCM's text).
 pub fn acl_reason(lb_name: &str) -> String {
     format!("{GO_CCM_MANAGED_TEXT} for {lb_name}")
@@ -505,15 +525,16 @@ fn check_capabilities(
             network,
         });
     }
-    if let Some(hc) = &spec.health_check
-        && !caps.health_check
-    {
-        if hc.explicit {
+    if spec.health_check.is_some() {
+        if !caps.health_check {
             return Err(PlanError::HealthCheckUnsupported { network });
         }
-        warnings.push(format!(
-            "no health check for externalTrafficPolicy: Local: the load balancer of network {network} has none"
-        ));
+        for rule in spec.rules.iter().filter(|r| r.protocol == LbProtocol::Udp) {
+            warnings.push(format!(
+                "no health check on UDP port {}: CloudStack's health checks probe over HTTP",
+                rule.public_port
+            ));
+        }
     }
     if let Some(s) = &spec.stickiness
         && !caps.stickiness_methods.contains(&s.method)
@@ -531,6 +552,59 @@ fn check_capabilities(
         ));
     }
     Ok(())
+}
+
+/// When the spec cannot read its source ranges or source CIDRs (a bad annotation), the
+/// spec with the values last applied, as CloudStack shows them: the `cidrlist` of the
+/// Service's rules; the ranges of its firewall rules or ACL items. `None` when nothing
+/// is to be kept.
+fn with_last_applied_access(
+    spec: &LbSpec,
+    observed: &ObservedLb,
+    ctx: &PlanContext,
+) -> Result<Option<LbSpec>, PlanError> {
+    if !spec.keep_rule_cidrs && !spec.keep_source_ranges {
+        return Ok(None);
+    }
+    let mut resolved = spec.clone();
+    if spec.keep_rule_cidrs {
+        let rule = observed
+            .rules
+            .first()
+            .ok_or(PlanError::LastAppliedUnknown {
+                what: "the source CIDRs",
+            })?;
+        resolved.rule_cidrs = Some(rule.cidrs.clone());
+        resolved.keep_rule_cidrs = false;
+    }
+    if spec.keep_source_ranges {
+        let ports: BTreeSet<(IpProtocol, u16)> = observed
+            .rules
+            .iter()
+            .map(|r| (r.protocol.ip_protocol(), r.public_port))
+            .collect();
+        let applied = match &ctx.network.port_access {
+            PortAccess::Firewall => observed
+                .firewall_rules
+                .iter()
+                .find(|f| ports.contains(&(f.protocol, f.start_port)))
+                .map(|f| f.cidrs.clone()),
+            PortAccess::NetworkAcl { .. } => observed
+                .acl_items
+                .iter()
+                .find(|i| acl_item_is_ours(i, &spec.lb_name, &spec.service.uid))
+                .map(|i| i.cidrs.clone()),
+            PortAccess::Open => Some(vec![Cidr::ANY_V4]),
+        };
+        resolved.source_ranges =
+            applied
+                .filter(|c| !c.is_empty())
+                .ok_or(PlanError::LastAppliedUnknown {
+                    what: "the source ranges",
+                })?;
+        resolved.keep_source_ranges = false;
+    }
+    Ok(Some(resolved))
 }
 
 /// Decides which IP to use and whether to associate one.

@@ -1048,23 +1048,22 @@ fn health_checks_only_where_supported() {
         "{err}"
     );
 
+    // externalTrafficPolicy: Local implies no check: CloudStack's policy would probe the
+    // node port, not healthCheckNodePort.
     let local = spec(
         json!({}),
         &[("TCP", 80, 30080)],
         json!({"externalTrafficPolicy": "Local", "healthCheckNodePort": 32000}),
     );
-    let p = plan(
-        &local,
-        &ObservedLb::default(),
-        &backends(&["vm1"]),
-        &isolated((4, 18, 0)),
-    )
-    .unwrap();
-    assert!(
-        !p.steps()
-            .any(|s| matches!(s, Step::CreateHealthCheck { .. }))
-    );
-    assert_eq!(p.warnings.len(), 1);
+    for ctx in [isolated((4, 18, 0)), netscaler()] {
+        let p = plan(&local, &ObservedLb::default(), &backends(&["vm1"]), &ctx).unwrap();
+        assert!(
+            !p.steps()
+                .any(|s| matches!(s, Step::CreateHealthCheck { .. })),
+            "{p}"
+        );
+        assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    }
 
     let p = plan(
         &explicit,
@@ -1074,6 +1073,34 @@ fn health_checks_only_where_supported() {
     )
     .unwrap();
     assert_eq!(kinds(&p)[2], vec!["assign", "create-hc", "tag"]);
+
+    // Never on UDP, even when asked for: the check is HTTP.
+    let mixed = spec(
+        json!({(ann::HEALTH_CHECK_PATH.key): "/ready"}),
+        &[("TCP", 80, 30080), ("UDP", 53, 30053)],
+        json!({}),
+    );
+    let p = plan(
+        &mixed,
+        &ObservedLb::default(),
+        &backends(&["vm1"]),
+        &netscaler(),
+    )
+    .unwrap();
+    let checked: Vec<&RuleRef> = p
+        .steps()
+        .filter_map(|s| match s {
+            Step::CreateHealthCheck { rule, .. } => Some(rule),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checked.len(), 1, "{p}");
+    assert!(format!("{:?}", checked[0]).contains("tcp-80"), "{p}");
+    assert!(
+        p.warnings.iter().any(|w| w.contains("UDP port 53")),
+        "{:?}",
+        p.warnings
+    );
 }
 
 #[test]

@@ -13,9 +13,6 @@ use super::annotations::{
 };
 use super::{LbProtocol, default_lb_name, leaseweb_lb_name, rule_name};
 
-/// The path probed by the health check implied by `externalTrafficPolicy: Local`.
-pub const LOCAL_TRAFFIC_HEALTH_PATH: &str = "/healthz";
-
 /// A Service that cannot be turned into a load balancer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
@@ -114,7 +111,10 @@ pub struct RuleSpec {
     pub node_port: u16,
 }
 
-/// A health-check policy.
+/// A health-check policy, asked for by annotation. CloudStack's policy has no port: the
+/// provider probes each rule's private port (the Service's node port) over HTTP, so no
+/// check is implied by `externalTrafficPolicy: Local` (it could not probe
+/// `healthCheckNodePort`) and UDP rules never get one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthCheck {
     /// HTTP path probed.
@@ -127,13 +127,6 @@ pub struct HealthCheck {
     pub healthy_threshold: u32,
     /// Failures before a member is unhealthy.
     pub unhealthy_threshold: u32,
-    /// The Service's `healthCheckNodePort` (with `externalTrafficPolicy: Local`).
-    /// CloudStack's policy has no port parameter: providers probe the rule's private
-    /// port, so this is informative.
-    pub node_port: Option<u16>,
-    /// Asked for by annotation (an error where unsupported), rather than implied by
-    /// `externalTrafficPolicy: Local` (skipped with a warning where unsupported).
-    pub explicit: bool,
 }
 
 /// A stickiness policy.
@@ -171,8 +164,13 @@ pub struct LbSpec {
     pub algorithm: Algorithm,
     /// Source ranges for firewall rules / ACL items (never empty; default `0.0.0.0/0`).
     pub source_ranges: Vec<Cidr>,
+    /// The source ranges cannot be read (a bad annotation): the ranges last applied stay
+    /// (`source_ranges` is then only a placeholder; the planner reads them from CloudStack).
+    pub keep_source_ranges: bool,
     /// The rules' own `cidrlist` (`…-source-cidrs`), when set.
     pub rule_cidrs: Option<Vec<Cidr>>,
+    /// `…-source-cidrs` cannot be read: the rules keep the `cidrlist` last applied.
+    pub keep_rule_cidrs: bool,
     /// The public IP asked for (`…-address`, else `spec.loadBalancerIP`).
     pub requested_ip: Option<IpAddr>,
     /// The public IP id recorded on the Service (`…-id`).
@@ -194,6 +192,10 @@ pub struct LbSpec {
     pub health_check: Option<HealthCheck>,
     /// Stickiness policy, if any.
     pub stickiness: Option<Stickiness>,
+    /// What the Service asks for that is replaced or questionable (a bad annotation
+    /// value and what is used instead, source ranges that admit no IPv4 client), for
+    /// Warning Events.
+    pub warnings: Vec<String>,
 }
 
 /// Settings that come from the controller's configuration, not the Service.
@@ -222,6 +224,13 @@ pub fn wants_load_balancer(service: &Service, options: &SpecOptions) -> bool {
 
 impl LbSpec {
     /// Validates a Service and builds its load-balancer spec.
+    ///
+    /// A bad field of the Service itself (ports, protocol, affinity, spec ranges) is an
+    /// error. A bad annotation value does not stop the load balancer: the field falls
+    /// back to its default, noted in [`LbSpec::warnings`] — except where the default
+    /// would open access or take another address (source ranges, source CIDRs, the
+    /// address): there the value last applied stays, and without a load balancer yet
+    /// (no recorded IP id) the value is an error.
     pub fn from_service(service: &Service, options: &SpecOptions) -> Result<LbSpec, SpecError> {
         let meta = &service.metadata;
         let uid = meta.uid.clone().ok_or(SpecError::MissingField {
@@ -233,12 +242,21 @@ impl LbSpec {
         })?;
         let annotations = Annotations::new(meta.annotations.as_ref());
         let spec = service.spec.clone().unwrap_or_default();
+        let mut read = Lenient::default();
 
-        let proxy_protocol = annotations.flag(&ann::PROXY_PROTOCOL)?;
+        let recorded_ip_id = read.or(annotations.get(&ann::IP_ID, ann::parse_uuid), None, "none");
+        let applied = recorded_ip_id.is_some();
+
+        let proxy_protocol = read.or(annotations.flag(&ann::PROXY_PROTOCOL), false, "false");
         let lb_name = default_lb_name(&uid);
         let rules = port_rules(&spec, &lb_name, proxy_protocol)?;
 
-        let algorithm = match annotations.get(&ann::ALGORITHM, ann::parse_algorithm)? {
+        let from_annotation = read.or(
+            annotations.get(&ann::ALGORITHM, ann::parse_algorithm),
+            None,
+            "the algorithm of spec.sessionAffinity",
+        );
+        let algorithm = match from_annotation {
             Some(a) => a,
             None => match spec.session_affinity.as_deref() {
                 None | Some("None") => Algorithm::RoundRobin,
@@ -251,9 +269,15 @@ impl LbSpec {
             },
         };
 
-        let requested_ip = match annotations.get(&ann::ADDRESS, ann::parse_ip)? {
-            Some(ip) => Some(ip),
-            None => match spec.load_balancer_ip.as_deref().map(str::trim) {
+        let address = read.keep_applied(
+            annotations.get(&ann::ADDRESS, ann::parse_ip),
+            applied,
+            "the load balancer's current IP",
+        )?;
+        let requested_ip = match address {
+            Kept::Read(Some(ip)) => Some(ip),
+            Kept::Applied => None,
+            Kept::Read(None) => match spec.load_balancer_ip.as_deref().map(str::trim) {
                 None | Some("") => None,
                 Some(text) => Some(text.parse().map_err(|_| SpecError::InvalidLoadBalancerIp {
                     value: text.to_string(),
@@ -261,17 +285,41 @@ impl LbSpec {
             },
         };
 
-        let rule_cidrs = annotations.get(&ann::SOURCE_CIDRS, ann::parse_cidr_list)?;
-        let stickiness =
-            match annotations.get(&ann::STICKINESS_METHOD, ann::parse_stickiness_method)? {
-                Some(method) => Some(Stickiness {
-                    method,
-                    params: annotations
-                        .get(&ann::STICKINESS_PARAMS, ann::parse_key_values)?
-                        .unwrap_or_default(),
-                }),
-                None => None,
+        let (rule_cidrs, keep_rule_cidrs) = match read.keep_applied(
+            annotations.get(&ann::SOURCE_CIDRS, ann::parse_cidr_list),
+            applied,
+            "the rules' current source CIDRs",
+        )? {
+            Kept::Read(cidrs) => (cidrs, false),
+            Kept::Applied => (None, true),
+        };
+        let (source_ranges, keep_source_ranges) =
+            match source_ranges(&spec, &annotations, &mut read, applied)? {
+                Kept::Read(ranges) => (ranges, false),
+                Kept::Applied => (vec![Cidr::ANY_V4], true),
             };
+        if !keep_source_ranges {
+            read.warn_without_ipv4("source ranges", &source_ranges);
+        }
+        if let Some(cidrs) = rule_cidrs.as_deref().filter(|c| !c.is_empty()) {
+            read.warn_without_ipv4(ann::SOURCE_CIDRS.key, cidrs);
+        }
+
+        let method = read.or(
+            annotations.get(&ann::STICKINESS_METHOD, ann::parse_stickiness_method),
+            None,
+            "no stickiness policy",
+        );
+        let stickiness = method.map(|method| Stickiness {
+            method,
+            params: read
+                .or(
+                    annotations.get(&ann::STICKINESS_PARAMS, ann::parse_key_values),
+                    None,
+                    "no parameters",
+                )
+                .unwrap_or_default(),
+        });
 
         Ok(LbSpec {
             legacy_lb_names: vec![leaseweb_lb_name(&options.cluster_name, &namespace, &name)],
@@ -283,21 +331,37 @@ impl LbSpec {
             lb_name,
             rules,
             algorithm,
-            source_ranges: source_ranges(&spec, &annotations)?,
+            source_ranges,
+            keep_source_ranges,
             rule_cidrs,
+            keep_rule_cidrs,
             requested_ip,
-            recorded_ip_id: annotations.get(&ann::IP_ID, ann::parse_uuid)?,
+            recorded_ip_id,
             claimed_ip: annotations
                 .get(&ann::IP_CLAIM, ann::parse_ip)
                 .ok()
                 .flatten(),
-            recorded_network_id: annotations.get(&ann::NETWORK_ID, ann::parse_uuid)?,
-            ip_associated_by_controller: annotations.flag(&ann::IP_ASSOCIATED_BY_CONTROLLER)?,
-            keep_ip: annotations.flag(&ann::KEEP_IP)?,
-            hostname: annotations.get(&ann::HOSTNAME, ann::parse_hostname)?,
+            recorded_network_id: read.or(
+                annotations.get(&ann::NETWORK_ID, ann::parse_uuid),
+                None,
+                "none",
+            ),
+            ip_associated_by_controller: read.or(
+                annotations.flag(&ann::IP_ASSOCIATED_BY_CONTROLLER),
+                false,
+                "false",
+            ),
+            // Unreadable, the IP is kept: releasing it cannot be undone.
+            keep_ip: read.or(annotations.flag(&ann::KEEP_IP), true, "true"),
+            hostname: read.or(
+                annotations.get(&ann::HOSTNAME, ann::parse_hostname),
+                None,
+                "the IP in the status",
+            ),
             proxy_protocol,
-            health_check: health_check(&spec, &annotations)?,
+            health_check: health_check(&annotations, &mut read),
             stickiness,
+            warnings: read.warnings,
         })
     }
 
@@ -326,7 +390,9 @@ impl LbSpec {
             rules: Vec::new(),
             algorithm: Algorithm::RoundRobin,
             source_ranges: vec![Cidr::ANY_V4],
+            keep_source_ranges: true,
             rule_cidrs: None,
+            keep_rule_cidrs: true,
             requested_ip: annotations.get(&ann::ADDRESS, ann::parse_ip).ok().flatten(),
             recorded_ip_id: annotations.get(&ann::IP_ID, ann::parse_uuid).ok().flatten(),
             claimed_ip: annotations
@@ -345,6 +411,7 @@ impl LbSpec {
             proxy_protocol: false,
             health_check: None,
             stickiness: None,
+            warnings: Vec::new(),
         })
     }
 
@@ -445,7 +512,9 @@ fn valid_port(value: i32, field: impl Fn() -> String) -> Result<u16, SpecError> 
 fn source_ranges(
     spec: &k8s_openapi::api::core::v1::ServiceSpec,
     annotations: &Annotations<'_>,
-) -> Result<Vec<Cidr>, SpecError> {
+    read: &mut Lenient,
+    applied: bool,
+) -> Result<Kept<Vec<Cidr>>, SpecError> {
     let from_spec = spec
         .load_balancer_source_ranges
         .as_deref()
@@ -463,48 +532,122 @@ fn source_ranges(
         }
     }
     if ranges.is_empty() {
-        ranges = annotations
-            .get(&ann::K8S_SOURCE_RANGES, ann::parse_cidr_list)?
-            .unwrap_or_default();
+        match read.keep_applied(
+            annotations.get(&ann::K8S_SOURCE_RANGES, ann::parse_cidr_list),
+            applied,
+            "the source ranges last applied",
+        )? {
+            Kept::Read(from_annotation) => ranges = from_annotation.unwrap_or_default(),
+            Kept::Applied => return Ok(Kept::Applied),
+        }
     }
     if ranges.is_empty() {
         ranges.push(Cidr::ANY_V4);
     }
-    Ok(ranges)
+    Ok(Kept::Read(ranges))
 }
 
-/// The health check asked for by annotation, or implied by `externalTrafficPolicy: Local`.
-fn health_check(
-    spec: &k8s_openapi::api::core::v1::ServiceSpec,
-    annotations: &Annotations<'_>,
-) -> Result<Option<HealthCheck>, SpecError> {
-    let path = annotations.get(&ann::HEALTH_CHECK_PATH, ann::parse_http_path)?;
-    let local = spec.external_traffic_policy.as_deref() == Some("Local");
-    let explicit = path.is_some();
-    if !explicit && !local {
-        return Ok(None);
-    }
-    let interval_secs = annotations.number(&ann::HEALTH_CHECK_INTERVAL)?;
-    let timeout_secs = annotations.number(&ann::HEALTH_CHECK_TIMEOUT)?;
+/// The health check asked for by annotation (`…-health-check-path`); bad numbers fall
+/// back to their defaults, a bad path to no check.
+fn health_check(annotations: &Annotations<'_>, read: &mut Lenient) -> Option<HealthCheck> {
+    let path = read.or(
+        annotations.get(&ann::HEALTH_CHECK_PATH, ann::parse_http_path),
+        None,
+        "no health check",
+    )?;
+    let mut number = |annotation: &ann::Annotation| {
+        let default = annotation.default.parse().unwrap_or_default();
+        read.or(annotations.number(annotation), default, annotation.default)
+    };
+    let mut interval_secs = number(&ann::HEALTH_CHECK_INTERVAL);
+    let mut timeout_secs = number(&ann::HEALTH_CHECK_TIMEOUT);
+    let healthy_threshold = number(&ann::HEALTH_CHECK_HEALTHY_THRESHOLD);
+    let unhealthy_threshold = number(&ann::HEALTH_CHECK_UNHEALTHY_THRESHOLD);
     if timeout_secs >= interval_secs {
-        return Err(SpecError::HealthCheckTimeout {
-            timeout_key: ann::HEALTH_CHECK_TIMEOUT.key,
-            timeout: timeout_secs,
-            interval: interval_secs,
-        });
+        let defaults = (
+            ann::HEALTH_CHECK_INTERVAL
+                .default
+                .parse()
+                .unwrap_or_default(),
+            ann::HEALTH_CHECK_TIMEOUT
+                .default
+                .parse()
+                .unwrap_or_default(),
+        );
+        read.warnings.push(format!(
+            "{}; using the defaults (interval {}s, timeout {}s)",
+            SpecError::HealthCheckTimeout {
+                timeout_key: ann::HEALTH_CHECK_TIMEOUT.key,
+                timeout: timeout_secs,
+                interval: interval_secs,
+            },
+            defaults.0,
+            defaults.1
+        ));
+        (interval_secs, timeout_secs) = defaults;
     }
-    Ok(Some(HealthCheck {
-        path: path.unwrap_or_else(|| LOCAL_TRAFFIC_HEALTH_PATH.to_string()),
+    Some(HealthCheck {
+        path,
         interval_secs,
         timeout_secs,
-        healthy_threshold: annotations.number(&ann::HEALTH_CHECK_HEALTHY_THRESHOLD)?,
-        unhealthy_threshold: annotations.number(&ann::HEALTH_CHECK_UNHEALTHY_THRESHOLD)?,
-        node_port: spec
-            .health_check_node_port
-            .filter(|_| local)
-            .and_then(|p| u16::try_from(p).ok()),
-        explicit,
-    }))
+        healthy_threshold,
+        unhealthy_threshold,
+    })
+}
+
+/// An annotation read where a fallback would open access: the value read, or "keep what
+/// was last applied".
+enum Kept<T> {
+    /// The value (or its absence) as read.
+    Read(T),
+    /// Unreadable: the value last applied stays.
+    Applied,
+}
+
+/// Collects the annotation values replaced by a fallback, as warnings naming the
+/// annotation, the value and what is used instead.
+#[derive(Debug, Default)]
+struct Lenient {
+    warnings: Vec<String>,
+}
+
+impl Lenient {
+    /// The value read, or `fallback` (described as `used`) when it is unreadable.
+    fn or<T>(&mut self, read: Result<T, AnnotationError>, fallback: T, used: &str) -> T {
+        read.unwrap_or_else(|err| {
+            self.warnings.push(format!("{err}; using {used} instead"));
+            fallback
+        })
+    }
+
+    /// The value read; when unreadable, the value last applied (`what`) if the load
+    /// balancer was applied, else the error.
+    fn keep_applied<T>(
+        &mut self,
+        read: Result<T, AnnotationError>,
+        applied: bool,
+        what: &str,
+    ) -> Result<Kept<T>, SpecError> {
+        match read {
+            Ok(value) => Ok(Kept::Read(value)),
+            Err(err) if applied => {
+                self.warnings.push(format!("{err}; keeping {what}"));
+                Ok(Kept::Applied)
+            }
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Warns when `ranges` admit no IPv4 client (the load balancer's address is IPv4).
+    fn warn_without_ipv4(&mut self, what: &str, ranges: &[Cidr]) {
+        if !ranges.iter().any(|c| c.addr.is_ipv4()) {
+            let listed: Vec<String> = ranges.iter().map(Cidr::to_string).collect();
+            self.warnings.push(format!(
+                "{what} {} hold no IPv4 range: the load balancer's IPv4 address accepts no client",
+                listed.join(",")
+            ));
+        }
+    }
 }
 
 #[cfg(test)]

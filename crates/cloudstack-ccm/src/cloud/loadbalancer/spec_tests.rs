@@ -62,6 +62,7 @@ fn defaults_for_a_plain_service() {
     assert!(!spec.keep_ip && !spec.proxy_protocol && !spec.ip_associated_by_controller);
     assert_eq!(spec.health_check, None);
     assert_eq!(spec.stickiness, None);
+    assert!(spec.warnings.is_empty() && !spec.keep_source_ranges && !spec.keep_rule_cidrs);
 }
 
 #[test]
@@ -169,23 +170,25 @@ fn requested_ip_and_recorded_state() {
 }
 
 #[test]
-fn health_check_from_local_traffic_and_annotations() {
+fn health_check_only_from_annotations() {
+    // CloudStack's policy has no port: it would probe the node port, never
+    // healthCheckNodePort, so externalTrafficPolicy: Local implies nothing.
     let local = build(
         json!({}),
         json!({"externalTrafficPolicy": "Local", "healthCheckNodePort": 32000}),
     )
     .unwrap();
-    let hc = local.health_check.unwrap();
-    assert_eq!(
-        (hc.path.as_str(), hc.node_port, hc.explicit),
-        ("/healthz", Some(32000), false)
-    );
+    assert_eq!(local.health_check, None);
+    let defaults = build(json!({(ann::HEALTH_CHECK_PATH.key): "/healthz"}), json!({}))
+        .unwrap()
+        .health_check
+        .unwrap();
     assert_eq!(
         (
-            hc.interval_secs,
-            hc.timeout_secs,
-            hc.healthy_threshold,
-            hc.unhealthy_threshold
+            defaults.interval_secs,
+            defaults.timeout_secs,
+            defaults.healthy_threshold,
+            defaults.unhealthy_threshold
         ),
         (5, 2, 2, 3)
     );
@@ -197,22 +200,18 @@ fn health_check_from_local_traffic_and_annotations() {
             (ann::HEALTH_CHECK_HEALTHY_THRESHOLD.key): "3",
             (ann::HEALTH_CHECK_UNHEALTHY_THRESHOLD.key): "5"
         }),
-        json!({}),
+        json!({"externalTrafficPolicy": "Local", "healthCheckNodePort": 32000}),
     )
     .unwrap();
-    let hc = explicit.health_check.unwrap();
     assert_eq!(
-        (
-            hc.path.as_str(),
-            hc.interval_secs,
-            hc.timeout_secs,
-            hc.explicit
-        ),
-        ("/ready", 10, 4, true)
-    );
-    assert_eq!(
-        (hc.healthy_threshold, hc.unhealthy_threshold, hc.node_port),
-        (3, 5, None)
+        explicit.health_check,
+        Some(HealthCheck {
+            path: "/ready".into(),
+            interval_secs: 10,
+            timeout_secs: 4,
+            healthy_threshold: 3,
+            unhealthy_threshold: 5,
+        })
     );
 }
 
@@ -233,28 +232,22 @@ fn bad_input_names_the_field_or_annotation() {
     let two_ports = |a: Value, b: Value| json!({"ports": [a, b]});
     let cases: Vec<(&str, Value, Value, &str)> = vec![
         (
-            "bad bool",
-            json!({(ann::PROXY_PROTOCOL.key): "yes"}),
-            json!({}),
-            "cloudstack-load-balancer-proxy-protocol: invalid value \"yes\"",
-        ),
-        (
-            "bad keep-ip",
-            json!({(ann::KEEP_IP.key): "maybe"}),
-            json!({}),
-            "cloudstack-load-balancer-keep-ip",
-        ),
-        (
-            "bad cidr annotation",
+            "bad cidr annotation on a new load balancer",
             json!({(ann::SOURCE_CIDRS.key): "10.0.0.0/8,nope"}),
             json!({}),
             "\"nope\" is not a CIDR",
         ),
         (
-            "bad std ranges",
+            "bad std ranges on a new load balancer",
             json!({(ann::K8S_SOURCE_RANGES.key): "1.2.3.4/40"}),
             json!({}),
             "load-balancer-source-ranges",
+        ),
+        (
+            "bad address on a new load balancer",
+            json!({(ann::ADDRESS.key): "1.2.3"}),
+            json!({}),
+            "cloudstack-load-balancer-address",
         ),
         (
             "bad spec range",
@@ -263,82 +256,16 @@ fn bad_input_names_the_field_or_annotation() {
             "spec.loadBalancerSourceRanges[1]",
         ),
         (
-            "bad algorithm",
-            json!({(ann::ALGORITHM.key): "random"}),
-            json!({}),
-            "cloudstack-load-balancer-algorithm: invalid value \"random\"",
-        ),
-        (
             "bad affinity",
             json!({}),
             json!({"sessionAffinity": "Cookie"}),
             "spec.sessionAffinity",
         ),
         (
-            "hc interval not a number",
-            json!({(ann::HEALTH_CHECK_PATH.key): "/h", (ann::HEALTH_CHECK_INTERVAL.key): "often"}),
-            json!({}),
-            "health-check-interval: invalid value \"often\"",
-        ),
-        (
-            "hc timeout too big",
-            json!({(ann::HEALTH_CHECK_PATH.key): "/h", (ann::HEALTH_CHECK_TIMEOUT.key): "99"}),
-            json!({}),
-            "health-check-timeout",
-        ),
-        (
-            "hc timeout above interval",
-            json!({(ann::HEALTH_CHECK_PATH.key): "/h", (ann::HEALTH_CHECK_INTERVAL.key): "3", (ann::HEALTH_CHECK_TIMEOUT.key): "5"}),
-            json!({}),
-            "must be less than the interval",
-        ),
-        (
-            "hc threshold zero",
-            json!({(ann::HEALTH_CHECK_PATH.key): "/h", (ann::HEALTH_CHECK_UNHEALTHY_THRESHOLD.key): "0"}),
-            json!({}),
-            "unhealthy-threshold",
-        ),
-        (
-            "hc bad path",
-            json!({(ann::HEALTH_CHECK_PATH.key): "healthz"}),
-            json!({}),
-            "health-check-path",
-        ),
-        (
-            "bad stickiness",
-            json!({(ann::STICKINESS_METHOD.key): "cookie"}),
-            json!({}),
-            "stickiness-method-name",
-        ),
-        (
-            "bad stickiness params",
-            json!({(ann::STICKINESS_METHOD.key): "LbCookie", (ann::STICKINESS_PARAMS.key): "nocache="}),
-            json!({}),
-            "stickiness-method-param",
-        ),
-        (
-            "bad address",
-            json!({(ann::ADDRESS.key): "1.2.3"}),
-            json!({}),
-            "cloudstack-load-balancer-address",
-        ),
-        (
             "bad loadBalancerIP",
             json!({}),
             json!({"loadBalancerIP": "x.y"}),
             "spec.loadBalancerIP",
-        ),
-        (
-            "bad hostname",
-            json!({(ann::HOSTNAME.key): "under_score.example"}),
-            json!({}),
-            "cloudstack-load-balancer-hostname",
-        ),
-        (
-            "bad ip id",
-            json!({(ann::IP_ID.key): "42"}),
-            json!({}),
-            "cloudstack-load-balancer-id",
         ),
         (
             "sctp",
@@ -382,6 +309,153 @@ fn bad_input_names_the_field_or_annotation() {
         let err = build(annotations, spec).expect_err(what);
         assert!(err.to_string().contains(want), "{what}: {err}");
     }
+}
+
+/// A bad annotation value falls back to the field's default with a warning naming the
+/// annotation and the value; the rest of the Service still makes a spec.
+#[test]
+fn bad_annotation_values_fall_back_with_a_warning() {
+    let hc = |extra: Value| {
+        let mut a = json!({(ann::HEALTH_CHECK_PATH.key): "/h"});
+        for (k, v) in extra.as_object().unwrap() {
+            a[k] = v.clone();
+        }
+        a
+    };
+    type Check = fn(&LbSpec) -> bool;
+    let cases: Vec<(Value, &str, Check)> = vec![
+        (
+            json!({(ann::PROXY_PROTOCOL.key): "maybe"}),
+            "cloudstack-load-balancer-proxy-protocol: invalid value \"maybe\"",
+            |s| !s.proxy_protocol && s.rules[0].protocol == LbProtocol::Tcp,
+        ),
+        (
+            json!({(ann::KEEP_IP.key): "maybe"}),
+            "cloudstack-load-balancer-keep-ip: invalid value \"maybe\"",
+            |s| s.keep_ip,
+        ),
+        (
+            json!({(ann::ALGORITHM.key): "random"}),
+            "cloudstack-load-balancer-algorithm: invalid value \"random\"",
+            |s| s.algorithm == Algorithm::RoundRobin,
+        ),
+        (
+            hc(json!({(ann::HEALTH_CHECK_INTERVAL.key): "often"})),
+            "health-check-interval: invalid value \"often\"",
+            |s| s.health_check.as_ref().unwrap().interval_secs == 5,
+        ),
+        (
+            hc(json!({(ann::HEALTH_CHECK_TIMEOUT.key): "99"})),
+            "health-check-timeout",
+            |s| s.health_check.as_ref().unwrap().timeout_secs == 2,
+        ),
+        (
+            hc(
+                json!({(ann::HEALTH_CHECK_INTERVAL.key): "3", (ann::HEALTH_CHECK_TIMEOUT.key): "5"}),
+            ),
+            "must be less than the interval",
+            |s| {
+                let h = s.health_check.as_ref().unwrap();
+                (h.interval_secs, h.timeout_secs) == (5, 2)
+            },
+        ),
+        (
+            hc(json!({(ann::HEALTH_CHECK_UNHEALTHY_THRESHOLD.key): "0"})),
+            "unhealthy-threshold",
+            |s| s.health_check.as_ref().unwrap().unhealthy_threshold == 3,
+        ),
+        (
+            json!({(ann::HEALTH_CHECK_PATH.key): "healthz"}),
+            "health-check-path",
+            |s| s.health_check.is_none(),
+        ),
+        (
+            json!({(ann::STICKINESS_METHOD.key): "cookie"}),
+            "stickiness-method-name",
+            |s| s.stickiness.is_none(),
+        ),
+        (
+            json!({(ann::STICKINESS_METHOD.key): "LbCookie", (ann::STICKINESS_PARAMS.key): "nocache="}),
+            "stickiness-method-param",
+            |s| s.stickiness.as_ref().is_some_and(|st| st.params.is_empty()),
+        ),
+        (
+            json!({(ann::HOSTNAME.key): "under_score.example"}),
+            "cloudstack-load-balancer-hostname",
+            |s| s.hostname.is_none(),
+        ),
+        (
+            json!({(ann::IP_ID.key): "42"}),
+            "cloudstack-load-balancer-id",
+            |s| s.recorded_ip_id.is_none(),
+        ),
+        (
+            json!({(ann::IP_ASSOCIATED_BY_CONTROLLER.key): "sure"}),
+            "ip-associated-by-controller",
+            |s| !s.ip_associated_by_controller,
+        ),
+    ];
+    for (annotations, want, check) in cases {
+        let spec =
+            build(annotations.clone(), json!({})).unwrap_or_else(|e| panic!("{annotations}: {e}"));
+        assert_eq!(spec.warnings.len(), 1, "{annotations}: {:?}", spec.warnings);
+        assert!(spec.warnings[0].contains(want), "{:?}", spec.warnings);
+        assert!(check(&spec), "{annotations}: {spec:?}");
+        assert_eq!(spec.rules.len(), 1, "the ports still make rules");
+    }
+}
+
+/// Where a default would open access or move the address, an applied load balancer (an
+/// IP id recorded) keeps what was applied; a new one has nothing to keep and fails.
+#[test]
+fn unreadable_access_annotations_keep_what_was_applied() {
+    let recorded = |key: &str, value: &str| json!({(ann::IP_ID.key): "0a1b2c3d-0000-4000-8000-000000000001", (key): value});
+    let ranges = build(
+        recorded(ann::K8S_SOURCE_RANGES.key, "10.0.0.0/40"),
+        json!({}),
+    )
+    .unwrap();
+    assert!(ranges.keep_source_ranges && !ranges.keep_rule_cidrs);
+    assert!(
+        ranges.warnings[0].contains("\"10.0.0.0/40\""),
+        "{:?}",
+        ranges.warnings
+    );
+    assert!(ranges.warnings[0].contains("keeping the source ranges last applied"));
+    let cidrs = build(recorded(ann::SOURCE_CIDRS.key, "everyone"), json!({})).unwrap();
+    assert!(cidrs.keep_rule_cidrs && !cidrs.keep_source_ranges);
+    assert_eq!(cidrs.rule_cidrs, None);
+    let address = build(
+        recorded(ann::ADDRESS.key, "1.2.3"),
+        json!({"loadBalancerIP": "203.0.113.9"}),
+    )
+    .unwrap();
+    assert_eq!(address.requested_ip, None, "the current IP stays");
+    assert!(address.warnings[0].contains("keeping the load balancer's current IP"));
+    // Valid spec ranges make the annotation irrelevant.
+    let from_spec = build(
+        recorded(ann::K8S_SOURCE_RANGES.key, "10.0.0.0/40"),
+        json!({"loadBalancerSourceRanges": ["10.0.0.0/8"]}),
+    )
+    .unwrap();
+    assert!(!from_spec.keep_source_ranges && from_spec.warnings.is_empty());
+}
+
+#[test]
+fn ranges_without_ipv4_are_warned_about() {
+    let v6 = build(json!({}), json!({"loadBalancerSourceRanges": ["::/0"]})).unwrap();
+    assert_eq!(v6.source_ranges, vec![cidr("::/0")]);
+    assert_eq!(v6.warnings.len(), 1, "{:?}", v6.warnings);
+    assert!(v6.warnings[0].contains("::/0"), "{:?}", v6.warnings);
+    assert!(v6.warnings[0].contains("no IPv4"), "{:?}", v6.warnings);
+    let cidrs = build(json!({(ann::SOURCE_CIDRS.key): "2001:db8::/32"}), json!({})).unwrap();
+    assert!(cidrs.warnings[0].contains(ann::SOURCE_CIDRS.key));
+    let both = build(
+        json!({}),
+        json!({"loadBalancerSourceRanges": ["::/0", "0.0.0.0/0"]}),
+    )
+    .unwrap();
+    assert!(both.warnings.is_empty());
 }
 
 #[test]

@@ -1,13 +1,15 @@
 //! Which Nodes may serve as load-balancer backends, decided like the Kubernetes service
-//! controller: not being deleted, not excluded by label, not about to be removed by the
-//! cluster autoscaler, and initialised (a providerID naming a VM).
+//! controller: not being deleted, not carrying the exclusion label (whatever its value),
+//! not about to be removed by the cluster autoscaler, and initialised (a providerID naming
+//! a VM).
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-/// Label that removes a Node from every load balancer (any value but `"false"` excludes).
+/// Label that removes a Node from every load balancer by its presence, whatever its value
+/// (`"false"` too), as the Kubernetes service controller reads it.
 pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 /// Taint the cluster autoscaler puts on a Node it is about to delete.
 pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
@@ -53,8 +55,7 @@ pub fn is_eligible(node: &impl EligibilityFields) -> bool {
     let excluded = metadata
         .labels
         .as_ref()
-        .and_then(|labels| labels.get(EXCLUDE_LABEL))
-        .is_some_and(|value| value != "false");
+        .is_some_and(|labels| labels.contains_key(EXCLUDE_LABEL));
     if excluded {
         return false;
     }
@@ -64,6 +65,26 @@ pub fn is_eligible(node: &impl EligibilityFields) -> bool {
         .any(|taint| taint.key == TO_BE_DELETED_TAINT || taint.key == UNINITIALIZED_TAINT);
     let has_provider_id = node.provider_id().is_some_and(|id| !id.is_empty());
     !tainted && has_provider_id
+}
+
+/// How long after its creation a Node with the uninitialized taint counts as being
+/// initialised (after that, it is a Node that will not be initialised, e.g. without a VM).
+pub const INITIALISATION_GRACE: jiff::SignedDuration = jiff::SignedDuration::from_secs(300);
+
+/// Whether `node` is waiting for the cloud-node controller: it carries the uninitialized
+/// taint (the kubelet's `--cloud-provider=external`), is not being deleted, and was
+/// created less than [`INITIALISATION_GRACE`] before `now` (or has no creation time).
+pub fn is_initialising(node: &impl EligibilityFields, now: jiff::Timestamp) -> bool {
+    let metadata = node.metadata();
+    let tainted = node
+        .taints()
+        .iter()
+        .any(|taint| taint.key == UNINITIALIZED_TAINT);
+    let recent = metadata
+        .creation_timestamp
+        .as_ref()
+        .is_none_or(|created| now.duration_since(created.0) < INITIALISATION_GRACE);
+    metadata.deletion_timestamp.is_none() && tainted && recent
 }
 
 /// A Node as the service controller caches it: decoded from the API with only the fields
@@ -129,12 +150,14 @@ impl EligibilityFields for EligibilityNode {
 
 impl EligibilityNode {
     /// Drops the metadata eligibility does not read (managed fields, annotations, other
-    /// labels, owner references), keeping name, resourceVersion and deletion timestamp.
+    /// labels, owner references), keeping name, resourceVersion, creation and deletion
+    /// timestamps.
     pub fn keep_eligibility_fields(&mut self) {
         let metadata = std::mem::take(&mut self.metadata);
         self.metadata.name = metadata.name;
         self.metadata.resource_version = metadata.resource_version;
         self.metadata.deletion_timestamp = metadata.deletion_timestamp;
+        self.metadata.creation_timestamp = metadata.creation_timestamp;
         self.metadata.labels = metadata.labels.and_then(|mut labels| {
             let excluded = labels.remove(EXCLUDE_LABEL)?;
             Some([(EXCLUDE_LABEL.to_string(), excluded)].into())
@@ -210,7 +233,7 @@ mod tests {
         no_provider.spec = Some(NodeSpec::default());
         let cases = [
             (node("plain"), true),
-            (with_label(node("x"), "false"), true),
+            (with_label(node("x"), "false"), false),
             (with_label(node("x"), "true"), false),
             (with_label(node("x"), ""), false),
             (with_taint(node("t"), TO_BE_DELETED_TAINT), false),
@@ -221,6 +244,35 @@ mod tests {
         ];
         for (node, want) in cases {
             assert_eq!(is_eligible(&node), want, "{:?}", node.metadata);
+        }
+    }
+
+    #[test]
+    fn initialising_nodes_are_told_apart() {
+        let now = jiff::Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_hours(1000);
+        let created = |mut node: Node, ago: jiff::SignedDuration| {
+            node.metadata.creation_timestamp = Some(Time(now - ago));
+            node
+        };
+        let mut deleting = with_taint(node("d"), UNINITIALIZED_TAINT);
+        deleting.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+        let mut no_provider = node("p");
+        no_provider.spec = Some(NodeSpec::default());
+        let tainted = || with_taint(node("u"), UNINITIALIZED_TAINT);
+        let cases = [
+            (node("plain"), false),
+            (tainted(), true),
+            (
+                created(tainted(), jiff::SignedDuration::from_secs(10)),
+                true,
+            ),
+            (created(tainted(), INITIALISATION_GRACE * 2), false),
+            (no_provider, false),
+            (with_label(node("x"), "true"), false),
+            (deleting, false),
+        ];
+        for (node, want) in cases {
+            assert_eq!(is_initialising(&node, now), want, "{:?}", node.metadata);
         }
     }
 

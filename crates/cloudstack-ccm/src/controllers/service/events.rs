@@ -23,8 +23,12 @@ pub enum Reason {
     /// Deleting the load balancer failed (Warning).
     DeleteLoadBalancerFailed,
     /// Something the load balancer could not do and does not fail for, e.g. a VPC tier
-    /// on a default ACL list or an IP kept by `keep-ip` (Warning).
+    /// on a default ACL list, an IP kept by `keep-ip`, an annotation value replaced by
+    /// its default, or Nodes left out because they are on another network (Warning).
     LoadBalancerWarning,
+    /// No Node may serve the load balancer: nothing is changed in CloudStack, the members
+    /// stay (Warning).
+    UnAvailableLoadBalancer,
 }
 
 impl Reason {
@@ -39,6 +43,7 @@ impl Reason {
             Self::DeletedLoadBalancer => "DeletedLoadBalancer",
             Self::DeleteLoadBalancerFailed => "DeleteLoadBalancerFailed",
             Self::LoadBalancerWarning => "LoadBalancerWarning",
+            Self::UnAvailableLoadBalancer => "UnAvailableLoadBalancer",
         }
     }
 
@@ -47,7 +52,8 @@ impl Reason {
         match self {
             Self::SyncLoadBalancerFailed
             | Self::DeleteLoadBalancerFailed
-            | Self::LoadBalancerWarning => EventType::Warning,
+            | Self::LoadBalancerWarning
+            | Self::UnAvailableLoadBalancer => EventType::Warning,
             _ => EventType::Normal,
         }
     }
@@ -63,6 +69,7 @@ impl Reason {
             Self::DeletedLoadBalancer => "Deleted load balancer",
             Self::DeleteLoadBalancerFailed => "Error deleting load balancer",
             Self::LoadBalancerWarning => "Load balancer warning",
+            Self::UnAvailableLoadBalancer => "There are no available nodes for LoadBalancer",
         }
     }
 }

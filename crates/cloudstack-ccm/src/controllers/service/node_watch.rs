@@ -15,7 +15,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{Notify, mpsc};
 
-use super::eligible::{EligibilityNode, EligibleSet, eligible_set};
+use super::eligible::{EligibilityNode, EligibleSet, eligible_set, is_initialising};
 
 /// The eligible Nodes as (name, providerID) pairs, in name order.
 pub type EligibleList = Arc<Vec<(String, String)>>;
@@ -43,6 +43,16 @@ impl NodeCache {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         cached.unwrap_or_else(|| Arc::new(as_pairs(&self.current())))
+    }
+
+    /// Whether some Node is being initialised by the cloud-node controller (and may
+    /// become eligible any moment); see [`is_initialising`].
+    pub fn initialising(&self) -> bool {
+        let now = jiff::Timestamp::now();
+        self.store
+            .state()
+            .iter()
+            .any(|node| is_initialising(&**node, now))
     }
 
     /// The eligible set of the store's Nodes.

@@ -10,7 +10,7 @@ use kube::{Api, ResourceExt};
 
 use crate::cloud::loadbalancer::apply::{IpRecorder, RecordedIp};
 use crate::cloud::loadbalancer::ensure::{Change, Engine, EnsureError};
-use crate::cloud::loadbalancer::plan::{Backends, Plan};
+use crate::cloud::loadbalancer::plan::Plan;
 use crate::cloud::loadbalancer::spec::{LbSpec, SpecError, SpecOptions};
 use crate::controllers::Context;
 
@@ -24,6 +24,10 @@ use crate::controllers::backoff::RetryBackoff;
 
 /// The controller name in metrics.
 const CONTROLLER: &str = "service";
+
+/// What happens to a load balancer while no Node can serve it.
+const LEFT_AS_IT_IS: &str =
+    "the load balancer is left as it is (members kept) until a node is eligible";
 
 /// What every reconcile shares.
 pub struct State {
@@ -169,10 +173,70 @@ async fn ensure(
     spec: &LbSpec,
     state: &State,
 ) -> Result<(), ReconcileError> {
-    let backends = state
+    for warning in &spec.warnings {
+        events::publish(
+            &state.recorder,
+            service,
+            Reason::LoadBalancerWarning,
+            Some(warning.clone()),
+        )
+        .await;
+    }
+    let eligible = state.nodes.eligible();
+    if eligible.is_empty() {
+        if state.nodes.initialising() {
+            // Nodes are being initialised: their change re-runs this, nothing to report.
+            tracing::debug!(service = %key_of(service), "waiting for nodes to be initialised");
+        } else {
+            let note = format!(
+                "{}: {LEFT_AS_IT_IS}",
+                Reason::UnAvailableLoadBalancer.default_note()
+            );
+            events::publish(
+                &state.recorder,
+                service,
+                Reason::UnAvailableLoadBalancer,
+                Some(note),
+            )
+            .await;
+        }
+        return Ok(());
+    }
+    let network = state.engine.network_in_use(spec).await?;
+    let resolved = state
         .engine
-        .resolve_backends(&state.nodes.eligible())
+        .resolve_backends(&eligible, network.as_deref())
         .await?;
+    if let Some(warning) = resolved.elsewhere_warning() {
+        tracing::warn!(service = %key_of(service), "{warning}");
+        events::publish(
+            &state.recorder,
+            service,
+            Reason::LoadBalancerWarning,
+            Some(warning),
+        )
+        .await;
+    }
+    let backends = resolved.backends;
+    if backends.vm_ids.is_empty() {
+        // Never empty a load balancer for want of Nodes (a stale view, Nodes elsewhere).
+        let on = match backends.network_id.as_str() {
+            "" => String::new(),
+            network => format!(" on network {network}"),
+        };
+        let note = format!(
+            "{}: no eligible node has a VM{on}; {LEFT_AS_IT_IS}",
+            Reason::UnAvailableLoadBalancer.default_note()
+        );
+        events::publish(
+            &state.recorder,
+            service,
+            Reason::UnAvailableLoadBalancer,
+            Some(note),
+        )
+        .await;
+        return Ok(());
+    }
     let prepared = state.engine.prepare(spec, &backends).await?;
     let change = prepared.change();
     if change == Change::Other {
@@ -296,25 +360,39 @@ pub async fn plan_services(
         .into_iter()
         .map(|n| (n.name, n.provider_id))
         .collect();
-    let backends: Result<Backends, String> = engine
-        .resolve_backends(&eligible)
-        .await
-        .map_err(|e| e.to_string());
     let mut plans = Vec::new();
     for service in services
         .iter()
         .filter(|s| finalizer::wants_load_balancer(s, options))
     {
-        let plan = match (&backends, LbSpec::from_service(service, options)) {
-            (Err(err), _) => Err(err.clone()),
-            (_, Err(err)) => Err(err.to_string()),
-            (Ok(backends), Ok(spec)) => engine
-                .prepare(&spec, backends)
+        let plan = match LbSpec::from_service(service, options) {
+            Err(err) => Err(err.to_string()),
+            Ok(spec) => plan_one(engine, &spec, &eligible)
                 .await
-                .map(|prepared| prepared.plan().clone())
                 .map_err(|e| e.to_string()),
         };
         plans.push((key_of(service), plan));
     }
     plans
+}
+
+/// The plan of one Service for the eligible Nodes (the dry run).
+async fn plan_one(
+    engine: &Engine,
+    spec: &LbSpec,
+    eligible: &[(String, String)],
+) -> Result<Plan, EnsureError> {
+    let network = engine.network_in_use(spec).await?;
+    let resolved = engine
+        .resolve_backends(eligible, network.as_deref())
+        .await?;
+    if resolved.backends.vm_ids.is_empty() {
+        // As the controller does: nothing changes without a Node to serve.
+        return Err(EnsureError::Network(format!(
+            "{}: {LEFT_AS_IT_IS}",
+            Reason::UnAvailableLoadBalancer.default_note()
+        )));
+    }
+    let prepared = engine.prepare(spec, &resolved.backends).await?;
+    Ok(prepared.plan().clone())
 }

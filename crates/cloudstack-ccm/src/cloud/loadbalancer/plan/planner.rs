@@ -262,7 +262,7 @@ impl<'a> Planner<'a> {
             .spec
             .health_check
             .as_ref()
-            .filter(|_| caps.health_check);
+            .filter(|_| caps.health_check && rule.protocol != LbProtocol::Udp);
         let mut create_hc = hc.is_some();
         for h in o.map(|o| o.health_checks.as_slice()).unwrap_or_default() {
             let same = hc.is_some_and(|w| {
@@ -349,7 +349,7 @@ impl<'a> Planner<'a> {
                     ));
                     return;
                 };
-                self.acl(&acl_id, &wanted, &old_ports);
+                self.acl(&acl_id, &wanted, &old_ports, warnings);
             }
             PortAccess::Open => {}
         }
@@ -431,20 +431,40 @@ impl<'a> Planner<'a> {
         acl_id: &str,
         wanted: &BTreeMap<(IpProtocol, u16), ()>,
         old_ports: &BTreeSet<(IpProtocol, u16)>,
+        warnings: &mut Vec<String>,
     ) {
         let ranges: BTreeSet<Cidr> = self.spec.source_ranges.iter().copied().collect();
         let ours =
             |i: &ObservedAclItem| acl_item_is_ours(i, &self.spec.lb_name, &self.spec.service.uid);
         for &(protocol, port) in wanted.keys() {
-            let exact: Vec<&ObservedAclItem> = self
+            let all: Vec<&ObservedAclItem> = self
                 .observed
                 .acl_items
                 .iter()
                 .filter(|i| i.protocol == protocol && i.start_port == port && i.end_port == port)
                 .collect();
-            // An item someone else made for this port decides it; we add nothing.
-            if exact.iter().any(|i| !ours(i)) {
+            // An item someone made by hand for this port decides it; we add nothing.
+            if all
+                .iter()
+                .any(|i| !ours(i) && !acl_item_is_a_load_balancers(i))
+            {
                 continue;
+            }
+            // Another Service's item on this port is its own (each Service keeps one, so
+            // deleting one Service never closes the port for the other); the ACL list has
+            // no destination address, so its ranges reach this Service's IP too.
+            let (exact, others): (Vec<&ObservedAclItem>, Vec<&ObservedAclItem>) =
+                all.into_iter().partition(|i| ours(i));
+            for other in others {
+                let other_ranges: BTreeSet<Cidr> = other.cidrs.iter().copied().collect();
+                if other.allow && !other_ranges.is_subset(&ranges) {
+                    let listed: Vec<String> = other.cidrs.iter().map(Cidr::to_string).collect();
+                    warnings.push(format!(
+                        "{protocol} port {port}: the ACL list of network {} also admits {} for another load balancer on the same port (ACL items have no destination address)",
+                        self.ctx.network.network_label(),
+                        listed.join(",")
+                    ));
+                }
             }
             let mut keep = false;
             for i in exact {

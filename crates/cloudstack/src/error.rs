@@ -63,8 +63,8 @@ pub enum Error {
     /// names another host, or the handshake failed. Not retried: it fails the same way until
     /// the configuration (`ca_file`) or the server changes.
     #[error(
-        "{command}: TLS to {url} failed: {detail} (set the cloud-config ca-file to the CA that \
-         signed the server's certificate, or to that certificate itself)"
+        "{command}: TLS to {url} failed: {detail} (the certificate must be for the host of the \
+         cloud-config api-url, and ca-file must hold the CA that signed it or the certificate itself)"
     )]
     Certificate {
         /// The command being sent.

@@ -6,10 +6,10 @@
 //! (`basicConstraints CA:TRUE`, what `openssl req -x509` makes by default); webpki refuses
 //! such a certificate as a server certificate (`CaUsedAsEndEntity`), while Go's
 //! `crypto/x509` accepts a server certificate that is itself one of the trusted roots.
-//! [`PinnedOrPlatform`] does the same, and no more: a certificate that is byte for byte one
-//! of the `ca_file`'s self-signed certificates is accepted after its validity period and
-//! the server name have been checked; every other certificate goes through the platform
-//! verifier with the `ca_file` as extra roots. Verification is never turned off here
+//! [`PinnedOrWebPki`] does the same, and no more: a certificate that is byte for byte one
+//! of the `ca_file`'s certificates is accepted after its validity period and the server
+//! name have been checked; every other certificate goes through webpki with the
+//! platform's roots and the `ca_file`'s certificates as trust anchors. Verification is never turned off here
 //! (`ssl_no_verify` is a separate, explicit setting).
 
 use std::path::Path;
@@ -54,20 +54,31 @@ pub fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, Error> 
 }
 
 /// The rustls client configuration for `ca_file`'s certificates (see the module
-/// documentation), with the process's crypto provider.
+/// documentation), with the process's crypto provider: the platform's trusted roots
+/// plus the `ca_file`'s certificates.
 pub fn client_config(
     ca_certs: Vec<CertificateDer<'static>>,
 ) -> Result<rustls::ClientConfig, Error> {
     let provider = CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-    let platform = rustls_platform_verifier::Verifier::new_with_extra_roots(
-        ca_certs.clone(),
+    let mut roots = RootCertStore::empty();
+    // Unreadable platform certificates are skipped, as the platform verifier does.
+    let native = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(native.certs);
+    for cert in &ca_certs {
+        roots
+            .add(cert.clone())
+            .map_err(|e| Error::Config(format!("ca_file: not a usable CA certificate: {e}")))?;
+    }
+    let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
         provider.clone(),
     )
+    .build()
     .map_err(|e| Error::Config(format!("ca_file: cannot build the TLS verifier: {e}")))?;
-    let verifier = PinnedOrPlatform {
-        platform: Arc::new(platform),
+    let verifier = PinnedOrWebPki {
+        webpki,
         pinned: ca_certs,
         provider: provider.clone(),
     };
@@ -81,16 +92,16 @@ pub fn client_config(
 }
 
 /// Accepts a server certificate that exactly equals one of the configured certificates
-/// (after checking its validity period and the server name), else asks the platform
-/// verifier.
+/// (after checking its validity period and the server name), else verifies it with
+/// webpki against the platform's roots and the configured certificates.
 #[derive(Debug)]
-struct PinnedOrPlatform {
-    platform: Arc<dyn ServerCertVerifier>,
+struct PinnedOrWebPki {
+    webpki: Arc<rustls::client::WebPkiServerVerifier>,
     pinned: Vec<CertificateDer<'static>>,
     provider: Arc<CryptoProvider>,
 }
 
-impl PinnedOrPlatform {
+impl PinnedOrWebPki {
     /// Checks `end_entity`, which equals a configured certificate: valid now and for
     /// `server_name`. Path building (anchored at the certificate itself) checks the
     /// validity period before the basic constraints, so its only acceptable failure is
@@ -114,18 +125,14 @@ impl PinnedOrPlatform {
             algorithms,
         ) {
             Ok(()) => {}
-            Err(rustls::Error::InvalidCertificate(CertificateError::Other(other)))
-                if other
-                    .0
-                    .downcast_ref::<webpki::Error>()
-                    .is_some_and(|e| matches!(e, webpki::Error::CaUsedAsEndEntity)) => {}
+            Err(error) if is_ca_used_as_end_entity(&error) => {}
             Err(error) => return Err(error),
         }
         rustls::client::verify_server_name(&parsed, server_name)
     }
 }
 
-impl ServerCertVerifier for PinnedOrPlatform {
+impl ServerCertVerifier for PinnedOrWebPki {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -134,22 +141,22 @@ impl ServerCertVerifier for PinnedOrPlatform {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.platform.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        ) {
-            Ok(verified) => Ok(verified),
-            Err(error) => {
-                if self.pinned.iter().any(|pinned| pinned == end_entity) {
-                    self.verify_pinned(end_entity, server_name, now)?;
-                    return Ok(ServerCertVerified::assertion());
-                }
-                Err(error)
-            }
+        if self.pinned.iter().any(|pinned| pinned == end_entity) {
+            self.verify_pinned(end_entity, server_name, now)?;
+            return Ok(ServerCertVerified::assertion());
         }
+        self.webpki
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+            .map_err(|error| {
+                // webpki looks at the certificate's own constraints before its issuer: a
+                // self-signed CA certificate that is not configured is, first of all, not
+                // trusted.
+                if is_ca_used_as_end_entity(&error) {
+                    rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer)
+                } else {
+                    error
+                }
+            })
     }
 
     fn verify_tls12_signature(
@@ -187,21 +194,34 @@ impl ServerCertVerifier for PinnedOrPlatform {
     }
 }
 
+/// Whether webpki refused the certificate as a CA certificate serving as a server's.
+fn is_ca_used_as_end_entity(error: &rustls::Error) -> bool {
+    matches!(
+        error,
+        rustls::Error::InvalidCertificate(CertificateError::Other(other))
+            if other
+                .0
+                .downcast_ref::<webpki::Error>()
+                .is_some_and(|e| matches!(e, webpki::Error::CaUsedAsEndEntity))
+    )
+}
+
 /// The TLS failure behind a transport error, if any: a rustls error found in its cause
-/// chain (an untrusted, expired or wrongly named certificate, a failed handshake).
+/// chain (an untrusted, expired or wrongly named certificate, a failed handshake). I/O
+/// errors are opened by hand: one wrapping another reports its inner error's cause as
+/// its own, skipping the inner error itself.
 pub fn tls_failure(error: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(current) = cause {
         if let Some(tls) = current.downcast_ref::<rustls::Error>() {
             return Some(tls.to_string());
         }
-        if let Some(io) = current.downcast_ref::<std::io::Error>()
-            && let Some(inner) = io.get_ref()
-            && let Some(tls) = inner.downcast_ref::<rustls::Error>()
-        {
-            return Some(tls.to_string());
-        }
-        cause = current.source();
+        cause = match current.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => current.source(),
+        };
     }
     None
 }

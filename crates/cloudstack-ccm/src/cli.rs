@@ -83,28 +83,30 @@ pub enum LogFormat {
     Json,
 }
 
-/// Flags of the controller manager.
+/// Flags of the controller manager. They are global: accepted before and after a
+/// subcommand (`plan --cloud-config …` reads the same flags as `--cloud-config … plan`).
 #[derive(Debug, Clone, Args)]
 pub struct ManagerArgs {
     /// Cloud provider name; must be external-cloudstack.
-    #[arg(long, value_name = "NAME", default_value = PROVIDER_NAME, value_parser = parse_provider)]
+    #[arg(global = true, long, value_name = "NAME", default_value = PROVIDER_NAME, value_parser = parse_provider)]
     pub cloud_provider: String,
 
     /// Path to the cloud-config file (gcfg, [Global] section).
-    #[arg(long, value_name = "PATH")]
+    #[arg(global = true, long, value_name = "PATH")]
     pub cloud_config: Option<PathBuf>,
 
     /// Path to a kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube/config).
-    #[arg(long, value_name = "PATH")]
+    #[arg(global = true, long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
 
     /// Address of the Kubernetes API server (overrides the kubeconfig's server).
-    #[arg(long, value_name = "URL")]
+    #[arg(global = true, long, value_name = "URL")]
     pub master: Option<String>,
 
     /// Controllers to run: '*' for all, a name to enable, '-name' to disable.
     /// Names: cloud-node, cloud-node-lifecycle, service (route is accepted and ignored).
     #[arg(
+        global = true,
         long,
         value_name = "NAMES",
         allow_hyphen_values = true,
@@ -114,73 +116,84 @@ pub struct ManagerArgs {
     pub controllers: Vec<String>,
 
     /// Cluster name, used to tag and name cloud resources.
-    #[arg(long, value_name = "NAME", default_value = "kubernetes")]
+    #[arg(global = true, long, value_name = "NAME", default_value = "kubernetes")]
     pub cluster_name: String,
 
     /// Number of Services reconciled at the same time.
-    #[arg(long, value_name = "N", default_value = "1")]
+    #[arg(global = true, long, value_name = "N", default_value = "1")]
     pub concurrent_service_syncs: NonZeroU32,
 
     /// How often node addresses are refreshed from CloudStack.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    #[arg(global = true, long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     pub node_status_update_frequency: Duration,
 
     /// How often NotReady nodes are checked against CloudStack (deleted or shut-down VMs).
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    #[arg(global = true, long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub node_monitor_period: Duration,
 
     /// How often every LoadBalancer Service is reconciled even without a change.
-    #[arg(long, value_name = "DURATION", default_value = "100s", value_parser = parse_duration)]
+    #[arg(global = true, long, value_name = "DURATION", default_value = "100s", value_parser = parse_duration)]
     pub service_resync_period: Duration,
 
     /// Only handle Services with this spec.loadBalancerClass (besides Services without a class).
-    #[arg(long, value_name = "CLASS")]
+    #[arg(global = true, long, value_name = "CLASS")]
     pub load_balancer_class: Option<String>,
 
     /// Run leader election; only the leader runs controllers.
-    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+    #[arg(global = true, long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true,
           default_value = "true", default_missing_value = "true", value_parser = parse_go_bool)]
     pub leader_elect: bool,
 
     /// How long a lease is valid without renewal.
-    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    #[arg(global = true, long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub leader_elect_lease_duration: Duration,
 
     /// How long the leader keeps trying to renew before it steps down.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    #[arg(global = true, long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub leader_elect_renew_deadline: Duration,
 
     /// Interval between acquire and renew attempts.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    #[arg(global = true, long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub leader_elect_retry_period: Duration,
 
     /// Name of the Lease object.
-    #[arg(long, value_name = "NAME", default_value = "cloud-controller-manager")]
+    #[arg(
+        global = true,
+        long,
+        value_name = "NAME",
+        default_value = "cloud-controller-manager"
+    )]
     pub leader_elect_resource_name: String,
 
     /// Namespace of the Lease object.
-    #[arg(long, value_name = "NAMESPACE", default_value = "kube-system")]
+    #[arg(
+        global = true,
+        long,
+        value_name = "NAMESPACE",
+        default_value = "kube-system"
+    )]
     pub leader_elect_resource_namespace: String,
 
     /// Lock type; only 'leases' is supported.
-    #[arg(long, value_name = "TYPE", default_value = LEASE_LOCK, value_parser = parse_lock)]
+    #[arg(global = true, long, value_name = "TYPE", default_value = LEASE_LOCK, value_parser = parse_lock)]
     pub leader_elect_resource_lock: String,
 
     /// Address of the /healthz, /readyz and /metrics server (plain HTTP).
-    #[arg(long, value_name = "IP", default_value = "0.0.0.0")]
+    #[arg(global = true, long, value_name = "IP", default_value = "0.0.0.0")]
     pub bind_address: IpAddr,
 
     /// Port of the /healthz, /readyz and /metrics server (0 = pick a free port).
-    #[arg(long, value_name = "PORT", default_value = "10258")]
+    #[arg(global = true, long, value_name = "PORT", default_value = "10258")]
     pub secure_port: u16,
 
     /// Log verbosity: 0 info, 2 debug for this program, 4 debug for all, 6 trace.
-    #[arg(short = 'v', long = "v", value_name = "LEVEL", default_value = "0",
+    #[arg(global = true, short = 'v', long = "v", value_name = "LEVEL", default_value = "0",
           value_parser = clap::value_parser!(u8).range(0..=10))]
     pub verbosity: u8,
 
     /// Log format.
     #[arg(
+        global = true,
         long,
         alias = "logging-format",
         value_name = "FORMAT",
@@ -271,11 +284,13 @@ impl ManagerArgs {
 }
 
 /// The `tracing` filter for a `-v` level: 0–1 info; 2–3 also debug for this program and
-/// the CloudStack client; 4–5 debug for everything; 6 and up trace.
+/// the CloudStack client; 4–5 debug for everything; 6 and up trace. Below 4 the TLS
+/// verifier's own error lines are left out: the failed call's error names the
+/// certificate problem once.
 pub fn log_directives(verbosity: u8) -> &'static str {
     match verbosity {
-        0..=1 => "info",
-        2..=3 => "info,cloudstack_ccm=debug,cloudstack=debug",
+        0..=1 => "info,rustls_platform_verifier=off",
+        2..=3 => "info,cloudstack_ccm=debug,cloudstack=debug,rustls_platform_verifier=off",
         4..=5 => "debug",
         _ => "trace",
     }
@@ -450,7 +465,7 @@ mod tests {
 
     #[test]
     fn verbosity_maps_to_filters() {
-        assert_eq!(log_directives(0), "info");
+        assert!(log_directives(0).starts_with("info,"));
         assert!(log_directives(2).contains("cloudstack_ccm=debug"));
         assert_eq!(log_directives(4), "debug");
         assert_eq!(log_directives(10), "trace");

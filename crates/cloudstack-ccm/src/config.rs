@@ -125,7 +125,7 @@ pub enum ConfigError {
     UnknownSection {
         /// The section as written (lower-cased, with its subsection).
         name: String,
-        /// 1-based line of the key in that section.
+        /// 1-based line of its header.
         line: usize,
     },
     /// A key that is not one of [`KEYS`].
@@ -287,21 +287,23 @@ impl CloudConfig {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         let mut values = Values::default();
-        for entry in gcfg::parse(text)? {
-            match (&entry.section, &entry.subsection) {
-                (None, _) => {}
-                (Some(section), None) if section == "global" => {}
-                (Some(section), sub) => {
-                    let name = match sub {
-                        Some(sub) => format!("{section} {sub:?}"),
-                        None => section.clone(),
-                    };
-                    return Err(ConfigError::UnknownSection {
-                        name,
-                        line: entry.line,
-                    });
-                }
+        let document = gcfg::parse_document(text)?;
+        // Every header is checked, so an empty unknown section is an error too (as in the
+        // Go provider's gcfg, which checks a section when it reads its header).
+        for header in &document.headers {
+            if header.section == "global" && header.subsection.is_none() {
+                continue;
             }
+            let name = match &header.subsection {
+                Some(sub) => format!("{} {sub:?}", header.section),
+                None => header.section.clone(),
+            };
+            return Err(ConfigError::UnknownSection {
+                name,
+                line: header.line,
+            });
+        }
+        for entry in document.entries {
             values.set(&entry.key, entry.value.as_deref(), Origin::Line(entry.line))?;
         }
         for (name, key) in ENV_OVERRIDES {
@@ -464,7 +466,11 @@ mod tests {
             ),
             (
                 format!("{MINIMAL}[Other]\nzone = z\n"),
-                "line 6: unknown section [other]",
+                "line 5: unknown section [other]",
+            ),
+            (
+                format!("{MINIMAL}[Globl]\n"),
+                "line 5: unknown section [globl]",
             ),
             (
                 format!("{MINIMAL}[Global \"x\"]\nzone = z\n"),

@@ -33,6 +33,23 @@ pub enum ConnectError {
     /// The kubeconfig or `--master` is unusable.
     #[error("{0}")]
     Kube(String),
+    /// A cloud-config key names a CloudStack object the account cannot see.
+    #[error("cloud-config {key}: {reason}")]
+    Scope {
+        /// The key (`project-id`, `zone`).
+        key: &'static str,
+        /// What is wrong with its value.
+        reason: String,
+    },
+    /// The objects a cloud-config key names could not be listed.
+    #[error("cloud-config {key}: cannot check it: {source}")]
+    CheckScope {
+        /// The key (`project-id`, `zone`).
+        key: &'static str,
+        /// The client error.
+        #[source]
+        source: cloudstack::Error,
+    },
 }
 
 /// A CloudStack client for `config`, reporting every call to `metrics`.
@@ -74,6 +91,92 @@ pub async fn server_version(
             url: config.api_url.clone(),
             source,
         })
+}
+
+/// Checks that the cloud-config's `project-id` and `zone`, when set, name a project and a
+/// zone this account can see: a wrong value would otherwise show as an empty VM list, and
+/// every node lookup would answer "no such VM".
+///
+/// The project is looked up with `listProjects id=…` (a user sees only the projects it is
+/// a member of); the zone with `listZones`, matched by name (as the Go provider's
+/// cloud-config writes it) or by id. Both lists are small; matching here, not with a
+/// `name` filter, keeps the check right on servers that ignore an unknown parameter.
+pub async fn check_scope(
+    config: &CloudConfig,
+    client: &cloudstack::Client,
+) -> Result<(), ConnectError> {
+    if let Some(project_id) = &config.project_id {
+        let request = cloudstack::ListProjects {
+            id: Some(project_id.clone()),
+            ..Default::default()
+        };
+        let projects = match client.list_projects(&request).await {
+            Ok(projects) => projects,
+            // A malformed or unknown id is refused with 431 (invalid parameter value).
+            Err(cloudstack::Error::Api {
+                errorcode: cloudstack::PARAM_ERROR,
+                errortext,
+                ..
+            }) => {
+                return Err(ConnectError::Scope {
+                    key: "project-id",
+                    reason: format!("{project_id:?} is not a project: {errortext}"),
+                });
+            }
+            Err(source) => {
+                return Err(ConnectError::CheckScope {
+                    key: "project-id",
+                    source,
+                });
+            }
+        };
+        let found = projects.iter().any(|project| {
+            project
+                .id
+                .as_deref()
+                .is_some_and(|id| id.eq_ignore_ascii_case(project_id))
+        });
+        if !found {
+            return Err(ConnectError::Scope {
+                key: "project-id",
+                reason: format!(
+                    "no project with id {project_id:?} is visible to this account (listProjects)"
+                ),
+            });
+        }
+    }
+    if let Some(zone) = &config.zone {
+        let zones = client
+            .list_zones(&cloudstack::ListZones::default())
+            .await
+            .map_err(|source| ConnectError::CheckScope {
+                key: "zone",
+                source,
+            })?;
+        let found = zones.iter().any(|candidate| {
+            candidate.name.as_deref() == Some(zone.as_str())
+                || candidate
+                    .id
+                    .as_deref()
+                    .is_some_and(|id| id.eq_ignore_ascii_case(zone))
+        });
+        if !found {
+            let mut names: Vec<&str> = zones.iter().filter_map(|z| z.name.as_deref()).collect();
+            names.sort_unstable();
+            return Err(ConnectError::Scope {
+                key: "zone",
+                reason: format!(
+                    "no zone named {zone:?} (zones this account sees: {})",
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `--kubeconfig` (with `--master` overriding its server), else `--master` alone, else the

@@ -20,7 +20,7 @@ fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let parsed = match Cli::parse_with_warnings(std::env::args_os()) {
         Ok(parsed) => parsed,
-        Err(error) => error.exit(),
+        Err(error) => return usage_error(error),
     };
     let args = parsed.cli.manager;
     match parsed.cli.command {
@@ -75,6 +75,29 @@ fn run_tool(tool: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
     }
 }
 
+/// Prints `--help` and `--version` as clap does; any other command-line error as one
+/// line naming the flag, with clap's usage-error exit code 2.
+fn usage_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        error.exit();
+    }
+    let rendered = error.render().to_string();
+    let line = rendered
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("invalid command line");
+    let line = line.strip_prefix("error: ").unwrap_or(line);
+    eprintln!("cloudstack-ccm: error: {line} (see --help)");
+    ExitCode::from(2)
+}
+
 /// Prints `error` as one line and returns failure.
 fn fail(error: anyhow::Error) -> ExitCode {
     eprintln!("cloudstack-ccm: error: {}", one_line(&error));
@@ -98,11 +121,15 @@ fn one_line(error: &anyhow::Error) -> String {
     line
 }
 
+/// Logs to stderr: text (coloured only on a terminal and without `NO_COLOR`) or JSON.
 fn init_tracing(args: &ManagerArgs) {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_directives(args.verbosity)));
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match args.log_format {
         LogFormat::Text => builder.init(),
@@ -129,6 +156,7 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
     } else {
         tracing::info!(%server_version, "detected the CloudStack version with listCapabilities");
     }
+    connect::check_scope(&config, &cloudstack).await?;
     let kube = connect::kube_client(&args).await?;
 
     let status = LeaderStatus::new().with_metrics(metrics.clone());

@@ -2,12 +2,20 @@
 //! `--bind-address:--secure-port`.
 //!
 //! The Go CCM served these over HTTPS with a self-signed certificate; this server speaks
-//! plain HTTP, so probes must use `scheme: HTTP`.
+//! plain HTTP/1.1, so probes must use `scheme: HTTP`.
+//!
+//! The port is reachable by anything in the cluster network, so the server bounds what a
+//! client can hold ([`ServerLimits`]): at most `max_connections` connections at once (one
+//! more is accepted and closed at once), and a connection that does not send a complete
+//! request header within `header_read_timeout` — a new one, or a kept-alive one idle
+//! between requests — is closed. Idle or slow clients can therefore take neither the
+//! process's file descriptors nor the runtime the controllers share.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -85,15 +93,86 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-/// Serves [`router`] on `listener` until `shutdown` resolves.
+/// What one client may hold of the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Connections served at once; further ones are closed on accept.
+    pub max_connections: usize,
+    /// Time to send a complete request header, on a new connection and between the
+    /// requests of a kept-alive one; the connection is closed after it.
+    pub header_read_timeout: Duration,
+}
+
+impl Default for ServerLimits {
+    /// 64 connections (probes and a few scrapers need a handful), 5 s per request header.
+    fn default() -> Self {
+        Self {
+            max_connections: 64,
+            header_read_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Serves [`router`] on `listener` with the default [`ServerLimits`] until `shutdown`
+/// resolves.
 pub async fn serve(
     listener: TcpListener,
     state: ServerState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with(listener, state, ServerLimits::default(), shutdown).await
+}
+
+/// Serves [`router`] on `listener` within `limits` until `shutdown` resolves; open
+/// connections are closed then.
+pub async fn serve_with(
+    listener: TcpListener,
+    state: ServerState,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    /// Pause after a failed accept (e.g. out of file descriptors), as axum does.
+    const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+    let service = hyper_util::service::TowerToHyperService::new(router(state));
+    let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let mut connections = tokio::task::JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        while connections.try_join_next().is_some() {}
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "health server: accepting a connection failed");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::debug!(
+                max = limits.max_connections,
+                "health server: connection limit reached; closing a new connection"
+            );
+            drop(stream);
+            continue;
+        };
+        let service = service.clone();
+        connections.spawn(async move {
+            let _permit = permit;
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout);
+            let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "health server: connection ended with an error");
+            }
+        });
+    }
+    connections.shutdown().await;
+    Ok(())
 }
 
 async fn healthz() -> &'static str {

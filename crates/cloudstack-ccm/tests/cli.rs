@@ -141,3 +141,83 @@ fn ignored_flags_warn_and_do_not_crash() {
         "{stderr}"
     );
 }
+
+#[test]
+fn logs_through_a_pipe_carry_no_colour_escapes() {
+    // Output::stderr is a pipe, as under `kubectl logs`; the ignored-flag warnings and the
+    // error are logged before the start fails.
+    let output = run(&["--cluster-cidr=10.244.0.0/16"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("flag --cluster-cidr does not apply"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "no ANSI escapes: {stderr:?}");
+
+    let output = run(&["--cluster-cidr=10.244.0.0/16", "--log-format=json"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let mut logged = 0;
+    for line in stderr.lines().filter(|l| l.starts_with('{')) {
+        let record: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("a JSON log line: {e}: {line:?}"));
+        assert!(record.get("level").is_some(), "{line}");
+        logged += 1;
+    }
+    assert!(logged >= 1, "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}
+
+#[test]
+fn a_bad_flag_value_fails_with_one_line_naming_the_flag_and_exit_code_2() {
+    for (flag, name) in [
+        ("--node-monitor-period=soon", "--node-monitor-period"),
+        ("--secure-port=http", "--secure-port"),
+        ("--leader-elect=maybe", "--leader-elect"),
+        ("--no-such-flag", "--no-such-flag"),
+    ] {
+        let output = run(&[flag]);
+        assert_eq!(output.status.code(), Some(2), "{flag}: usage error");
+        assert_one_line_failure(&output, name);
+        let line = String::from_utf8_lossy(&output.stderr);
+        assert!(line.starts_with("cloudstack-ccm: error: "), "{line}");
+    }
+    // --help and --version still print in full and succeed.
+    assert!(run(&["--version"]).status.success());
+}
+
+#[test]
+fn an_empty_unknown_section_fails_with_one_line_naming_it() {
+    let file = config_file(
+        "[Global]\napi-url = http://127.0.0.1:1/client/api\napi-key = AK\nsecret-key = SK\n[Globl]\n",
+    );
+    let path = file.path().to_str().unwrap();
+    let output = run(&[&format!("--cloud-config={path}")]);
+    assert_one_line_failure(&output, "line 5: unknown section [globl]");
+}
+
+#[test]
+fn global_flags_are_accepted_after_a_subcommand() {
+    // `plan` with its flags after the subcommand reads the same cloud-config (which
+    // here is missing a key, so it fails on that, not on the command line).
+    let file = config_file("[Global]\napi-url = http://127.0.0.1:1/client/api\napi-key = AK\n");
+    let path = file.path().to_str().unwrap();
+    for args in [
+        vec!["plan".to_string(), format!("--cloud-config={path}")],
+        vec![format!("--cloud-config={path}"), "plan".to_string()],
+        vec![
+            "plan".to_string(),
+            "--cloud-config".to_string(),
+            path.to_string(),
+            "-v=2".to_string(),
+        ],
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = run(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success());
+        assert!(
+            stderr.contains("required key secret-key is missing"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

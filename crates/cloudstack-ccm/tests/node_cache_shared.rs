@@ -17,6 +17,16 @@ async fn lifecycle_on_the_cloud_node_cache_follows_a_vm_from_start_to_removal() 
     h.spawn(|ctx, instances, shutdown| {
         node_lifecycle::run_on_store(ctx, instances, shutdown, Some(shared))
     });
+    // A second Node whose VM stays: the safety rail deletes only while the VM list holds
+    // at least half of the cluster's initialised Nodes.
+    let healthy = format!("external-cloudstack://{}", h.vm_id("node-1"));
+    h.create_node(
+        TestNode::new("node-1")
+            .initialised()
+            .provider_id(&healthy)
+            .ready(true),
+    )
+    .await;
     let id = h.vm_id("node-3");
     h.create_node(TestNode::new("node-3")).await;
     let node = h

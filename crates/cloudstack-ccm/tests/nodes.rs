@@ -240,6 +240,60 @@ async fn honours_the_provided_node_ip() {
 }
 
 #[tokio::test]
+async fn a_node_ip_on_a_second_nic_initialises_the_node_and_every_nic_is_listed() {
+    let mut scenario = Scenario::small();
+    // node-1 also sits on the NetScaler network, on a NIC that is not its default one.
+    scenario.vms[0].nics.push(cloudstack_sim::NicSpec {
+        network: cloudstack_sim::SMALL_NETSCALER_NETWORK.to_string(),
+        ipv4: "10.1.2.50".to_string(),
+        ipv6: None,
+        isdefault: false,
+    });
+    let default_ip = scenario.vms[0].nics[0].ipv4.clone();
+    let h = harness_with_node_controller(HarnessOptions {
+        scenario,
+        ..HarnessOptions::default()
+    })
+    .await;
+    let annotation = "alpha.kubernetes.io/provided-node-ip";
+    h.create_node(TestNode::new("node-1").annotation(annotation, "10.1.2.50"))
+        .await;
+
+    let node = h.wait_for_node("node-1", "initialised", initialised).await;
+    assert_eq!(
+        addresses(&node),
+        pairs(&[("InternalIP", "10.1.2.50"), ("Hostname", "node-1")]),
+        "the kubelet's IP (second NIC) comes first and is the only InternalIP"
+    );
+    h.stop().await;
+
+    // Without the annotation, every NIC's address is listed, the default NIC's first.
+    let mut scenario = Scenario::small();
+    scenario.vms[0].nics.push(cloudstack_sim::NicSpec {
+        network: cloudstack_sim::SMALL_NETSCALER_NETWORK.to_string(),
+        ipv4: "10.1.2.50".to_string(),
+        ipv6: None,
+        isdefault: false,
+    });
+    let h = harness_with_node_controller(HarnessOptions {
+        scenario,
+        ..HarnessOptions::default()
+    })
+    .await;
+    h.create_node(TestNode::new("node-1")).await;
+    let node = h.wait_for_node("node-1", "initialised", initialised).await;
+    assert_eq!(
+        addresses(&node),
+        pairs(&[
+            ("InternalIP", default_ip.as_str()),
+            ("InternalIP", "10.1.2.50"),
+            ("Hostname", "node-1")
+        ])
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn region_comes_from_the_cloud_config() {
     let h = harness_with_node_controller(HarnessOptions {
         region: Some("eu west".to_string()),

@@ -273,3 +273,111 @@ async fn two_binaries_one_leader_and_hand_over_on_sigterm() {
     assert_ne!(second_identity, first_identity);
     assert_eq!(transitions, 1, "{second_identity:?} {}", logs());
 }
+
+/// Whether the server closed `stream` (EOF or reset) within `within`.
+async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(within, stream.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_capped_and_closed_and_healthz_still_answers() {
+    let metrics = Arc::new(Metrics::new());
+    let readiness = Readiness::new(LeaderStatus::new());
+    let listener = server::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (_trigger, shutdown) = shutdown_channel();
+    let state = ServerState { metrics, readiness };
+    // The defaults the binary runs with: 64 connections, 5 s per request header.
+    tokio::spawn(server::serve(listener, state, async move {
+        shutdown.wait().await
+    }));
+
+    const IDLE: usize = 200;
+    let mut idle = Vec::new();
+    for _ in 0..IDLE {
+        idle.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+    }
+    // Connections beyond the cap are closed at once (well before the header timeout).
+    let mut refused = 0;
+    let mut held = Vec::new();
+    for mut stream in idle {
+        if closed_within(&mut stream, Duration::from_millis(20)).await {
+            refused += 1;
+        } else {
+            held.push(stream);
+        }
+    }
+    println!("{refused} of {IDLE} idle connections closed at once");
+    assert!(refused >= IDLE - 64, "{refused} closed of {IDLE}");
+
+    // /healthz gets through within a generous bound: at the latest when the idle ones
+    // time out.
+    let started = std::time::Instant::now();
+    let answered = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let attempt = tokio::time::timeout(Duration::from_secs(2), async {
+                let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+                let request =
+                    format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+                stream.write_all(request.as_bytes()).await.ok()?;
+                let mut response = String::new();
+                stream.read_to_string(&mut response).await.ok()?;
+                response.starts_with("HTTP/1.1 200").then_some(())
+            })
+            .await;
+            if let Ok(Some(())) = attempt {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(answered.is_ok(), "/healthz did not answer");
+    println!("/healthz answered after {:?}", started.elapsed());
+
+    // The idle connections that were held are closed after the header timeout.
+    for stream in &mut held {
+        assert!(
+            closed_within(stream, Duration::from_secs(20)).await,
+            "an idle connection stays open"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_kept_alive_connection_idle_between_requests_is_closed() {
+    let listener = server::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (_trigger, shutdown) = shutdown_channel();
+    let state = ServerState {
+        metrics: Arc::new(Metrics::new()),
+        readiness: Readiness::new(LeaderStatus::new()),
+    };
+    let limits = server::ServerLimits {
+        max_connections: 4,
+        header_read_timeout: Duration::from_millis(300),
+    };
+    tokio::spawn(server::serve_with(listener, state, limits, async move {
+        shutdown.wait().await
+    }));
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    // Kept alive, then idle: closed after the header timeout (bounded generously).
+    let started = std::time::Instant::now();
+    assert!(closed_within(&mut stream, Duration::from_secs(10)).await);
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "not before the timeout"
+    );
+}

@@ -13,7 +13,7 @@ use crate::command::{PAGE_SIZE, accepts_project, is_read, is_retry_safe};
 use crate::envelope::{decode_list_page, decode_reply};
 use crate::sign::{encode_value, signature};
 use crate::throttle::ThrottleGate;
-use crate::{CallOutcome, ClientConfig, Error, Params};
+use crate::{CallOutcome, ClientConfig, Error, Params, tls};
 
 /// Parameters the client always sets itself.
 const RESERVED: &[&str] = &[
@@ -81,17 +81,10 @@ impl Client {
             .tls_backend_rustls()
             .tls_danger_accept_invalid_certs(config.ssl_no_verify);
         if let Some(path) = &config.ca_file {
-            let pem = std::fs::read(path).map_err(|e| {
-                Error::Config(format!("ca_file {}: cannot read: {e}", path.display()))
-            })?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                Error::Config(format!(
-                    "ca_file {}: not a PEM certificate bundle: {e}",
-                    path.display()
-                ))
-            })?;
-            for cert in certs {
-                builder = builder.add_root_certificate(cert);
+            // Read even with ssl_no_verify: a bad file is a configuration error either way.
+            let certs = tls::read_ca_file(path)?;
+            if !config.ssl_no_verify {
+                builder = builder.tls_backend_preconfigured(tls::client_config(certs)?);
             }
         }
         let http = builder.build().map_err(|e| {
@@ -232,7 +225,7 @@ impl Client {
         let latency = started.elapsed();
         let outcome = match &result {
             Ok(_) => CallOutcome::Ok,
-            Err(Error::Transport { .. }) => CallOutcome::Transport,
+            Err(Error::Transport { .. } | Error::Certificate { .. }) => CallOutcome::Transport,
             Err(error) => error
                 .code()
                 .map_or(CallOutcome::Decode, CallOutcome::ApiError),
@@ -278,9 +271,16 @@ impl Client {
                 )
                 .body(body)
         };
-        let transport = |source: reqwest::Error| Error::Transport {
-            command: command.to_owned(),
-            source: source.without_url(),
+        let transport = |source: reqwest::Error| match tls::tls_failure(&source) {
+            Some(detail) => Error::Certificate {
+                command: command.to_owned(),
+                url: config.api_url.clone(),
+                detail,
+            },
+            None => Error::Transport {
+                command: command.to_owned(),
+                source: source.without_url(),
+            },
         };
         let response = request.send().await.map_err(transport)?;
         let status = response.status().as_u16();

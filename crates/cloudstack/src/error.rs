@@ -59,6 +59,21 @@ pub enum Error {
         #[source]
         source: reqwest::Error,
     },
+    /// TLS to the endpoint failed: the server's certificate is not trusted, has expired,
+    /// names another host, or the handshake failed. Not retried: it fails the same way until
+    /// the configuration (`ca_file`) or the server changes.
+    #[error(
+        "{command}: TLS to {url} failed: {detail} (the certificate must be for the host of the \
+         cloud-config api-url, and ca-file must hold the CA that signed it or the certificate itself)"
+    )]
+    Certificate {
+        /// The command being sent.
+        command: String,
+        /// The API endpoint (it holds no key: keys travel in the query of each request).
+        url: String,
+        /// What rustls reported.
+        detail: String,
+    },
     /// The reply could not be understood (not JSON, missing envelope, unexpected shape).
     #[error("{command}: cannot decode the response: {detail}")]
     Decode {

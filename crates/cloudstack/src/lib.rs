@@ -34,6 +34,7 @@ mod jobs;
 mod params;
 mod secret;
 mod throttle;
+mod tls;
 
 pub mod requests;
 pub mod sign;

@@ -43,7 +43,7 @@ pub struct NodeRef<'a> {
 /// Kind of a node address (the Kubernetes `NodeAddressType` values we produce).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AddressKind {
-    /// `InternalIP`: the default NIC's addresses.
+    /// `InternalIP`: the addresses of the VM's NICs.
     InternalIp,
     /// `ExternalIP`: the VM's static-NAT public IP.
     ExternalIp,
@@ -164,6 +164,16 @@ impl Instances {
         found.transpose().map(Option::flatten)
     }
 
+    /// The node's VM in `snapshot` as it is (no refresh): for questions about many nodes
+    /// at once that must all be answered from the same list.
+    pub fn find_vm_in(
+        &self,
+        snapshot: &Snapshot,
+        node: &NodeRef<'_>,
+    ) -> Result<Option<Arc<VmRecord>>, InstanceError> {
+        VmKey::for_node(node)?.resolve(node.name, snapshot)
+    }
+
     /// Metadata for the node, `None` when its VM is not (yet) there.
     pub async fn metadata(
         &self,
@@ -272,27 +282,28 @@ pub fn metadata_for(
     })
 }
 
-/// The node's addresses: default-NIC IPv4 and IPv6 (`InternalIP`), static-NAT IP
-/// (`ExternalIP`), the node name (`Hostname`). With a provided node IP, like the
-/// Kubernetes cloud-node controller: the IP must be one of the VM's addresses; it
-/// comes first and other addresses of its kind are dropped.
+/// The node's addresses: every NIC's IPv4 and IPv6, the default NIC's first
+/// (`InternalIP`), static-NAT IP (`ExternalIP`), the node name (`Hostname`). With a
+/// provided node IP (the kubelet's `--node-ip`, on any NIC), like the Kubernetes
+/// cloud-node controller: the IP must be one of the VM's addresses; it comes first and
+/// other addresses of its kind are dropped.
 pub fn node_addresses(
     vm: &VmRecord,
     node: &NodeRef<'_>,
 ) -> Result<Vec<NodeAddress>, InstanceError> {
-    let mut cloud = Vec::new();
-    let ips = [
-        (AddressKind::InternalIp, &vm.internal_ipv4),
-        (AddressKind::InternalIp, &vm.internal_ipv6),
-        (AddressKind::ExternalIp, &vm.public_ip),
-    ];
-    for (kind, ip) in ips {
-        if let Some(ip) = ip {
-            cloud.push(NodeAddress {
-                kind,
-                address: ip.clone(),
-            });
-        }
+    let mut cloud: Vec<NodeAddress> = vm
+        .internal_ips
+        .iter()
+        .map(|ip| NodeAddress {
+            kind: AddressKind::InternalIp,
+            address: ip.clone(),
+        })
+        .collect();
+    if let Some(ip) = &vm.public_ip {
+        cloud.push(NodeAddress {
+            kind: AddressKind::ExternalIp,
+            address: ip.clone(),
+        });
     }
     cloud.push(NodeAddress {
         kind: AddressKind::Hostname,
@@ -376,8 +387,7 @@ mod tests {
             state: "Running".into(),
             zone_name: "Zone 1".into(),
             service_offering_name: "Small Instance".into(),
-            internal_ipv4: Some("10.1.1.5".into()),
-            internal_ipv6: Some("fd00::5".into()),
+            internal_ips: vec!["10.1.1.5".into(), "fd00::5".into()],
             public_ip: Some("203.0.113.7".into()),
         }
     }

@@ -32,10 +32,10 @@ pub struct VmRecord {
     pub zone_name: String,
     /// Service offering name; empty when CloudStack did not return it.
     pub service_offering_name: String,
-    /// IPv4 address of the default NIC.
-    pub internal_ipv4: Option<String>,
-    /// IPv6 address of the default NIC.
-    pub internal_ipv6: Option<String>,
+    /// The IPv4 and IPv6 addresses of every NIC: the default NIC's first (IPv4, then
+    /// IPv6), then the other NICs' in the order of their network id (NIC order in a
+    /// reply is not guaranteed, so a fixed order keeps node addresses stable).
+    pub internal_ips: Vec<String>,
     /// Static-NAT public IP of the VM.
     pub public_ip: Option<String>,
 }
@@ -54,16 +54,27 @@ impl VmRecord {
 
 impl From<&cloudstack::VmSummary> for VmRecord {
     fn from(vm: &cloudstack::VmSummary) -> Self {
-        let nic = vm.default_nic();
         let non_empty = |value: &Option<String>| value.clone().filter(|v| !v.is_empty());
+        let mut nics: Vec<&cloudstack::NicSummary> = vm.nic.iter().collect();
+        nics.sort_by_key(|nic| {
+            (
+                nic.isdefault != Some(true),
+                nic.networkid.clone(),
+                nic.ipaddress.clone(),
+            )
+        });
+        let internal_ips = nics
+            .iter()
+            .flat_map(|nic| [non_empty(&nic.ipaddress), non_empty(&nic.ip6address)])
+            .flatten()
+            .collect();
         Self {
             id: vm.id.clone().unwrap_or_default().to_ascii_lowercase(),
             name: vm.name.clone().unwrap_or_default(),
             state: vm.state.clone().unwrap_or_default(),
             zone_name: vm.zonename.clone().unwrap_or_default(),
             service_offering_name: vm.serviceofferingname.clone().unwrap_or_default(),
-            internal_ipv4: nic.and_then(|n| non_empty(&n.ipaddress)),
-            internal_ipv6: nic.and_then(|n| non_empty(&n.ip6address)),
+            internal_ips,
             public_ip: non_empty(&vm.publicip),
         }
     }
@@ -546,7 +557,7 @@ mod tests {
         assert_eq!(source.calls.load(Ordering::SeqCst), 2);
     }
     #[test]
-    fn record_from_virtual_machine_uses_the_default_nic() {
+    fn record_from_virtual_machine_lists_the_default_nic_first() {
         let vm: cloudstack::VmSummary = serde_json::from_value(serde_json::json!({
             "id": "8A0B4F3E-1C2D-4E5F-9A8B-7C6D5E4F3A2B",
             "name": "worker-1",
@@ -556,15 +567,18 @@ mod tests {
             "hostname": "hypervisor-7",
             "publicip": "203.0.113.7",
             "nic": [
-                {"ipaddress": "10.1.1.9", "isdefault": false},
-                {"ipaddress": "10.1.1.5", "ip6address": "fd00::5", "isdefault": true}
+                {"ipaddress": "10.1.1.9", "networkid": "net-b", "isdefault": false},
+                {"ipaddress": "10.1.1.5", "ip6address": "fd00::5", "isdefault": true},
+                {"ipaddress": "192.168.7.4", "networkid": "net-a", "isdefault": false}
             ]
         }))
         .unwrap();
         let record = VmRecord::from(&vm);
         assert_eq!(record.id, "8a0b4f3e-1c2d-4e5f-9a8b-7c6d5e4f3a2b");
-        assert_eq!(record.internal_ipv4.as_deref(), Some("10.1.1.5"));
-        assert_eq!(record.internal_ipv6.as_deref(), Some("fd00::5"));
+        assert_eq!(
+            record.internal_ips,
+            ["10.1.1.5", "fd00::5", "192.168.7.4", "10.1.1.9"]
+        );
         assert_eq!(record.public_ip.as_deref(), Some("203.0.113.7"));
         assert_eq!(record.service_offering_name, "Small Instance");
         assert!(record.is_shut_down());

@@ -28,6 +28,27 @@ pub struct Entry {
     pub line: usize,
 }
 
+/// One `[section]` or `[section "subsection"]` header of a gcfg file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// Lower-cased section name.
+    pub section: String,
+    /// The subsection, as written.
+    pub subsection: Option<String>,
+    /// 1-based line number of the header.
+    pub line: usize,
+}
+
+/// A parsed gcfg file: its section headers (an empty section has no entries but still
+/// a header) and its entries, each in file order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Document {
+    /// Every section header.
+    pub headers: Vec<Header>,
+    /// Every `key = value` line.
+    pub entries: Vec<Entry>,
+}
+
 /// A syntax error in a gcfg file.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("line {line}: {message}")]
@@ -40,6 +61,11 @@ pub struct SyntaxError {
 
 /// Parses gcfg text into its entries, in file order.
 pub fn parse(text: &str) -> Result<Vec<Entry>, SyntaxError> {
+    parse_document(text).map(|document| document.entries)
+}
+
+/// Parses gcfg text into its section headers and entries.
+pub fn parse_document(text: &str) -> Result<Document, SyntaxError> {
     Parser {
         chars: text.chars().collect(),
         pos: 0,
@@ -100,21 +126,28 @@ impl Parser {
         }
     }
 
-    fn run(mut self) -> Result<Vec<Entry>, SyntaxError> {
+    fn run(mut self) -> Result<Document, SyntaxError> {
         let mut entries = Vec::new();
+        let mut headers = Vec::new();
         let mut section: Option<String> = None;
         let mut subsection: Option<String> = None;
         loop {
             self.skip_blanks();
             match self.peek() {
-                None => return Ok(entries),
+                None => return Ok(Document { headers, entries }),
                 Some('\n') => {
                     self.bump();
                 }
                 Some(';' | '#') => self.skip_to_line_end(),
                 Some('[') => {
+                    let line = self.line;
                     self.bump();
                     let (name, sub) = self.header()?;
+                    headers.push(Header {
+                        section: name.clone(),
+                        subsection: sub.clone(),
+                        line,
+                    });
                     section = Some(name);
                     subsection = sub;
                     self.expect_line_end("section header")?;

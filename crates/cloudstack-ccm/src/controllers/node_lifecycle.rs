@@ -7,7 +7,16 @@
 //!   (`NoSchedule`); VM gone → a `DeletingNode` Event and the Node is deleted.
 //!
 //! All answers come from the inventory (one list call serves every node); a failed
-//! lookup never deletes anything. The cache keeps each Node reduced to what these
+//! lookup never deletes anything.
+//!
+//! Deletions pass a safety rail first ([`deletion_verdict`]): a VM list that holds none,
+//! or fewer than half, of the cluster's initialised Nodes says more about the list (a
+//! wrong `project-id` or `zone`, an account that cannot see the VMs) than about the
+//! Nodes, so nothing is deleted; each Node held back gets one `NodeDeletionRefused`
+//! Warning Event and every held-back deletion counts in
+//! `cloudstack_ccm_reconciles_total{controller="node-lifecycle",result="deletion_refused"}`.
+//! Allowed deletions are rate-limited: at most one Node in ten of the initialised ones
+//! (at least one) per monitor period; the rest wait for the next period. The cache keeps each Node reduced to what these
 //! decisions read ([`keep_lifecycle_fields`]); taints are changed with a merge patch
 //! guarded by the Node's resourceVersion, so nothing the cache dropped is written back.
 
@@ -22,7 +31,9 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
-use super::node::{PROVIDED_NODE_IP_ANNOTATION, has_taint, instances_for, node_ref, reporter};
+use super::node::{
+    PROVIDED_NODE_IP_ANNOTATION, UNINITIALIZED_TAINT, has_taint, instances_for, node_ref, reporter,
+};
 use super::{Context, Shutdown};
 use crate::cloud::instances::{InstanceError, Instances};
 use crate::metrics::Metrics;
@@ -31,6 +42,14 @@ use crate::metrics::Metrics;
 pub const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
 /// Reason of the Event recorded before a node is deleted.
 pub const DELETING_NODE_REASON: &str = "DeletingNode";
+/// Reason of the Warning Event recorded when the safety rail holds a deletion back.
+pub const DELETION_REFUSED_REASON: &str = "NodeDeletionRefused";
+/// Metrics `result` of a deletion the safety rail held back.
+pub const DELETION_REFUSED_RESULT: &str = "deletion_refused";
+/// Metrics `result` of a deletion the rate limit put off to a later period.
+pub const DELETION_DEFERRED_RESULT: &str = "deletion_deferred";
+/// At most one initialised Node in this many is deleted per monitor period (at least one).
+pub const NODES_PER_DELETION: usize = 10;
 /// Name of this controller in Events (`reportingController`).
 pub const CONTROLLER_NAME: &str = "cloud-node-lifecycle-controller";
 /// Metrics label of this controller.
@@ -110,6 +129,26 @@ pub async fn run_on_store(
 /// The receiving end of [`super::node::StoreHandoff`].
 pub type SharedStore = tokio::sync::watch::Receiver<Option<Store<Node>>>;
 
+/// What the safety rail says about the deletions one look wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeletionVerdict {
+    /// Delete at most this many now (the others wait for the next period).
+    Allow(usize),
+    /// Delete none: the VM list does not look like this cluster's.
+    Refuse,
+}
+
+/// The safety rail: with `initialised` Nodes in the cluster (no uninitialized taint, a
+/// usable VM key) of which `found` have their VM in the inventory, refuse every deletion
+/// when `found` is zero or less than half of `initialised`; else allow
+/// `max(1, initialised / NODES_PER_DELETION)` deletions this period.
+pub fn deletion_verdict(initialised: usize, found: usize) -> DeletionVerdict {
+    if found == 0 || found * 2 < initialised {
+        return DeletionVerdict::Refuse;
+    }
+    DeletionVerdict::Allow((initialised / NODES_PER_DELETION).max(1))
+}
+
 /// State of the cloud-node-lifecycle controller.
 pub struct NodeLifecycle {
     client: kube::Client,
@@ -117,6 +156,8 @@ pub struct NodeLifecycle {
     recorder: Recorder,
     metrics: Arc<Metrics>,
     monitor_period: Duration,
+    /// Nodes whose deletion the safety rail holds back (their Warning Event is recorded).
+    refused: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl NodeLifecycle {
@@ -134,6 +175,7 @@ impl NodeLifecycle {
             recorder,
             metrics,
             monitor_period,
+            refused: Default::default(),
         }
     }
 
@@ -197,25 +239,160 @@ impl NodeLifecycle {
         }
     }
 
-    /// Looks at each node once and acts on it.
+    /// Looks at each node once and acts on it; deletions go through the safety rail
+    /// (see the module documentation) once every node has been looked at.
     pub async fn monitor(&self, nodes: &[Arc<Node>]) {
+        let mut doomed = Vec::new();
         for node in nodes {
             let started = std::time::Instant::now();
-            let result = self.handle(node).await;
-            self.metrics
-                .reconcile_duration(METRICS_NAME, started.elapsed());
-            match result {
-                Ok(action) => self.metrics.reconcile(METRICS_NAME, action_label(action)),
-                Err(error) => {
+            let result = match self.decide(node).await {
+                Ok(LifecycleAction::Delete) => {
+                    doomed.push(node.clone());
+                    continue;
+                }
+                Ok(action) => self.act(node, action).await,
+                Err(error) => Err(error),
+            };
+            self.record(node, started, result);
+        }
+        if doomed.is_empty() {
+            self.forget_refusals(&[]);
+            return;
+        }
+        let (initialised, found) = match self.coverage(nodes).await {
+            Ok(coverage) => coverage,
+            Err(error) => {
+                tracing::warn!(%error, "cannot check the VM list before deleting nodes; deleting none");
+                for _ in &doomed {
                     self.metrics.reconcile(METRICS_NAME, "error");
-                    tracing::warn!(node = %node.name_any(), %error, "node lifecycle check failed");
+                }
+                return;
+            }
+        };
+        match deletion_verdict(initialised, found) {
+            DeletionVerdict::Refuse => {
+                self.forget_refusals(&doomed);
+                for node in &doomed {
+                    self.refuse_deletion(node, initialised, found).await;
+                }
+            }
+            DeletionVerdict::Allow(budget) => {
+                self.forget_refusals(&[]);
+                for (index, node) in doomed.iter().enumerate() {
+                    if index >= budget {
+                        tracing::info!(node = %node.name_any(), "deleting node in a later period (rate limit)");
+                        self.metrics
+                            .reconcile(METRICS_NAME, DELETION_DEFERRED_RESULT);
+                        continue;
+                    }
+                    let started = std::time::Instant::now();
+                    let result = self.act(node, LifecycleAction::Delete).await;
+                    self.record(node, started, result);
                 }
             }
         }
     }
 
-    async fn handle(&self, node: &Node) -> Result<LifecycleAction, LifecycleError> {
-        let action = self.decide(node).await?;
+    /// Counts one look at `node` in the metrics, and logs a failure.
+    fn record(
+        &self,
+        node: &Node,
+        started: std::time::Instant,
+        result: Result<LifecycleAction, LifecycleError>,
+    ) {
+        self.metrics
+            .reconcile_duration(METRICS_NAME, started.elapsed());
+        match result {
+            Ok(action) => self.metrics.reconcile(METRICS_NAME, action_label(action)),
+            Err(error) => {
+                self.metrics.reconcile(METRICS_NAME, "error");
+                tracing::warn!(node = %node.name_any(), %error, "node lifecycle check failed");
+            }
+        }
+    }
+
+    /// How many of `nodes` are initialised, and how many of those the VM list holds, all
+    /// resolved against one VM list.
+    /// A node whose VM key is unusable (a foreign providerID) is not counted; one whose
+    /// name several VMs share is found.
+    async fn coverage(&self, nodes: &[Arc<Node>]) -> Result<(usize, usize), LifecycleError> {
+        let snapshot = self
+            .instances
+            .inventory()
+            .snapshot()
+            .await
+            .map_err(InstanceError::from)?;
+        let (mut initialised, mut found) = (0, 0);
+        for node in nodes {
+            if has_taint(node, UNINITIALIZED_TAINT) {
+                continue;
+            }
+            match self.instances.find_vm_in(&snapshot, &node_ref(node)) {
+                Ok(Some(_)) | Err(InstanceError::AmbiguousName { .. }) => {
+                    initialised += 1;
+                    found += 1;
+                }
+                Ok(None) => initialised += 1,
+                Err(_) => {}
+            }
+        }
+        Ok((initialised, found))
+    }
+
+    /// Holds the deletion of `node` back: counted each time, logged and recorded as a
+    /// Warning Event once until the rail lets deletions through again.
+    async fn refuse_deletion(&self, node: &Node, initialised: usize, found: usize) {
+        self.metrics
+            .reconcile(METRICS_NAME, DELETION_REFUSED_RESULT);
+        let name = node.name_any();
+        let first = self
+            .refused
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(name.clone());
+        if !first {
+            return;
+        }
+        let note = format!(
+            "Not deleting node {name} although CloudStack lists no VM for it: the VM list holds \
+             {found} of the cluster's {initialised} initialised Nodes (fewer than half), which \
+             points at the cloud-config (project-id, zone) or the account's rights rather than \
+             at the Nodes; delete the Node by hand if its VM is really gone"
+        );
+        tracing::warn!(node = %name, "{note}");
+        let event = Event {
+            type_: EventType::Warning,
+            reason: DELETION_REFUSED_REASON.to_string(),
+            note: Some(note),
+            action: "DeleteNode".to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &node.object_ref(&())).await {
+            tracing::warn!(node = %name, %error, "recording an Event failed");
+        }
+    }
+
+    /// Keeps the refused-node memory to `still_refused` (a node leaving it gets a new
+    /// Warning Event if it is held back again later).
+    fn forget_refusals(&self, still_refused: &[Arc<Node>]) {
+        let mut refused = self
+            .refused
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if refused.is_empty() {
+            return;
+        }
+        let keep: std::collections::HashSet<String> =
+            still_refused.iter().map(|n| n.name_any()).collect();
+        refused.retain(|name| keep.contains(name));
+    }
+
+    /// Carries out `action` on `node`.
+    async fn act(
+        &self,
+        node: &Node,
+        action: LifecycleAction,
+    ) -> Result<LifecycleAction, LifecycleError> {
         let name = node.name_any();
         match action {
             LifecycleAction::None => {}
@@ -433,6 +610,30 @@ mod tests {
             serde_json::json!([]),
             "an empty list removes the last taint"
         );
+    }
+
+    #[test]
+    fn deletion_verdict_table() {
+        let cases = [
+            // (initialised, found, verdict)
+            (0, 0, DeletionVerdict::Refuse),
+            (1, 0, DeletionVerdict::Refuse),
+            (3, 0, DeletionVerdict::Refuse),
+            (3, 1, DeletionVerdict::Refuse),
+            (2, 1, DeletionVerdict::Allow(1)),
+            (3, 2, DeletionVerdict::Allow(1)),
+            (10, 5, DeletionVerdict::Allow(1)),
+            (10, 4, DeletionVerdict::Refuse),
+            (25, 24, DeletionVerdict::Allow(2)),
+            (1000, 990, DeletionVerdict::Allow(100)),
+        ];
+        for (initialised, found, want) in cases {
+            assert_eq!(
+                deletion_verdict(initialised, found),
+                want,
+                "{found} of {initialised}"
+            );
+        }
     }
 
     #[test]

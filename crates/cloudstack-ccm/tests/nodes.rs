@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cloudstack_ccm::cloud::inventory::InventorySettings;
+use cloudstack_ccm::controllers::events::Recorder;
 use cloudstack_ccm::controllers::node::{self, CloudNode};
 use cloudstack_sim::Scenario;
 use common::{
@@ -16,7 +17,6 @@ use common::{
 use fake_apiserver::Verb;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{ListParams, Patch, PatchParams};
-use kube::runtime::events::Recorder;
 use serde_json::json;
 
 fn initialised(node: &Node) -> bool {

@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::auth::UserInfo;
 use crate::error::ServerError;
 use crate::faults::{Fault, Verb};
+use crate::guard::Denial;
 use crate::patch::PatchType;
 use crate::resources::{self, ResourceKind};
 use crate::routes::Shared;
@@ -124,13 +126,11 @@ impl Cluster {
             .delete(kind(resource)?, namespace, name, &Value::Null)?)
     }
 
-    /// Every Event, core/v1 first, then events.k8s.io/v1.
+    /// Every Event once, as core/v1 shows it (Events posted through events.k8s.io/v1
+    /// included: both APIs are views of one store).
     pub fn events(&self) -> Vec<Value> {
-        resources::RESOURCES
-            .iter()
-            .filter(|r| r.kind == "Event")
-            .flat_map(|r| self.shared.store.all(r))
-            .collect()
+        let core = resources::find("", "v1", "events").expect("core events are served");
+        self.shared.store.all(core)
     }
 
     /// The latest resourceVersion.
@@ -168,6 +168,38 @@ impl Cluster {
     /// All request counters by verb and resource.
     pub fn request_counts(&self) -> BTreeMap<(Verb, String), u64> {
         self.shared.faults.counts()
+    }
+
+    /// Registers a static bearer token for `user` (like a line of kube-apiserver's
+    /// `--token-auth-file`).
+    pub fn add_token(&self, token: &str, user: UserInfo) {
+        self.shared.access.tokens.add_static(token, user);
+    }
+
+    /// Issues a bearer token for the existing ServiceAccount `namespace/name`, as
+    /// `kubectl create token` does through the TokenRequest API (valid one hour).
+    pub fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, ServerError> {
+        let account = self.get("serviceaccounts", Some(namespace), name)?;
+        let (token, _) = self
+            .shared
+            .access
+            .tokens
+            .issue(&account, crate::auth::DEFAULT_TOKEN_LIFETIME);
+        Ok(token)
+    }
+
+    /// Every request refused with 401 or 403 since start, oldest first.
+    pub fn denials(&self) -> Vec<Denial> {
+        self.shared.access.denials()
+    }
+
+    /// Requests refused with 403 Forbidden since start.
+    pub fn forbidden_count(&self) -> usize {
+        self.denials().iter().filter(|d| d.code == 403).count()
     }
 
     /// Zeroes the request counters.

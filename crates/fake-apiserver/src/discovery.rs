@@ -78,6 +78,17 @@ fn resource_list(group: &str, version: &str) -> Option<Value> {
             "verbs": VERBS,
             "shortNames": r.short_names,
         }));
+        if r.kind == "ServiceAccount" {
+            resources.push(json!({
+                "name": format!("{}/token", r.plural),
+                "singularName": "",
+                "namespaced": true,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
+            }));
+        }
         if r.has_status {
             resources.push(json!({
                 "name": format!("{}/status", r.plural),

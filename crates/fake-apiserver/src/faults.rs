@@ -24,6 +24,8 @@ pub enum Verb {
     Patch,
     /// DELETE.
     Delete,
+    /// DELETE on a collection.
+    DeleteCollection,
 }
 
 impl fmt::Display for Verb {
@@ -36,6 +38,7 @@ impl fmt::Display for Verb {
             Self::Update => "update",
             Self::Patch => "patch",
             Self::Delete => "delete",
+            Self::DeleteCollection => "deletecollection",
         };
         f.write_str(name)
     }

@@ -1,10 +1,14 @@
 //! A small, faithful, in-process Kubernetes API server for tests and the demo.
 //!
-//! It serves core/v1 Nodes, Services, Pods, Namespaces and Events, events.k8s.io/v1
-//! Events and coordination.k8s.io/v1 Leases over real HTTP, with a global
-//! `resourceVersion`, optimistic concurrency, `metav1.Status` errors, status subresources,
-//! finalizers, JSON / merge / strategic merge patches, label and field selectors, watches
-//! with replay and 410 Gone, discovery for kubectl, and fault injection.
+//! It serves core/v1 Nodes, Services, Pods, Namespaces, ServiceAccounts (with the
+//! TokenRequest subresource) and Events, events.k8s.io/v1 Events (a second view of the
+//! same Events), coordination.k8s.io/v1 Leases and rbac.authorization.k8s.io/v1 Roles,
+//! ClusterRoles and their bindings over real HTTP, with a global `resourceVersion`,
+//! optimistic concurrency, `metav1.Status` errors, status subresources, finalizers,
+//! JSON / merge / strategic merge patches, label and field selectors, watches with replay
+//! and 410 Gone, discovery for kubectl, and fault injection. Started with
+//! [`ServerOptions::rbac`], it authenticates bearer tokens and enforces RBAC like
+//! kube-apiserver with `--authorization-mode=RBAC`.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), fake_apiserver::ServerError> {
@@ -14,13 +18,16 @@
 //! # let _ = client; Ok(()) }
 //! ```
 
+mod auth;
 mod cluster;
 mod discovery;
 mod error;
 mod faults;
+mod guard;
 mod object;
 mod openapi;
 mod patch;
+mod rbac;
 mod resources;
 mod routes;
 mod selector;
@@ -28,9 +35,11 @@ mod server;
 mod store;
 mod watch;
 
+pub use auth::{ADMIN_USER, UserInfo, parse_token_file};
 pub use cluster::Cluster;
 pub use error::{ApiError, ServerError};
 pub use faults::{Fault, Verb};
+pub use guard::Denial;
 pub use patch::PatchType;
 pub use resources::{RESOURCES, ResourceKind};
 pub use server::{FakeApiServer, ServerOptions, kubeconfig_yaml};

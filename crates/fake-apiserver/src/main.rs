@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use fake_apiserver::{DEFAULT_HISTORY, FakeApiServer, ServerOptions};
+use fake_apiserver::{DEFAULT_HISTORY, FakeApiServer, ServerOptions, parse_token_file};
 
 /// Command-line arguments.
 #[derive(Debug, Parser)]
@@ -28,6 +28,12 @@ struct Args {
     /// Also write a kubeconfig pointing at the server to this file.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// Authorise requests by RBAC (`RBAC`) or allow everything (`AlwaysAllow`).
+    #[arg(long, default_value = "AlwaysAllow", value_parser = ["AlwaysAllow", "RBAC"])]
+    authorization_mode: String,
+    /// Bearer tokens: lines of `token,user,uid[,"group1,group2"]`, as kube-apiserver's.
+    #[arg(long)]
+    token_auth_file: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -40,9 +46,19 @@ async fn main() -> anyhow::Result<()> {
         listen: args.listen,
         history: args.history,
         bookmark_interval: Duration::from_secs(args.bookmark_interval_seconds.max(1)),
+        rbac: args.authorization_mode == "RBAC",
     })
     .await
     .context("starting the fake API server")?;
+    if let Some(path) = &args.token_auth_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading --token-auth-file {}", path.display()))?;
+        let entries = parse_token_file(&text)
+            .map_err(|error| anyhow::anyhow!("--token-auth-file {}: {error}", path.display()))?;
+        for (token, user) in entries {
+            server.add_token(&token, user);
+        }
+    }
     if let Some(path) = &args.kubeconfig {
         server
             .write_kubeconfig(path)

@@ -13,9 +13,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
+use crate::auth::{self, DEFAULT_TOKEN_LIFETIME};
 use crate::discovery;
 use crate::error::ApiError;
 use crate::faults::{Faults, Verb};
+use crate::guard::{Access, guard};
 use crate::openapi;
 use crate::patch::PatchType;
 use crate::resources::{self, ResourceKind};
@@ -32,6 +34,11 @@ pub struct Shared {
     pub faults: Faults,
     /// Interval between watch bookmarks.
     pub bookmark_interval: Duration,
+    /// Tokens and refusals.
+    pub access: Access,
+    /// Whether requests are authenticated and authorised by RBAC (otherwise everything
+    /// is allowed, as with `--authorization-mode=AlwaysAllow`).
+    pub rbac: bool,
 }
 
 /// The full router.
@@ -53,6 +60,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/readyz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
         .fallback(resource_handler)
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
         .with_state(shared)
 }
 
@@ -63,6 +71,8 @@ struct Target {
     namespace: Option<String>,
     name: Option<String>,
     status: bool,
+    /// The ServiceAccount `token` subresource (TokenRequest).
+    token: bool,
 }
 
 impl Target {
@@ -71,6 +81,8 @@ impl Target {
         let base = self.kind.qualified_plural();
         if self.status {
             format!("{base}/status")
+        } else if self.token {
+            format!("{base}/token")
         } else {
             base
         }
@@ -93,9 +105,10 @@ fn parse_target(path: &str) -> Result<Target, ApiError> {
                   name: Option<&str>,
                   sub: Option<&str>|
      -> Result<Target, ApiError> {
-        let status = match sub {
-            None => false,
-            Some("status") if kind.has_status => true,
+        let (status, token) = match sub {
+            None => (false, false),
+            Some("status") if kind.has_status => (true, false),
+            Some("token") if kind.kind == "ServiceAccount" => (false, true),
             Some(_) => return Err(ApiError::path_not_found()),
         };
         Ok(Target {
@@ -103,6 +116,7 @@ fn parse_target(path: &str) -> Result<Target, ApiError> {
             namespace: namespace.map(String::from),
             name: name.map(String::from),
             status,
+            token,
         })
     };
     match rest {
@@ -148,6 +162,8 @@ fn verb_of(
         ("GET", false) if is_true(query, "watch") => Verb::Watch,
         ("GET", false) => Verb::List,
         ("POST", false) => Verb::Create,
+        ("POST", true) if target.token => Verb::Create,
+        ("DELETE", false) => Verb::DeleteCollection,
         ("PUT", true) => Verb::Update,
         ("PATCH", true) => Verb::Patch,
         ("DELETE", true) => Verb::Delete,
@@ -159,6 +175,9 @@ fn verb_of(
         }
     };
     if target.status && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
+        return Err(ApiError::method_not_allowed(&verb.to_string(), target.kind));
+    }
+    if target.token && verb != Verb::Create {
         return Err(ApiError::method_not_allowed(&verb.to_string(), target.kind));
     }
     Ok(verb)
@@ -274,6 +293,74 @@ fn delete_response(target: &Target, outcome: DeleteOutcome) -> Response {
     }
 }
 
+/// `POST .../serviceaccounts/{name}/token` (TokenRequest, `pkg/registry/core/serviceaccount/
+/// storage/token.go`): a token for an existing ServiceAccount, valid for
+/// `spec.expirationSeconds` (at least 10 minutes, default one hour).
+fn token_request(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    body: &Bytes,
+) -> Result<Response, ApiError> {
+    let accounts = resources::find("", "v1", "serviceaccounts").expect("served");
+    let account = shared.store.get(accounts, namespace, name)?;
+    let request = parse_body(body)?;
+    let lifetime = match request.pointer("/spec/expirationSeconds") {
+        None | Some(Value::Null) => DEFAULT_TOKEN_LIFETIME,
+        Some(value) => {
+            let seconds = value.as_u64().unwrap_or(0);
+            if seconds < 600 {
+                return Err(ApiError {
+                    code: 422,
+                    reason: "Invalid",
+                    message: format!(
+                        "TokenRequest.authentication.k8s.io \"{name}\" is invalid: spec.expirationSeconds: Invalid value: {value}: may not specify a duration less than 10 minutes"
+                    ),
+                    details: None,
+                });
+            }
+            Duration::from_secs(seconds)
+        }
+    };
+    let (token, expires) = shared.access.tokens.issue(&account, lifetime);
+    let answer = auth::token_request_response(&account, &request, &token, expires, lifetime);
+    Ok((StatusCode::CREATED, axum::Json(answer)).into_response())
+}
+
+/// `DELETE` on a collection: deletes every selected object and answers the list of them.
+fn delete_collection(
+    target: &Target,
+    shared: &Shared,
+    query: &HashMap<String, String>,
+    body: &Bytes,
+) -> Result<Response, ApiError> {
+    let options = parse_body(body)?;
+    let page = shared.store.list(&selection(target, query)?, None, None)?;
+    let mut deleted = Vec::new();
+    for object in page.items {
+        let ns = object["metadata"]["namespace"].as_str().map(String::from);
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        match shared
+            .store
+            .delete(target.kind, ns.as_deref(), &name, &options)
+        {
+            Ok(DeleteOutcome::Deleted(o) | DeleteOutcome::Pending(o)) => deleted.push(o),
+            Err(error) if error.code == 404 => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(axum::Json(json!({
+        "kind": format!("{}List", target.kind.kind),
+        "apiVersion": target.kind.api_version(),
+        "metadata": { "resourceVersion": shared.store.resource_version().to_string() },
+        "items": deleted,
+    }))
+    .into_response())
+}
+
 async fn serve(
     shared: &Shared,
     method: &Method,
@@ -301,10 +388,12 @@ async fn serve(
         }
         Verb::List => list_response(&target, shared, query),
         Verb::Watch => watch_response(&target, shared, query),
+        Verb::Create if target.token => token_request(shared, ns.unwrap_or(""), name, body),
         Verb::Create => {
             let created = store.create(target.kind, ns, parse_body(body)?)?;
             Ok((StatusCode::CREATED, axum::Json(created)).into_response())
         }
+        Verb::DeleteCollection => delete_collection(&target, shared, query, body),
         Verb::Update => {
             let updated = store.replace(target.kind, ns, name, parse_body(body)?, target.status)?;
             Ok(axum::Json(updated).into_response())

@@ -9,9 +9,12 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use crate::auth::{ADMIN_USER, AUTHENTICATED, MASTERS, UserInfo};
 use crate::cluster::Cluster;
 use crate::error::ServerError;
 use crate::faults::Faults;
+use crate::guard::Access;
+use crate::rbac;
 use crate::routes::{Shared, router};
 use crate::store::{DEFAULT_HISTORY, Store};
 
@@ -24,6 +27,11 @@ pub struct ServerOptions {
     pub history: usize,
     /// Interval between watch bookmarks.
     pub bookmark_interval: Duration,
+    /// Authenticate bearer tokens and authorise every request by RBAC (kube-apiserver's
+    /// `--authorization-mode=RBAC`). The server then holds the bootstrap ClusterRoles and
+    /// bindings, and [`FakeApiServer::kube_client`] and the kubeconfig use an admin token
+    /// (`kubernetes-admin` in `system:masters`). Off, every request is allowed.
+    pub rbac: bool,
 }
 
 impl Default for ServerOptions {
@@ -32,6 +40,17 @@ impl Default for ServerOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             history: DEFAULT_HISTORY,
             bookmark_interval: Duration::from_secs(1),
+            rbac: false,
+        }
+    }
+}
+
+impl ServerOptions {
+    /// The default options with RBAC enforced.
+    pub fn with_rbac() -> Self {
+        Self {
+            rbac: true,
+            ..Self::default()
         }
     }
 }
@@ -42,6 +61,7 @@ impl Default for ServerOptions {
 pub struct FakeApiServer {
     cluster: Cluster,
     addr: SocketAddr,
+    admin_token: Option<String>,
     shutdown: Option<oneshot::Sender<()>>,
 }
 
@@ -63,10 +83,30 @@ impl FakeApiServer {
             addr: options.listen.to_string(),
             source,
         })?;
+        let store = Store::new(options.history);
+        let access = Access::default();
+        let admin_token = options.rbac.then(|| {
+            for (kind, object) in rbac::bootstrap_objects() {
+                store
+                    .create(kind, None, object)
+                    .expect("the bootstrap policy is valid");
+            }
+            let token = uuid::Uuid::new_v4().simple().to_string();
+            access.tokens.add_static(
+                &token,
+                UserInfo {
+                    name: ADMIN_USER.into(),
+                    groups: vec![MASTERS.into(), AUTHENTICATED.into()],
+                },
+            );
+            token
+        });
         let shared = Arc::new(Shared {
-            store: Store::new(options.history),
+            store,
             faults: Faults::default(),
             bookmark_interval: options.bookmark_interval,
+            access,
+            rbac: options.rbac,
         });
         let app = router(shared.clone());
         let (shutdown, stopped) = oneshot::channel::<()>();
@@ -81,8 +121,19 @@ impl FakeApiServer {
         Ok(Self {
             cluster: Cluster { shared },
             addr,
+            admin_token,
             shutdown: Some(shutdown),
         })
+    }
+
+    /// Starts a server on `127.0.0.1:0` that enforces RBAC ([`ServerOptions::with_rbac`]).
+    pub async fn start_with_rbac() -> Result<Self, ServerError> {
+        Self::start_with(ServerOptions::with_rbac()).await
+    }
+
+    /// The admin bearer token when RBAC is on.
+    pub fn admin_token(&self) -> Option<&str> {
+        self.admin_token.as_deref()
     }
 
     /// The bound address.
@@ -100,18 +151,37 @@ impl FakeApiServer {
         self.cluster.clone()
     }
 
-    /// A `kube::Client` for this server with default namespace `default`.
+    /// A `kube::Client` for this server with default namespace `default` (with the admin
+    /// token when RBAC is on).
     pub fn kube_client(&self) -> Result<kube::Client, ServerError> {
+        self.client_for(self.admin_token.as_deref())
+    }
+
+    /// A `kube::Client` sending `token` as its bearer token.
+    pub fn kube_client_with_token(&self, token: &str) -> Result<kube::Client, ServerError> {
+        self.client_for(Some(token))
+    }
+
+    fn client_for(&self, token: Option<&str>) -> Result<kube::Client, ServerError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let url = self.url();
         let uri = url.parse().expect("a socket address forms a valid URI");
-        kube::Client::try_from(kube::Config::new(uri))
-            .map_err(|source| ServerError::Client { url, source })
+        let mut config = kube::Config::new(uri);
+        if let Some(token) = token {
+            config.auth_info.token = Some(token.to_string().into());
+        }
+        kube::Client::try_from(config).map_err(|source| ServerError::Client { url, source })
     }
 
-    /// A kubeconfig (context `fake`, namespace `default`) for kubectl or a separate process.
+    /// A kubeconfig (context `fake`, namespace `default`) for kubectl or a separate process
+    /// (with the admin token when RBAC is on).
     pub fn kubeconfig_yaml(&self) -> String {
-        kubeconfig_yaml(&self.url())
+        kubeconfig_with_token(&self.url(), self.admin_token.as_deref())
+    }
+
+    /// A kubeconfig like [`Self::kubeconfig_yaml`] authenticating with `token`.
+    pub fn kubeconfig_yaml_with_token(&self, token: &str) -> String {
+        kubeconfig_with_token(&self.url(), Some(token))
     }
 
     /// Writes [`Self::kubeconfig_yaml`] to `path`.
@@ -125,10 +195,18 @@ impl FakeApiServer {
 
 /// A kubeconfig pointing at `url` without credentials.
 pub fn kubeconfig_yaml(url: &str) -> String {
+    kubeconfig_with_token(url, None)
+}
+
+fn kubeconfig_with_token(url: &str, token: Option<&str>) -> String {
+    let user = match token {
+        Some(token) => format!("\n    token: {token}"),
+        None => " {}".to_string(),
+    };
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {url}\n\
          contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\n\
-         current-context: fake\nusers:\n- name: fake\n  user: {{}}\npreferences: {{}}\n"
+         current-context: fake\nusers:\n- name: fake\n  user:{user}\npreferences: {{}}\n"
     )
 }
 

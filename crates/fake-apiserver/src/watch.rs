@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::error::ApiError;
-use crate::store::{Change, Selection, Store, WatchStart};
+use crate::store::{Change, Selection, Store, WatchStart, to_view};
 
 /// Parameters of one watch request.
 #[derive(Debug, Clone)]
@@ -79,10 +79,14 @@ async fn run(
     mut subscription: crate::store::Subscription,
 ) {
     let mut last_rv = subscription.resource_version;
+    let kind = request.selection.kind;
     for change in std::mem::take(&mut subscription.initial) {
         last_rv = last_rv.max(change.resource_version);
         if sender
-            .send(line(change.event_type.as_str(), &change.object))
+            .send(line(
+                change.event_type.as_str(),
+                &to_view(kind, &change.object),
+            ))
             .await
             .is_err()
         {
@@ -107,7 +111,7 @@ async fn run(
                 let Some(change): Option<Arc<Change>> = change else { return };
                 last_rv = last_rv.max(change.resource_version);
                 if request.selection.matches(change.kind, &change.object)
-                    && sender.send(line(change.event_type.as_str(), &change.object)).await.is_err()
+                    && sender.send(line(change.event_type.as_str(), &to_view(kind, &change.object))).await.is_err()
                 {
                     return;
                 }

@@ -41,7 +41,14 @@ async fn discovery_documents_describe_served_resources() {
         .iter()
         .map(|g| g["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["events.k8s.io", "coordination.k8s.io"]);
+    assert_eq!(
+        names,
+        [
+            "events.k8s.io",
+            "coordination.k8s.io",
+            "rbac.authorization.k8s.io"
+        ]
+    );
     let leases = get_json(&client, "/apis/coordination.k8s.io/v1")
         .await
         .unwrap();

@@ -148,8 +148,19 @@ async fn recorder_posts_events_k8s_io_events() {
     let events = server.events();
     assert_eq!(events.len(), 1, "the second publish patches the series");
     let recorded = &events[0];
-    assert_eq!(recorded["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(
+        recorded["apiVersion"], "v1",
+        "the core view of the one store"
+    );
     assert_eq!(recorded["reason"], "EnsuredLoadBalancer");
-    assert_eq!(recorded["regarding"]["name"], "web");
+    assert_eq!(recorded["involvedObject"]["name"], "web");
+    assert_eq!(recorded["message"], "Ensured load balancer");
     assert_eq!(recorded["series"]["count"], 2);
+    let posted = server
+        .list("events.events.k8s.io", Some("default"))
+        .unwrap();
+    assert_eq!(posted.len(), 1);
+    assert_eq!(posted[0]["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(posted[0]["regarding"]["name"], "web");
+    assert_eq!(posted[0]["series"]["count"], 2);
 }

@@ -9,6 +9,7 @@
 //! which returns `Ok(())` once `shutdown` fires and it has stopped.
 
 pub mod backoff;
+pub mod events;
 pub mod node;
 pub mod node_lifecycle;
 pub mod service;

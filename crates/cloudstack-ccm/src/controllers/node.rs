@@ -19,12 +19,12 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeAddress as K8sNodeAddress, Taint};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
 use super::backoff::RetryBackoff;
+use super::events::{Event, EventType, Recorder, Reporter};
 use super::{Context, Shutdown};
 use crate::cloud::instances::{InstanceError, InstanceMetadata, Instances, NodeAddress, NodeRef};
 use crate::cloud::inventory::{CloudStackVms, Inventory, InventorySettings};

@@ -26,11 +26,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
+use super::events::{Event, EventType, Recorder};
 use super::node::{
     PROVIDED_NODE_IP_ANNOTATION, UNINITIALIZED_TAINT, has_taint, instances_for, node_ref, reporter,
 };

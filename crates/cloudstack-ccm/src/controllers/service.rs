@@ -24,10 +24,10 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 
 use crate::cloud::loadbalancer::ensure::Engine;
+use crate::controllers::events::{Recorder, Reporter};
 use crate::controllers::{Context, Shutdown};
 
 pub use self::ip_record::ip_annotations;

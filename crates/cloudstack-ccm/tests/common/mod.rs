@@ -36,6 +36,10 @@ use tokio::task::JoinHandle;
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 /// The account of [`Scenario::small`] the controllers use.
 pub const ACCOUNT: &str = "alice";
+/// Namespace of the controller's ServiceAccount with [`HarnessOptions::rbac`].
+pub const CONTROLLER_NAMESPACE: &str = "kube-system";
+/// The controller's ServiceAccount with [`HarnessOptions::rbac`] (as in `deploy/rbac.yaml`).
+pub const CONTROLLER_ACCOUNT: &str = "cloud-controller-manager";
 /// Default timeout of every wait.
 pub const WAIT: Duration = Duration::from_secs(10);
 /// How often waits poll.
@@ -62,6 +66,10 @@ pub struct HarnessOptions {
     pub project_id: Option<String>,
     /// `--cluster-name`.
     pub cluster_name: String,
+    /// Start the API server with RBAC enforced: the controllers then act as the
+    /// ServiceAccount `kube-system/cloud-controller-manager` (with no permission until a
+    /// test binds a role to it), the test's own client as the admin.
+    pub rbac: bool,
 }
 
 impl Default for HarnessOptions {
@@ -79,6 +87,7 @@ impl Default for HarnessOptions {
             region: None,
             project_id: None,
             cluster_name: "kubernetes".to_string(),
+            rbac: false,
         }
     }
 }
@@ -89,7 +98,7 @@ pub struct Harness {
     pub sim: SimServer,
     /// The fake Kubernetes API server (`apiserver.cluster()` for direct store access).
     pub apiserver: FakeApiServer,
-    /// A client of the fake API server.
+    /// A client of the fake API server (the admin when RBAC is on).
     pub kube: kube::Client,
     /// The controller context (short intervals).
     pub ctx: Arc<Context>,
@@ -131,10 +140,30 @@ impl Harness {
         let sim = SimServer::start(options.scenario)
             .await
             .expect("simulator starts");
-        let apiserver = FakeApiServer::start()
-            .await
-            .expect("fake API server starts");
+        let apiserver = if options.rbac {
+            FakeApiServer::start_with_rbac().await
+        } else {
+            FakeApiServer::start().await
+        }
+        .expect("fake API server starts");
         let kube = apiserver.kube_client().expect("kube client");
+        let controller_kube = if options.rbac {
+            apiserver
+                .create(
+                    "serviceaccounts",
+                    Some(CONTROLLER_NAMESPACE),
+                    json!({ "metadata": { "name": CONTROLLER_ACCOUNT } }),
+                )
+                .expect("the controller's ServiceAccount is created");
+            let token = apiserver
+                .service_account_token(CONTROLLER_NAMESPACE, CONTROLLER_ACCOUNT)
+                .expect("a ServiceAccount token");
+            apiserver
+                .kube_client_with_token(&token)
+                .expect("kube client with the ServiceAccount token")
+        } else {
+            kube.clone()
+        };
         let (api_key, secret_key) = sim
             .credentials(&options.account)
             .unwrap_or_else(|| panic!("no account {:?} in the scenario", options.account));
@@ -170,7 +199,7 @@ impl Harness {
         let instances = Instances::new(Arc::new(inventory), options.region.clone());
 
         let ctx = Arc::new(Context {
-            kube: kube.clone(),
+            kube: controller_kube,
             cloudstack,
             server_version,
             cloud_config,

@@ -3,6 +3,7 @@
 //! replay, and the open watch streams.
 
 mod defaults;
+mod views;
 mod write;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -16,6 +17,7 @@ use crate::object::{meta_str, set_resource_version};
 use crate::resources::{self, ResourceKind};
 use crate::selector::{FieldSelector, LabelSelector};
 
+pub use views::to_view;
 pub use write::DeleteOutcome;
 
 /// Default number of changes kept for watch replay.
@@ -87,15 +89,18 @@ impl Selection {
         }
     }
 
-    /// Whether a stored object of `kind` is selected.
-    pub fn matches(&self, kind: &ResourceKind, object: &Value) -> bool {
-        std::ptr::eq(kind, self.kind)
-            && self
-                .namespace
-                .as_deref()
-                .is_none_or(|ns| meta_str(object, "namespace") == ns)
-            && self.labels.matches(object)
-            && self.fields.matches(object)
+    /// Whether a stored object of `kind` is selected (selectors apply to the object as
+    /// the selection's resource shows it).
+    pub fn matches(&self, kind: &'static ResourceKind, object: &Value) -> bool {
+        if !views::same_storage(kind, self.kind) {
+            return false;
+        }
+        let view = views::to_view(self.kind, object);
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| meta_str(&view, "namespace") == ns)
+            && self.labels.matches(&view)
+            && self.fields.matches(&view)
     }
 }
 
@@ -109,7 +114,8 @@ pub enum WatchStart {
     After(u64),
 }
 
-/// A subscribed watch: the events to send first, then the live feed.
+/// A subscribed watch: the events to send first, then the live feed. Objects are in
+/// their stored form; [`to_view`] turns them into the watched resource's.
 #[derive(Debug)]
 pub struct Subscription {
     /// Replayed or synthetic events.
@@ -149,6 +155,7 @@ pub struct Store {
 }
 
 fn key(kind: &'static ResourceKind, namespace: &str, name: &str) -> Key {
+    let kind = views::storage_kind(kind);
     (
         kind.group,
         kind.plural,
@@ -209,7 +216,7 @@ impl Store {
         self.lock()
             .objects
             .get(&key(kind, namespace, name))
-            .cloned()
+            .map(|stored| views::to_view(kind, stored).into_owned())
             .ok_or_else(|| ApiError::not_found(kind, name))
     }
 
@@ -227,7 +234,7 @@ impl Store {
         };
         let mut items = Vec::new();
         let mut continue_token = None;
-        let kind = selection.kind;
+        let kind = views::storage_kind(selection.kind);
         let selected = state
             .objects
             .range((kind.group, kind.plural, String::new(), String::new())..)
@@ -247,7 +254,7 @@ impl Store {
                 continue_token = Some(format!("{list_rv}/{last_ns}/{last_name}"));
                 break;
             }
-            items.push(object.clone());
+            items.push(views::to_view(selection.kind, object).into_owned());
             last_key = Some((ns, name));
         }
         Ok(ListPage {
@@ -264,17 +271,18 @@ impl Store {
         start: WatchStart,
     ) -> Result<Subscription, ApiError> {
         let mut state = self.lock();
+        let stored_kind = views::storage_kind(selection.kind);
         let initial = match start {
             WatchStart::CurrentState => state
                 .objects
                 .iter()
                 .filter(|((g, p, _, _), obj)| {
-                    *g == selection.kind.group
-                        && *p == selection.kind.plural
-                        && selection.matches(selection.kind, obj)
+                    *g == stored_kind.group
+                        && *p == stored_kind.plural
+                        && selection.matches(stored_kind, obj)
                 })
                 .map(|(_, obj)| Change {
-                    kind: selection.kind,
+                    kind: stored_kind,
                     event_type: EventType::Added,
                     object: obj.clone(),
                     resource_version: state.resource_version,
@@ -347,6 +355,7 @@ impl State {
         event_type: EventType,
         mut object: Value,
     ) -> Value {
+        let kind = views::storage_kind(kind);
         let rv = self.next_resource_version();
         set_resource_version(&mut object, rv);
         let key = key(

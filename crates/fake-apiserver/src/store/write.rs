@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::defaults::{apply_defaults, reset_status_on_create};
+use super::views::{to_storage, to_view};
 use super::{EventType, State, Store, key};
 use crate::error::ApiError;
 use crate::object::{finalizers, is_deleting, meta_mut, meta_str, now_timestamp};
@@ -102,8 +103,9 @@ impl Store {
     ) -> Result<Value, ApiError> {
         check_type(kind, &mut object)?;
         check_namespace(kind, &mut object, namespace)?;
-        let mut state = self.lock();
-        state.create(kind, object)
+        let object = to_storage(kind, object);
+        let created = self.lock().create(kind, object)?;
+        Ok(to_view(kind, &created).into_owned())
     }
 
     /// Replaces an object (`PUT`), or only its status when `status_only`.
@@ -125,16 +127,18 @@ impl Store {
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
             )));
         }
+        let mut object = to_storage(kind, object);
         let mut state = self.lock();
         let ns = meta_str(&object, "namespace").to_string();
-        let Some(existing) = state.objects.get(&key(kind, &ns, name)).cloned() else {
-            if kind.create_on_update && !status_only {
+        let stored = match state.objects.get(&key(kind, &ns, name)).cloned() {
+            Some(existing) => state.update(kind, existing, object, status_only)?,
+            None if kind.create_on_update && !status_only => {
                 meta_mut(&mut object).remove("resourceVersion");
-                return state.create(kind, object);
+                state.create(kind, object)?
             }
-            return Err(ApiError::not_found(kind, name));
+            None => return Err(ApiError::not_found(kind, name)),
         };
-        state.update(kind, existing, object, status_only)
+        Ok(to_view(kind, &stored).into_owned())
     }
 
     /// Patches an object (`PATCH`), or only its status when `status_only`.
@@ -158,7 +162,7 @@ impl Store {
             .get(&key(kind, ns, name))
             .cloned()
             .ok_or_else(|| ApiError::not_found(kind, name))?;
-        let mut patched = patch::apply(kind, patch_type, &existing, body)?;
+        let mut patched = patch::apply(kind, patch_type, &to_view(kind, &existing), body)?;
         if !patched.is_object() {
             return Err(ApiError::invalid(
                 kind,
@@ -176,12 +180,27 @@ impl Store {
                 "field is immutable",
             ));
         }
-        state.update(kind, existing, patched, status_only)
+        let stored = state.update(kind, existing, to_storage(kind, patched), status_only)?;
+        Ok(to_view(kind, &stored).into_owned())
     }
 
     /// Deletes an object (`DELETE`) honouring `preconditions` in the delete options and
     /// finalizers.
     pub fn delete(
+        &self,
+        kind: &'static ResourceKind,
+        namespace: Option<&str>,
+        name: &str,
+        options: &Value,
+    ) -> Result<DeleteOutcome, ApiError> {
+        let view = |stored: Value| to_view(kind, &stored).into_owned();
+        Ok(match self.delete_stored(kind, namespace, name, options)? {
+            DeleteOutcome::Deleted(stored) => DeleteOutcome::Deleted(view(stored)),
+            DeleteOutcome::Pending(stored) => DeleteOutcome::Pending(view(stored)),
+        })
+    }
+
+    fn delete_stored(
         &self,
         kind: &'static ResourceKind,
         namespace: Option<&str>,

@@ -1,9 +1,9 @@
 //! Events on Services, with the reasons the Kubernetes service controller uses so that
 //! `kubectl describe service` reads the same as with any cloud provider.
 
+use crate::controllers::events::{Event, EventType, Recorder};
 use k8s_openapi::api::core::v1::Service;
 use kube::Resource;
-use kube::runtime::events::{Event, EventType, Recorder};
 
 /// The reasons we report, named as the Kubernetes service controller names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

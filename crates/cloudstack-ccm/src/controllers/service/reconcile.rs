@@ -5,7 +5,6 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::runtime::controller::Action;
-use kube::runtime::events::Recorder;
 use kube::{Api, ResourceExt};
 
 use crate::cloud::loadbalancer::apply::{IpRecorder, RecordedIp};
@@ -13,6 +12,7 @@ use crate::cloud::loadbalancer::ensure::{Change, Engine, EnsureError};
 use crate::cloud::loadbalancer::plan::Plan;
 use crate::cloud::loadbalancer::spec::{LbSpec, SpecError, SpecOptions};
 use crate::controllers::Context;
+use crate::controllers::events::Recorder;
 
 use super::eligible::eligible_set;
 use super::events::{self, Reason};

@@ -1,0 +1,444 @@
+//! Authentication and the attributes a request is authorised on, as kube-apiserver has
+//! them when RBAC is on.
+//!
+//! * Bearer tokens (`Authorization: Bearer <token>`): the admin token the server makes at
+//!   start (user `kubernetes-admin` in `system:masters`, like kubeadm's `admin.conf`),
+//!   static tokens (`--token-auth-file`, `token,user,uid,"group1,group2"`) and
+//!   ServiceAccount tokens issued by the TokenRequest API
+//!   (`POST /api/v1/namespaces/{ns}/serviceaccounts/{name}/token`, what
+//!   `kubectl create token` calls). A ServiceAccount token authenticates as
+//!   `system:serviceaccount:{ns}:{name}` with the groups `system:serviceaccounts`,
+//!   `system:serviceaccounts:{ns}` and `system:authenticated`, until it expires or its
+//!   ServiceAccount is deleted (`pkg/serviceaccount` `Validator`). Tokens are opaque
+//!   random strings here, not signed JWTs.
+//! * A request without a token is anonymous (`system:anonymous`,
+//!   `system:unauthenticated`); an unknown or expired token is refused with 401
+//!   `Unauthorized` (`pkg/endpoints/filters/authentication.go`).
+//! * [`RequestInfo::parse`] follows `RequestInfoFactory.NewRequestInfo`
+//!   (`staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`): the verb from
+//!   the method (`list`/`watch` for a GET without a name, `deletecollection` for a DELETE
+//!   without one), namespace, resource, subresource and name from the path, and a
+//!   `metadata.name` field selector as the name of a list or watch.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use axum::http::{HeaderMap, Method, Uri, header};
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::object::meta_str;
+
+/// Group every authenticated user is in.
+pub const AUTHENTICATED: &str = "system:authenticated";
+/// The group of the admin identity; bound to `cluster-admin`.
+pub const MASTERS: &str = "system:masters";
+/// Name of the admin identity.
+pub const ADMIN_USER: &str = "kubernetes-admin";
+/// Lifetime of a TokenRequest token when the request names none (kube-apiserver's
+/// default `expirationSeconds`).
+pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
+/// The audience tokens are issued for when the request names none.
+pub const DEFAULT_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// Who sent a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserInfo {
+    /// User name (`system:serviceaccount:kube-system:cloud-controller-manager`).
+    pub name: String,
+    /// Groups.
+    pub groups: Vec<String>,
+}
+
+impl UserInfo {
+    /// The anonymous user.
+    pub fn anonymous() -> Self {
+        Self {
+            name: "system:anonymous".into(),
+            groups: vec!["system:unauthenticated".into()],
+        }
+    }
+
+    /// The user a ServiceAccount's tokens authenticate as.
+    pub fn service_account(namespace: &str, name: &str) -> Self {
+        Self {
+            name: service_account_user(namespace, name),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{namespace}"),
+                AUTHENTICATED.into(),
+            ],
+        }
+    }
+}
+
+/// `system:serviceaccount:{namespace}:{name}`.
+pub fn service_account_user(namespace: &str, name: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{name}")
+}
+
+/// What a token stands for.
+#[derive(Debug, Clone)]
+enum TokenOwner {
+    /// A fixed identity (admin, token file).
+    Static(UserInfo),
+    /// A ServiceAccount, valid while it exists with this uid, until `expires`.
+    ServiceAccount {
+        namespace: String,
+        name: String,
+        uid: String,
+        expires: jiff::Timestamp,
+    },
+}
+
+/// The token table.
+#[derive(Debug, Default)]
+pub struct Tokens {
+    tokens: Mutex<HashMap<String, TokenOwner>>,
+}
+
+fn new_token() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+impl Tokens {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, TokenOwner>> {
+        self.tokens.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a static token for `user`.
+    pub fn add_static(&self, token: &str, user: UserInfo) {
+        self.lock()
+            .insert(token.to_string(), TokenOwner::Static(user));
+    }
+
+    /// Issues a token for the ServiceAccount object `account`, valid for `lifetime`.
+    pub fn issue(&self, account: &Value, lifetime: Duration) -> (String, jiff::Timestamp) {
+        let token = new_token();
+        let lifetime =
+            jiff::SignedDuration::try_from(lifetime).unwrap_or(jiff::SignedDuration::MAX);
+        let expires = jiff::Timestamp::now()
+            .checked_add(lifetime)
+            .unwrap_or(jiff::Timestamp::MAX);
+        self.lock().insert(
+            token.clone(),
+            TokenOwner::ServiceAccount {
+                namespace: meta_str(account, "namespace").to_string(),
+                name: meta_str(account, "name").to_string(),
+                uid: meta_str(account, "uid").to_string(),
+                expires,
+            },
+        );
+        (token, expires)
+    }
+
+    /// The user of a request: anonymous without a bearer token; 401 for a token that is
+    /// unknown, expired or whose ServiceAccount is gone (`account` looks one up by
+    /// namespace and name).
+    pub fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        account: impl Fn(&str, &str) -> Option<Value>,
+    ) -> Result<UserInfo, ApiError> {
+        let Some(value) = headers.get(header::AUTHORIZATION) else {
+            return Ok(UserInfo::anonymous());
+        };
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(ApiError::unauthorized)?;
+        let owner = self
+            .lock()
+            .get(token)
+            .cloned()
+            .ok_or_else(ApiError::unauthorized)?;
+        match owner {
+            TokenOwner::Static(user) => Ok(user),
+            TokenOwner::ServiceAccount {
+                namespace,
+                name,
+                uid,
+                expires,
+            } => {
+                let alive = account(&namespace, &name)
+                    .is_some_and(|sa| meta_str(&sa, "uid") == uid)
+                    && jiff::Timestamp::now() < expires;
+                if alive {
+                    Ok(UserInfo::service_account(&namespace, &name))
+                } else {
+                    Err(ApiError::unauthorized())
+                }
+            }
+        }
+    }
+}
+
+/// Parses a kube-apiserver `--token-auth-file`: `token,user,uid[,"group1,group2"]` per
+/// line; blank lines and lines starting with `#` are skipped.
+pub fn parse_token_file(text: &str) -> Result<Vec<(String, UserInfo)>, String> {
+    let mut entries = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut fields = line.splitn(4, ',');
+        let token = fields.next().unwrap_or("").trim();
+        let user = fields.next().unwrap_or("").trim();
+        let _uid = fields.next();
+        if token.is_empty() || user.is_empty() {
+            return Err(format!(
+                "line {}: expected token,user,uid[,\"groups\"]",
+                number + 1
+            ));
+        }
+        let mut groups: Vec<String> = fields
+            .next()
+            .map(|g| g.trim().trim_matches('"'))
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .map(String::from)
+            .collect();
+        groups.push(AUTHENTICATED.into());
+        entries.push((
+            token.to_string(),
+            UserInfo {
+                name: user.to_string(),
+                groups,
+            },
+        ));
+    }
+    Ok(entries)
+}
+
+/// The attributes a request is authorised on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RequestInfo {
+    /// A request for an API resource (`/api/v1/...`, `/apis/g/v/...`), not a path.
+    pub is_resource_request: bool,
+    /// The URL path.
+    pub path: String,
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`
+    /// (for non-resource requests: the lowercase method).
+    pub verb: String,
+    /// API group (`""` for core).
+    pub api_group: String,
+    /// Namespace (`""` when cluster-scoped or across namespaces).
+    pub namespace: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Subresource (`status`, `token`).
+    pub subresource: String,
+    /// Object name.
+    pub name: String,
+}
+
+/// Path segments directly below a namespace that are its subresources, not resources
+/// (`namespaceSubresources` in requestinfo.go).
+const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
+
+impl RequestInfo {
+    /// The attributes of a request, as `RequestInfoFactory.NewRequestInfo` derives them.
+    pub fn parse(method: &Method, uri: &Uri) -> Self {
+        let path = uri.path().to_string();
+        let mut info = Self {
+            path: path.clone(),
+            verb: method.as_str().to_lowercase(),
+            ..Self::default()
+        };
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        if parts.len() < 3 || !matches!(parts[0], "api" | "apis") {
+            return info;
+        }
+        let mut rest = &parts[1..];
+        if parts[0] == "apis" {
+            if rest.len() < 3 {
+                return info;
+            }
+            info.api_group = rest[0].to_string();
+            rest = &rest[1..];
+        }
+        info.is_resource_request = true;
+        rest = &rest[1..];
+        info.verb = match method.as_str() {
+            "POST" => "create",
+            "GET" | "HEAD" => "get",
+            "PUT" => "update",
+            "PATCH" => "patch",
+            "DELETE" => "delete",
+            _ => "",
+        }
+        .to_string();
+        if rest.first() == Some(&"namespaces") {
+            if let Some(ns) = rest.get(1) {
+                info.namespace = ns.to_string();
+                if rest.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&rest[2]) {
+                    rest = &rest[2..];
+                }
+            }
+        }
+        if let Some(resource) = rest.first() {
+            info.resource = resource.to_string();
+        }
+        if let Some(name) = rest.get(1) {
+            info.name = name.to_string();
+        }
+        if let Some(sub) = rest.get(2) {
+            info.subresource = sub.to_string();
+        }
+        let query: HashMap<String, String> = uri
+            .query()
+            .map(|q| {
+                axum::extract::Query::<HashMap<String, String>>::try_from_uri(
+                    &format!("/?{q}").parse().unwrap_or_default(),
+                )
+                .map(|q| q.0)
+                .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        if info.name.is_empty() && info.verb == "get" {
+            let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+            info.verb = if watch { "watch" } else { "list" }.into();
+            if let Some(selector) = query.get("fieldSelector") {
+                let exact: Vec<&str> = selector
+                    .split(',')
+                    .filter_map(|term| term.trim().strip_prefix("metadata.name="))
+                    .collect();
+                if let [name] = exact.as_slice()
+                    && !name.is_empty()
+                {
+                    info.name = name.to_string();
+                }
+            }
+        }
+        if info.name.is_empty() && info.verb == "delete" {
+            info.verb = "deletecollection".into();
+        }
+        info
+    }
+}
+
+/// The TokenRequest answer (`authentication.k8s.io/v1`).
+pub fn token_request_response(
+    account: &Value,
+    request: &Value,
+    token: &str,
+    expires: jiff::Timestamp,
+    lifetime: Duration,
+) -> Value {
+    let audiences = request
+        .pointer("/spec/audiences")
+        .filter(|a| a.as_array().is_some_and(|a| !a.is_empty()))
+        .cloned()
+        .unwrap_or_else(|| json!([DEFAULT_AUDIENCE]));
+    json!({
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {
+            "name": meta_str(account, "name"),
+            "namespace": meta_str(account, "namespace"),
+            "creationTimestamp": null,
+        },
+        "spec": {
+            "audiences": audiences,
+            "expirationSeconds": lifetime.as_secs(),
+            "boundObjectRef": request.pointer("/spec/boundObjectRef").cloned().unwrap_or(Value::Null),
+        },
+        "status": {
+            "token": token,
+            "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(method: Method, uri: &str) -> RequestInfo {
+        RequestInfo::parse(&method, &uri.parse().unwrap())
+    }
+
+    #[test]
+    fn request_info_follows_new_request_info() {
+        let i = info(
+            Method::PATCH,
+            "/api/v1/namespaces/default/services/web/status",
+        );
+        assert!(i.is_resource_request);
+        assert_eq!(
+            (
+                &*i.verb,
+                &*i.api_group,
+                &*i.namespace,
+                &*i.resource,
+                &*i.name,
+                &*i.subresource
+            ),
+            ("patch", "", "default", "services", "web", "status")
+        );
+        let i = info(
+            Method::GET,
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?watch=true",
+        );
+        assert_eq!(
+            (&*i.verb, &*i.api_group, &*i.resource),
+            ("watch", "coordination.k8s.io", "leases")
+        );
+        let i = info(
+            Method::GET,
+            "/api/v1/nodes?fieldSelector=metadata.name%3Dn1",
+        );
+        assert_eq!((&*i.verb, &*i.name), ("list", "n1"));
+        let i = info(Method::DELETE, "/api/v1/namespaces/default/events");
+        assert_eq!(i.verb, "deletecollection");
+        let i = info(Method::GET, "/api/v1/namespaces/kube-system");
+        assert_eq!(
+            (&*i.resource, &*i.name, &*i.namespace),
+            ("namespaces", "kube-system", "kube-system")
+        );
+        let i = info(Method::PUT, "/api/v1/namespaces/foo/finalize");
+        assert_eq!(
+            (&*i.resource, &*i.name, &*i.subresource),
+            ("namespaces", "foo", "finalize")
+        );
+        let i = info(
+            Method::POST,
+            "/api/v1/namespaces/kube-system/serviceaccounts/ccm/token",
+        );
+        assert_eq!(
+            (&*i.verb, &*i.resource, &*i.subresource),
+            ("create", "serviceaccounts", "token")
+        );
+        for path in [
+            "/api",
+            "/api/v1",
+            "/apis/rbac.authorization.k8s.io/v1",
+            "/version",
+            "/healthz",
+        ] {
+            let i = info(Method::GET, path);
+            assert!(!i.is_resource_request, "{path}");
+            assert_eq!(i.verb, "get");
+        }
+    }
+
+    #[test]
+    fn token_file_lines_become_users() {
+        let users = parse_token_file("# comment\nt1,alice,1,\"dev,ops\"\n\nt2,bob,2\n").unwrap();
+        assert_eq!(users[0].0, "t1");
+        assert_eq!(users[0].1.groups, ["dev", "ops", AUTHENTICATED]);
+        assert_eq!(users[1].1.name, "bob");
+        assert!(parse_token_file("only-a-token\n").is_err());
+    }
+}

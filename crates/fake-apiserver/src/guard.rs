@@ -1,0 +1,84 @@
+//! The authentication and authorisation filter in front of every handler when RBAC is
+//! on (kube-apiserver's `WithAuthentication` then `WithAuthorization`): 401 for a bad
+//! token, 403 with the real Status body for anything RBAC does not grant. Every denial
+//! is recorded so tests can assert that a controller met none.
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::auth::{RequestInfo, Tokens};
+use crate::error::ApiError;
+use crate::rbac::{self, Decision};
+use crate::resources;
+use crate::routes::Shared;
+
+/// One refused request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The user refused.
+    pub user: String,
+    /// `METHOD path?query`.
+    pub request: String,
+    /// The 401 or 403 Status message.
+    pub message: String,
+    /// 401 or 403.
+    pub code: u16,
+}
+
+/// Authentication state and the log of refusals, present when RBAC is on.
+#[derive(Debug, Default)]
+pub struct Access {
+    /// Known bearer tokens.
+    pub tokens: Tokens,
+    denials: Mutex<Vec<Denial>>,
+}
+
+impl Access {
+    /// Every refused request so far.
+    pub fn denials(&self) -> Vec<Denial> {
+        self.denials
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn deny(&self, user: &str, request: &Request, error: ApiError) -> Response {
+        tracing::debug!(user, uri = %request.uri(), message = %error.message, "request refused");
+        self.denials
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Denial {
+                user: user.to_string(),
+                request: format!("{} {}", request.method(), request.uri()),
+                message: error.message.clone(),
+                code: error.code,
+            });
+        error.into_response()
+    }
+}
+
+/// The middleware: authenticates, authorises, then hands the request on.
+pub async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    if !shared.rbac {
+        return next.run(request).await;
+    }
+    let access = &shared.access;
+    let accounts = resources::find("", "v1", "serviceaccounts").expect("served");
+    let user = match access.tokens.authenticate(request.headers(), |ns, name| {
+        shared.store.get(accounts, ns, name).ok()
+    }) {
+        Ok(user) => user,
+        Err(error) => return access.deny("", &request, error),
+    };
+    let info = RequestInfo::parse(request.method(), request.uri());
+    match rbac::authorize(&shared.store, &user, &info) {
+        Decision::Allow => next.run(request).await,
+        Decision::Deny(reason) => {
+            let error = ApiError::forbidden(&info, &user.name, &reason);
+            access.deny(&user.name, &request, error)
+        }
+    }
+}

@@ -101,6 +101,16 @@ pub enum JobAction {
         /// Policy id.
         policy_id: String,
     },
+    /// Apply a created static route.
+    CreateStaticRoute {
+        /// Route id.
+        route_id: String,
+    },
+    /// Revoke a static route.
+    DeleteStaticRoute {
+        /// Route id.
+        route_id: String,
+    },
 }
 
 /// An async job.

@@ -9,6 +9,7 @@ mod jobs_cmd;
 mod lb;
 mod lb_members;
 mod policies;
+mod routes;
 mod tags;
 mod vms;
 
@@ -206,6 +207,9 @@ pub const COMMANDS: &[Command] = &[
         policies::create_stickiness_policy,
     ),
     job("deleteLBStickinessPolicy", policies::delete_policy),
+    sync("listStaticRoutes", routes::list_static_routes),
+    job("createStaticRoute", routes::create_static_route),
+    job("deleteStaticRoute", routes::delete_static_route),
     sync("queryAsyncJobResult", jobs_cmd::query_async_job_result),
     sync("listAsyncJobs", jobs_cmd::list_async_jobs),
 ];
@@ -251,6 +255,8 @@ pub fn run_job_action(state: &mut State, action: &JobAction) -> Result<Value, Ap
         } => tags::finish_delete(state, resource_type, resource_ids, tags),
         JobAction::CreatePolicy { policy_id } => policies::finish_create(state, policy_id),
         JobAction::DeletePolicy { policy_id } => policies::finish_delete(state, policy_id),
+        JobAction::CreateStaticRoute { route_id } => routes::finish_create(state, route_id),
+        JobAction::DeleteStaticRoute { route_id } => routes::finish_delete(state, route_id),
     }
 }
 
@@ -264,6 +270,9 @@ pub fn roll_back_job(state: &mut State, action: &JobAction) {
         }
         JobAction::CreateNetworkAcl { item_id } => state.acl_items.retain(|r| &r.id != item_id),
         JobAction::CreatePolicy { policy_id } => state.policies.retain(|p| &p.id != policy_id),
+        JobAction::CreateStaticRoute { route_id } => {
+            state.static_routes.retain(|r| &r.id != route_id)
+        }
         _ => {}
     }
 }

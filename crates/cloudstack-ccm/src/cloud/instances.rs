@@ -379,6 +379,7 @@ mod tests {
             internal_ipv4: Some("10.1.1.5".into()),
             internal_ipv6: Some("fd00::5".into()),
             public_ip: Some("203.0.113.7".into()),
+            network_id: None,
         }
     }
 

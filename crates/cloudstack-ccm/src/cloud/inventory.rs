@@ -38,6 +38,8 @@ pub struct VmRecord {
     pub internal_ipv6: Option<String>,
     /// Static-NAT public IP of the VM.
     pub public_ip: Option<String>,
+    /// Network of the default NIC.
+    pub network_id: Option<String>,
 }
 
 impl VmRecord {
@@ -65,6 +67,7 @@ impl From<&cloudstack::VmSummary> for VmRecord {
             internal_ipv4: nic.and_then(|n| non_empty(&n.ipaddress)),
             internal_ipv6: nic.and_then(|n| non_empty(&n.ip6address)),
             public_ip: non_empty(&vm.publicip),
+            network_id: nic.and_then(|n| non_empty(&n.networkid)),
         }
     }
 }

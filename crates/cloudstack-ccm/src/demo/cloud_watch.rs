@@ -228,6 +228,15 @@ impl CloudWatch {
             } => format!("tags removed from {} {resource_type}", resource_ids.len()),
             JobAction::CreatePolicy { .. } => "load-balancer policy added".to_string(),
             JobAction::DeletePolicy { .. } => "load-balancer policy deleted".to_string(),
+            JobAction::CreateStaticRoute { route_id } => match state.static_route(route_id) {
+                Some(route) => format!(
+                    "static route added: {} via {}",
+                    route.cidr,
+                    route.next_hop.as_deref().unwrap_or("a private gateway")
+                ),
+                None => "static route added".to_string(),
+            },
+            JobAction::DeleteStaticRoute { .. } => "static route deleted".to_string(),
         }
     }
 }

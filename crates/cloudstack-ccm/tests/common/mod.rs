@@ -62,6 +62,8 @@ pub struct HarnessOptions {
     pub project_id: Option<String>,
     /// `--cluster-name`.
     pub cluster_name: String,
+    /// The route controller's flags.
+    pub routes: cloudstack_ccm::controllers::route::RouteSettings,
 }
 
 impl Default for HarnessOptions {
@@ -79,6 +81,7 @@ impl Default for HarnessOptions {
             region: None,
             project_id: None,
             cluster_name: "kubernetes".to_string(),
+            routes: Default::default(),
         }
     }
 }
@@ -182,6 +185,7 @@ impl Harness {
             service_resync_period: options.service_resync_period,
             concurrent_service_syncs: 4,
             load_balancer_class: None,
+            routes: options.routes,
         });
         let (trigger, shutdown) = shutdown_channel();
         Self {

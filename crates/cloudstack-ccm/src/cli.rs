@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
+use crate::cloud::loadbalancer::annotations::Cidr;
 use values::{parse_duration, parse_go_bool};
 
 /// The provider name the binary answers to (`--cloud-provider`).
@@ -24,7 +25,7 @@ pub const PROVIDER_NAME: &str = "external-cloudstack";
 pub const LEASE_LOCK: &str = "leases";
 
 const AFTER_HELP: &str = "Flags of the Kubernetes cloud controller manager framework that do not apply \
-(--allocate-node-cidrs, --configure-cloud-routes, --cluster-cidr, --use-service-account-credentials, \
+(--cidr-allocator-type, --node-cidr-mask-size, --use-service-account-credentials, \
 --authentication-kubeconfig, --authorization-kubeconfig, --profiling, --kube-api-qps, ...) are accepted \
 and ignored with a warning. See docs/configuration.md.";
 
@@ -45,7 +46,7 @@ pub struct Cli {
 pub enum Command {
     /// Run a self-contained demonstration against a simulated CloudStack and API server.
     Demo(DemoArgs),
-    /// Print the load-balancer changes that would be made, without making them.
+    /// Print the load-balancer and route changes that would be made, without making them.
     Plan(PlanArgs),
 }
 
@@ -201,6 +202,40 @@ pub struct ManagerArgs {
         default_value = "text"
     )]
     pub log_format: LogFormat,
+
+    // Routes and orphans.
+    /// Create VPC static routes for the Nodes' pod CIDRs (the route controller; it also
+    /// needs --allocate-node-cidrs, VPC tiers and CloudStack 4.22).
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_value = "true", default_missing_value = "true", value_parser = parse_go_bool)]
+    pub configure_cloud_routes: bool,
+
+    /// The Nodes get pod CIDRs (allocated by kube-controller-manager); as in Kubernetes, the
+    /// route controller runs only when this is set.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_value = "false", default_missing_value = "true", value_parser = parse_go_bool)]
+    pub allocate_node_cidrs: bool,
+
+    /// CIDR range(s) of the pods (comma-separated); routes tagged for this cluster outside
+    /// them are left alone.
+    #[arg(long, value_name = "CIDRS", value_delimiter = ',', value_parser = parse_cidr)]
+    pub cluster_cidr: Vec<Cidr>,
+
+    /// How often the route controller reconciles every route.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub route_reconciliation_period: Duration,
+
+    /// Let the service controller delete the orphans it counts on its periodic pass.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+          default_value = "false", default_missing_value = "true", value_parser = parse_go_bool)]
+    pub delete_orphans: bool,
+}
+
+fn parse_cidr(text: &str) -> Result<Cidr, String> {
+    match Cidr::parse(text) {
+        Some(cidr) if text.contains('/') => Ok(cidr),
+        _ => Err(format!("{text:?} is not a CIDR (example: 10.244.0.0/16)")),
+    }
 }
 
 fn parse_provider(text: &str) -> Result<String, String> {
@@ -386,21 +421,43 @@ mod tests {
     fn ignored_flags_warn_by_name() {
         let parsed = parse(&[
             "--cloud-provider=external-cloudstack",
-            "--allocate-node-cidrs=false",
-            "--configure-cloud-routes=false",
-            "--cluster-cidr=10.244.0.0/16",
+            "--node-cidr-mask-size=24",
             "--use-service-account-credentials",
             "--authentication-kubeconfig",
             "/k",
         ])
         .unwrap();
-        assert_eq!(parsed.warnings.len(), 5);
+        assert_eq!(parsed.warnings.len(), 3);
         assert!(
-            parsed.warnings[2].contains("--cluster-cidr"),
+            parsed.warnings[0].contains("--node-cidr-mask-size"),
             "{:?}",
             parsed.warnings
         );
-        assert!(parsed.warnings[4].contains("--authentication-kubeconfig"));
+        assert!(parsed.warnings[2].contains("--authentication-kubeconfig"));
+    }
+
+    #[test]
+    fn route_and_orphan_flags() {
+        let args = parse(&[]).unwrap().cli.manager;
+        assert!(args.configure_cloud_routes && !args.allocate_node_cidrs);
+        assert!(args.cluster_cidr.is_empty() && !args.delete_orphans);
+        assert_eq!(args.route_reconciliation_period, Duration::from_secs(10));
+        let parsed = parse(&[
+            "--allocate-node-cidrs",
+            "--configure-cloud-routes=false",
+            "--cluster-cidr=10.244.0.0/16,fd00:10:244::/56",
+            "--route-reconciliation-period=1m0s",
+            "--delete-orphans=true",
+        ])
+        .unwrap();
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        let args = parsed.cli.manager;
+        assert!(args.allocate_node_cidrs && !args.configure_cloud_routes && args.delete_orphans);
+        assert_eq!(args.cluster_cidr.len(), 2);
+        assert_eq!(args.cluster_cidr[0].to_string(), "10.244.0.0/16");
+        assert_eq!(args.route_reconciliation_period, Duration::from_secs(60));
+        assert!(parse(&["--cluster-cidr=10.244.0.0"]).is_err());
+        assert!(parse(&["--allocate-node-cidrs=maybe"]).is_err());
     }
 
     #[test]

@@ -196,6 +196,7 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
         service_resync_period: args.service_resync_period,
         concurrent_service_syncs: usize::try_from(args.concurrent_service_syncs.get()).unwrap_or(1),
         load_balancer_class: args.load_balancer_class.clone(),
+        routes: cloudstack_ccm::controllers::route::RouteSettings::from_args(&args),
     });
     let result = if args.leader_elect {
         run_elected(&args, kube, status, ctx, enabled, shutdown.clone()).await

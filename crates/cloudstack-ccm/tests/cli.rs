@@ -65,6 +65,8 @@ fn help_lists_every_flag() {
         "--log-format",
         "--allocate-node-cidrs",
         "--configure-cloud-routes",
+        "--cluster-cidr",
+        "--delete-orphans",
         "demo",
         "plan",
     ] {
@@ -120,16 +122,16 @@ fn bad_flags_fail_clearly() {
 fn ignored_flags_warn_and_do_not_crash() {
     // The start fails later (no cloud-config), after the warnings are logged.
     let output = run(&[
-        "--allocate-node-cidrs=false",
-        "--cluster-cidr",
-        "10.244.0.0/16",
-        "--configure-cloud-routes",
+        "--profiling=false",
+        "--node-cidr-mask-size",
+        "24",
+        "--contention-profiling",
     ]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     for flag in [
-        "--allocate-node-cidrs",
-        "--cluster-cidr",
-        "--configure-cloud-routes",
+        "--profiling",
+        "--node-cidr-mask-size",
+        "--contention-profiling",
     ] {
         assert!(
             stderr.contains(&format!("flag {flag} does not apply")),

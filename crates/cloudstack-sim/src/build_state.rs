@@ -2,8 +2,8 @@
 
 use crate::scenario::{Scenario, ScenarioError, VmSpec};
 use crate::state::{
-    Account, AclList, Network, Nic, Offering, Owner, Project, PublicIp, State, Vm, Vpc, Zone,
-    new_id, now_text,
+    Account, AclList, Network, Nic, Offering, Owner, PrivateGateway, Project, PublicIp, State, Vm,
+    Vpc, Zone, new_id, now_text,
 };
 use std::net::Ipv4Addr;
 
@@ -36,6 +36,8 @@ impl State {
             acl_items: vec![],
             tags: vec![],
             policies: vec![],
+            private_gateways: vec![],
+            static_routes: vec![],
             jobs: vec![],
         };
         for a in &scenario.accounts {
@@ -167,6 +169,26 @@ impl State {
                 name: l.name.clone(),
                 description,
                 vpc_id: Some(vpc_id),
+            });
+        }
+        for g in &scenario.private_gateways {
+            let vpc_id = state
+                .vpcs
+                .iter()
+                .find(|v| v.name == g.vpc)
+                .map(|v| v.id.clone())
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "private_gateway {:?}: field vpc: no vpc named {:?}",
+                        g.gateway, g.vpc
+                    ))
+                })?;
+            state.private_gateways.push(PrivateGateway {
+                id: id_or_new(&g.id),
+                vpc_id,
+                gateway: g.gateway.clone(),
+                ip_address: g.ip_address.clone(),
+                netmask: g.netmask.clone(),
             });
         }
         for n in &scenario.networks {

@@ -113,6 +113,16 @@ pub enum JobAction {
         /// VM id.
         vm_id: String,
     },
+    /// Apply a created static route.
+    CreateStaticRoute {
+        /// Route id.
+        route_id: String,
+    },
+    /// Revoke a static route.
+    DeleteStaticRoute {
+        /// Route id.
+        route_id: String,
+    },
 }
 
 /// A VM named by `virtualmachineids` or `vmidipmap` of assign/removeFromLoadBalancerRule,

@@ -61,6 +61,26 @@ pub struct Scenario {
     /// Virtual machines.
     #[serde(default, rename = "vm")]
     pub vms: Vec<VmSpec>,
+    /// VPC private gateways (in state `Ready`).
+    #[serde(default, rename = "private_gateway")]
+    pub private_gateways: Vec<PrivateGatewaySpec>,
+}
+
+/// A VPC private gateway.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrivateGatewaySpec {
+    /// Fixed id; generated when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// VPC name.
+    pub vpc: String,
+    /// Gateway address of the private network.
+    pub gateway: String,
+    /// The VPC router's address on the private network.
+    pub ip_address: String,
+    /// Netmask of the private network.
+    pub netmask: String,
 }
 
 /// Timing, paging and throttling knobs.

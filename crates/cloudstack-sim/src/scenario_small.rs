@@ -134,6 +134,7 @@ impl Scenario {
                 },
             ],
             vms: vec![],
+            private_gateways: vec![],
         };
         scenario.add_vms(SMALL_NETWORK, "node-", 3);
         scenario

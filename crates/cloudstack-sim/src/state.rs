@@ -353,6 +353,44 @@ pub enum PolicyKind {
     Stickiness,
 }
 
+/// A VPC private gateway: the older form of `createStaticRoute` names one
+/// (CloudStack `VpcGatewayVO`, type Private).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PrivateGateway {
+    /// Id.
+    pub id: String,
+    /// VPC id.
+    pub vpc_id: String,
+    /// The gateway address on the private network (the next hop of its routes).
+    pub gateway: String,
+    /// The VPC router's address on the private network.
+    pub ip_address: String,
+    /// Netmask of the private network.
+    pub netmask: String,
+}
+
+/// A VPC static route (CloudStack `StaticRouteVO`): to a private gateway or, since 4.22, to
+/// a next-hop address.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StaticRoute {
+    /// Id.
+    pub id: String,
+    /// VPC id.
+    pub vpc_id: String,
+    /// Destination CIDR.
+    pub cidr: String,
+    /// Private gateway id (older form).
+    pub gateway_id: Option<String>,
+    /// Next-hop address (4.22 form).
+    pub next_hop: Option<String>,
+    /// `Add`, `Active` (a revoked route disappears when its delete job runs).
+    pub state: String,
+    /// Owner (the VPC's).
+    pub owner: Owner,
+    /// Creation date.
+    pub created: String,
+}
+
 /// Everything.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct State {
@@ -390,6 +428,12 @@ pub struct State {
     pub tags: Vec<Tag>,
     /// LB policies.
     pub policies: Vec<LbPolicy>,
+    /// VPC private gateways.
+    #[serde(default)]
+    pub private_gateways: Vec<PrivateGateway>,
+    /// VPC static routes.
+    #[serde(default)]
+    pub static_routes: Vec<StaticRoute>,
     /// Async jobs.
     pub jobs: Vec<Job>,
 }
@@ -458,6 +502,16 @@ impl State {
     /// An LB rule by id.
     pub fn lb_rule(&self, id: &str) -> Option<&LbRule> {
         self.lb_rules.iter().find(|r| r.id == id)
+    }
+
+    /// A VPC static route by id.
+    pub fn static_route(&self, id: &str) -> Option<&StaticRoute> {
+        self.static_routes.iter().find(|r| r.id == id)
+    }
+
+    /// A private gateway by id.
+    pub fn private_gateway(&self, id: &str) -> Option<&PrivateGateway> {
+        self.private_gateways.iter().find(|g| g.id == id)
     }
 
     /// An ACL list by id.

@@ -19,7 +19,8 @@
 //! `createNetworkACL`, `deleteNetworkACL`, `createTags`, `deleteTags`, `listTags`,
 //! `listCapabilities`, `queryAsyncJobResult`, `listAsyncJobs`, `createLBHealthCheckPolicy`,
 //! `listLBHealthCheckPolicies`, `deleteLBHealthCheckPolicy`, `createLBStickinessPolicy`,
-//! `listLBStickinessPolicies`, `deleteLBStickinessPolicy`. Any other command works through
+//! `listLBStickinessPolicies`, `deleteLBStickinessPolicy`, `createStaticRoute`,
+//! `listStaticRoutes`, `deleteStaticRoute`. Any other command works through
 //! [`Client::call`], [`Client::list_all`] and [`Client::call_async`].
 
 #![warn(missing_docs)]

@@ -18,8 +18,6 @@ pub enum FlagKind {
 
 /// Every accepted-and-ignored flag (without the leading `--`).
 pub const IGNORED_FLAGS: &[(&str, FlagKind)] = &[
-    ("allocate-node-cidrs", FlagKind::Bool),
-    ("configure-cloud-routes", FlagKind::Bool),
     ("use-service-account-credentials", FlagKind::Bool),
     ("profiling", FlagKind::Bool),
     ("contention-profiling", FlagKind::Bool),
@@ -36,12 +34,10 @@ pub const IGNORED_FLAGS: &[(&str, FlagKind)] = &[
     ("one-output", FlagKind::Bool),
     ("log-json-split-stream", FlagKind::Bool),
     ("log-text-split-stream", FlagKind::Bool),
-    ("cluster-cidr", FlagKind::Value),
     ("cidr-allocator-type", FlagKind::Value),
     ("node-cidr-mask-size", FlagKind::Value),
     ("node-cidr-mask-size-ipv4", FlagKind::Value),
     ("node-cidr-mask-size-ipv6", FlagKind::Value),
-    ("route-reconciliation-period", FlagKind::Value),
     ("kube-api-qps", FlagKind::Value),
     ("kube-api-burst", FlagKind::Value),
     ("kube-api-content-type", FlagKind::Value),
@@ -152,10 +148,10 @@ mod tests {
     fn removes_flags_and_their_values() {
         let (kept, removed) = strip(&[
             "ccm",
-            "--allocate-node-cidrs=false",
-            "--configure-cloud-routes",
-            "--cluster-cidr",
-            "10.0.0.0/16",
+            "--profiling=false",
+            "--contention-profiling",
+            "--node-cidr-mask-size",
+            "24",
             "--kube-api-qps=50",
             "--cluster-name=c1",
             "--use-service-account-credentials",
@@ -164,9 +160,9 @@ mod tests {
         assert_eq!(
             removed,
             [
-                "--allocate-node-cidrs",
-                "--configure-cloud-routes",
-                "--cluster-cidr",
+                "--profiling",
+                "--contention-profiling",
+                "--node-cidr-mask-size",
                 "--kube-api-qps",
                 "--use-service-account-credentials"
             ]

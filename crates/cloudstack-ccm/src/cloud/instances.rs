@@ -389,6 +389,7 @@ mod tests {
             service_offering_name: "Small Instance".into(),
             internal_ips: vec!["10.1.1.5".into(), "fd00::5".into()],
             public_ip: Some("203.0.113.7".into()),
+            network_id: None,
         }
     }
 

@@ -38,6 +38,8 @@ pub struct VmRecord {
     pub internal_ips: Vec<String>,
     /// Static-NAT public IP of the VM.
     pub public_ip: Option<String>,
+    /// Network of the default NIC.
+    pub network_id: Option<String>,
 }
 
 impl VmRecord {
@@ -76,6 +78,8 @@ impl From<&cloudstack::VmSummary> for VmRecord {
             service_offering_name: vm.serviceofferingname.clone().unwrap_or_default(),
             internal_ips,
             public_ip: non_empty(&vm.publicip),
+            // The default NIC sorts first.
+            network_id: nics.first().and_then(|n| non_empty(&n.networkid)),
         }
     }
 }

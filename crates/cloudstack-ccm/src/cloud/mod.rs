@@ -5,3 +5,4 @@ pub mod instances;
 pub mod inventory;
 pub mod loadbalancer;
 pub mod provider_id;
+pub mod routes;

@@ -12,6 +12,7 @@ pub mod backoff;
 pub mod events;
 pub mod node;
 pub mod node_lifecycle;
+pub mod route;
 pub mod service;
 
 mod set;
@@ -55,6 +56,8 @@ pub struct Context {
     pub concurrent_service_syncs: usize,
     /// `--load-balancer-class`: the class this controller owns, besides class-less Services.
     pub load_balancer_class: Option<String>,
+    /// The route controller's flags.
+    pub routes: route::RouteSettings,
 }
 
 impl std::fmt::Debug for Context {
@@ -73,6 +76,7 @@ impl std::fmt::Debug for Context {
             .field("service_resync_period", &self.service_resync_period)
             .field("concurrent_service_syncs", &self.concurrent_service_syncs)
             .field("load_balancer_class", &self.load_balancer_class)
+            .field("routes", &self.routes)
             .finish_non_exhaustive()
     }
 }
@@ -120,6 +124,10 @@ pub async fn run(
             }
             ControllerName::Service => {
                 tasks.spawn(async move { (name, service::run(ctx, shutdown).await) });
+            }
+            ControllerName::Route => {
+                let instances = node_instances.clone();
+                tasks.spawn(async move { (name, route::run(ctx, instances, shutdown).await) });
             }
         }
     }

@@ -12,14 +12,17 @@ pub enum ControllerName {
     CloudNodeLifecycle,
     /// `service`: LoadBalancer Services.
     Service,
+    /// `route`: VPC static routes for Node pod CIDRs.
+    Route,
 }
 
 impl ControllerName {
     /// Every controller, in start order.
-    pub const ALL: [ControllerName; 3] = [
+    pub const ALL: [ControllerName; 4] = [
         ControllerName::CloudNode,
         ControllerName::CloudNodeLifecycle,
         ControllerName::Service,
+        ControllerName::Route,
     ];
 
     /// The name used in `--controllers`.
@@ -28,11 +31,12 @@ impl ControllerName {
             ControllerName::CloudNode => "cloud-node",
             ControllerName::CloudNodeLifecycle => "cloud-node-lifecycle",
             ControllerName::Service => "service",
+            ControllerName::Route => "route",
         }
     }
 
     /// Accepts the short names and the newer Kubernetes names (`cloud-node-controller`,
-    /// `cloud-node-lifecycle-controller`, `service-lb-controller`).
+    /// `cloud-node-lifecycle-controller`, `service-lb-controller`, `node-route-controller`).
     fn from_flag(name: &str) -> Option<Self> {
         match name {
             "cloud-node" | "cloud-node-controller" => Some(ControllerName::CloudNode),
@@ -40,6 +44,7 @@ impl ControllerName {
                 Some(ControllerName::CloudNodeLifecycle)
             }
             "service" | "service-lb-controller" => Some(ControllerName::Service),
+            "route" | "node-route-controller" => Some(ControllerName::Route),
             _ => None,
         }
     }
@@ -52,7 +57,7 @@ impl fmt::Display for ControllerName {
 }
 
 /// Names accepted in `--controllers` for controllers this binary does not have.
-const IGNORED: &[&str] = &["route", "node-route-controller"];
+const IGNORED: &[&str] = &[];
 
 /// An invalid `--controllers` value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,21 +72,23 @@ pub struct ControllerSetError {
 /// The enabled controllers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControllerSet {
-    enabled: [bool; 3],
+    enabled: [bool; ControllerName::ALL.len()],
 }
 
 impl ControllerSet {
     /// Every controller.
     pub fn all() -> Self {
-        ControllerSet { enabled: [true; 3] }
+        ControllerSet {
+            enabled: [true; ControllerName::ALL.len()],
+        }
     }
 
     /// Parses `--controllers` items. Also returns warnings for accepted names that do nothing
-    /// here (`route`).
+    /// here (none at present).
     pub fn parse<S: AsRef<str>>(items: &[S]) -> Result<(Self, Vec<String>), ControllerSetError> {
         let mut star = false;
-        let mut on = [false; 3];
-        let mut off = [false; 3];
+        let mut on = [false; ControllerName::ALL.len()];
+        let mut off = [false; ControllerName::ALL.len()];
         let mut warnings = Vec::new();
         for item in items {
             let item = item.as_ref().trim();
@@ -161,9 +168,18 @@ mod tests {
     #[test]
     fn parse_table() {
         let cases: &[(&[&str], &[N])] = &[
-            (&["*"], &[N::CloudNode, N::CloudNodeLifecycle, N::Service]),
-            (&["*", "-service"], &[N::CloudNode, N::CloudNodeLifecycle]),
-            (&["-service", "*"], &[N::CloudNode, N::CloudNodeLifecycle]),
+            (
+                &["*"],
+                &[N::CloudNode, N::CloudNodeLifecycle, N::Service, N::Route],
+            ),
+            (
+                &["*", "-service"],
+                &[N::CloudNode, N::CloudNodeLifecycle, N::Route],
+            ),
+            (
+                &["-service", "*"],
+                &[N::CloudNode, N::CloudNodeLifecycle, N::Route],
+            ),
             (&["cloud-node"], &[N::CloudNode]),
             (&["service", "-service"], &[]),
             (
@@ -174,6 +190,7 @@ mod tests {
                 &["*", "-route"],
                 &[N::CloudNode, N::CloudNodeLifecycle, N::Service],
             ),
+            (&["node-route-controller"], &[N::Route]),
             (&[], &[]),
         ];
         for (items, want) in cases {
@@ -187,12 +204,12 @@ mod tests {
     }
 
     #[test]
-    fn unknown_names_fail_and_route_warns() {
+    fn unknown_names_fail_and_route_is_a_controller() {
         let err = ControllerSet::parse(&["*", "-nodeipam"]).unwrap_err();
         assert!(err.to_string().contains("\"-nodeipam\""), "{err}");
-        let (_, warnings) = ControllerSet::parse(&["*", "route"]).unwrap();
-        assert_eq!(warnings.len(), 1);
-        assert!(warnings[0].contains("route"));
+        let (set, warnings) = ControllerSet::parse(&["route"]).unwrap();
+        assert!(warnings.is_empty());
+        assert_eq!(set.enabled(), [N::Route]);
     }
 
     #[test]
@@ -202,7 +219,7 @@ mod tests {
                 .unwrap()
                 .0
                 .to_string(),
-            "cloud-node,cloud-node-lifecycle"
+            "cloud-node,cloud-node-lifecycle,route"
         );
         assert_eq!(
             ControllerSet::parse::<&str>(&[]).unwrap().0.to_string(),

@@ -237,6 +237,15 @@ impl CloudWatch {
                 "VM {} expunged",
                 vm_names(state, std::iter::once(vm_id.as_str()))
             ),
+            JobAction::CreateStaticRoute { route_id } => match state.static_route(route_id) {
+                Some(route) => format!(
+                    "static route added: {} via {}",
+                    route.cidr,
+                    route.next_hop.as_deref().unwrap_or("a private gateway")
+                ),
+                None => "static route added".to_string(),
+            },
+            JobAction::DeleteStaticRoute { .. } => "static route deleted".to_string(),
         }
     }
 }

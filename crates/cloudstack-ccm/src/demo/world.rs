@@ -79,6 +79,7 @@ impl World {
             concurrent_service_syncs: usize::try_from(args.concurrent_service_syncs.get())
                 .unwrap_or(1),
             load_balancer_class: None,
+            routes: Default::default(),
         });
         let (trigger, shutdown) = shutdown_channel();
         let controllers = tokio::spawn(controllers::run(ctx, ControllerSet::all(), shutdown));

@@ -70,6 +70,8 @@ pub struct HarnessOptions {
     /// ServiceAccount `kube-system/cloud-controller-manager` (with no permission until a
     /// test binds a role to it), the test's own client as the admin.
     pub rbac: bool,
+    /// The route controller's flags.
+    pub routes: cloudstack_ccm::controllers::route::RouteSettings,
 }
 
 impl Default for HarnessOptions {
@@ -88,6 +90,7 @@ impl Default for HarnessOptions {
             project_id: None,
             cluster_name: "kubernetes".to_string(),
             rbac: false,
+            routes: Default::default(),
         }
     }
 }
@@ -211,6 +214,7 @@ impl Harness {
             service_resync_period: options.service_resync_period,
             concurrent_service_syncs: 4,
             load_balancer_class: None,
+            routes: options.routes,
         });
         let (trigger, shutdown) = shutdown_channel();
         Self {

@@ -85,6 +85,7 @@ pub fn fast_context(h: &Harness) -> Arc<Context> {
         service_resync_period: base.service_resync_period,
         concurrent_service_syncs: 4,
         load_balancer_class: None,
+        routes: Default::default(),
     })
 }
 

@@ -9,6 +9,7 @@ mod jobs_cmd;
 mod lb;
 mod lb_members;
 mod policies;
+mod routes;
 mod tags;
 mod vm_lifecycle;
 mod vms;
@@ -217,6 +218,9 @@ pub const COMMANDS: &[Command] = &[
         policies::create_stickiness_policy,
     ),
     job("deleteLBStickinessPolicy", policies::delete_policy),
+    sync("listStaticRoutes", routes::list_static_routes),
+    job("createStaticRoute", routes::create_static_route),
+    job("deleteStaticRoute", routes::delete_static_route),
     sync("queryAsyncJobResult", jobs_cmd::query_async_job_result),
     sync("listAsyncJobs", jobs_cmd::list_async_jobs),
 ];
@@ -279,6 +283,8 @@ pub fn run_job_action(
             vm_lifecycle::finish_destroy(state, &caller, vm_id, *expunge)
         }
         JobAction::ExpungeVm { vm_id } => vm_lifecycle::finish_expunge(state, &caller, vm_id),
+        JobAction::CreateStaticRoute { route_id } => routes::finish_create(state, route_id),
+        JobAction::DeleteStaticRoute { route_id } => routes::finish_delete(state, route_id),
     }
 }
 
@@ -292,6 +298,9 @@ pub fn roll_back_job(state: &mut State, action: &JobAction) {
         }
         JobAction::CreateNetworkAcl { item_id } => state.acl_items.retain(|r| &r.id != item_id),
         JobAction::CreatePolicy { policy_id } => state.policies.retain(|p| &p.id != policy_id),
+        JobAction::CreateStaticRoute { route_id } => {
+            state.static_routes.retain(|r| &r.id != route_id)
+        }
         _ => {}
     }
 }

@@ -17,6 +17,7 @@ const TYPES: &[&str] = &[
     "PublicIpAddress",
     "FirewallRule",
     "NetworkACL",
+    "StaticRoute",
     "Project",
 ];
 
@@ -49,6 +50,7 @@ fn resource_owner(state: &State, kind: &str, id: &str) -> Option<Owner> {
             .find(|i| i.id == id)
             .and_then(|i| state.acl_list(&i.acl_id))
             .and_then(|l| acl_owner(state, l)),
+        "StaticRoute" => state.static_route(id).map(|r| r.owner.clone()),
         "Project" => state.project(id).map(|p| Owner::Project(p.id.clone())),
         _ => None,
     }

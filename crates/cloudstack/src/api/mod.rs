@@ -7,6 +7,7 @@ mod address;
 mod lb;
 mod network;
 mod policy;
+mod routes;
 mod rules;
 mod server;
 mod tags;

@@ -9,6 +9,7 @@ mod address;
 mod lb;
 mod network;
 mod policy;
+mod routes;
 mod rules;
 mod server;
 mod tags;
@@ -24,6 +25,7 @@ pub use policy::{
     CreateLbHealthCheckPolicy, CreateLbStickinessPolicy, DeleteLbHealthCheckPolicy,
     DeleteLbStickinessPolicy, ListLbHealthCheckPolicies, ListLbStickinessPolicies,
 };
+pub use routes::{CreateStaticRoute, DeleteStaticRoute, ListStaticRoutes};
 pub use rules::{
     CreateFirewallRule, CreateNetworkAcl, DeleteFirewallRule, DeleteNetworkAcl, ListFirewallRules,
     ListNetworkAclLists, ListNetworkAcls,

@@ -1,0 +1,416 @@
+//! The route controller: every Node's pod CIDR gets a VPC static route to the Node's
+//! InternalIP ([`crate::cloud::routes`]), and the Node's `NetworkUnavailable` condition is
+//! set as Kubernetes' route controller sets it (`RouteCreated` / `NoRouteCreated`).
+//!
+//! It starts only with `--allocate-node-cidrs` and `--configure-cloud-routes` (as in
+//! Kubernetes), on CloudStack 4.22 or later, and only when the Nodes' VMs sit on VPC tiers;
+//! otherwise one log line says why and it idles until shutdown. Every
+//! `--route-reconciliation-period` it lists the Nodes, works out the routes they need,
+//! observes the routes CloudStack has and applies the difference.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::cli::ManagerArgs;
+use crate::cloud::instances::Instances;
+use crate::cloud::loadbalancer::annotations::Cidr;
+use crate::cloud::loadbalancer::job_queue::NetworkQueues;
+use crate::cloud::routes::plan::{RouteInputs, RoutePlan, RouteStep, plan};
+use crate::cloud::routes::{DesiredRoute, apply, cidr_contains, observe, unsupported_reason};
+use crate::controllers::node::node_ref;
+
+use super::{Context, Shutdown};
+
+/// The Node condition the route controller owns.
+pub const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
+
+/// The route controller's flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteSettings {
+    /// `--configure-cloud-routes`.
+    pub configure_cloud_routes: bool,
+    /// `--allocate-node-cidrs`.
+    pub allocate_node_cidrs: bool,
+    /// `--cluster-cidr`.
+    pub cluster_cidrs: Vec<Cidr>,
+    /// `--route-reconciliation-period`.
+    pub reconciliation_period: Duration,
+}
+
+impl Default for RouteSettings {
+    /// The flags' defaults: routes configured, but no CIDRs allocated (so no controller).
+    fn default() -> Self {
+        RouteSettings {
+            configure_cloud_routes: true,
+            allocate_node_cidrs: false,
+            cluster_cidrs: Vec::new(),
+            reconciliation_period: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RouteSettings {
+    /// The settings of the command line.
+    pub fn from_args(args: &ManagerArgs) -> Self {
+        RouteSettings {
+            configure_cloud_routes: args.configure_cloud_routes,
+            allocate_node_cidrs: args.allocate_node_cidrs,
+            cluster_cidrs: args.cluster_cidr.clone(),
+            reconciliation_period: args.route_reconciliation_period,
+        }
+    }
+}
+
+/// Why the controller does not run with these flags and this server, if it does not.
+pub fn not_started_reason(ctx: &Context) -> Option<String> {
+    let settings = &ctx.routes;
+    if !settings.allocate_node_cidrs || !settings.configure_cloud_routes {
+        return Some(format!(
+            "will not configure cloud routes for allocate-node-cidrs: {}, configure-cloud-routes: {}",
+            settings.allocate_node_cidrs, settings.configure_cloud_routes
+        ));
+    }
+    unsupported_reason(&ctx.server_version)
+}
+
+/// Runs the controller until `shutdown`.
+pub async fn run(
+    ctx: Arc<Context>,
+    instances: Instances,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    if let Some(reason) = not_started_reason(&ctx) {
+        tracing::info!("route controller not started: {reason}");
+        shutdown.wait().await;
+        return Ok(());
+    }
+    let controller = RouteController::new(ctx.clone(), instances);
+    tracing::info!("route controller started");
+    loop {
+        match controller.pass().await {
+            Ok(Pass::Isolated(networks)) => {
+                tracing::info!(
+                    "route controller not started: the Nodes' VMs are on isolated networks ({}); VPC static routes need VPC tiers",
+                    networks.join(", ")
+                );
+                shutdown.wait().await;
+                return Ok(());
+            }
+            Ok(Pass::Done) => {}
+            Err(error) => tracing::warn!(%error, "route reconciliation failed; retrying"),
+        }
+        tokio::select! {
+            _ = shutdown.wait() => return Ok(()),
+            _ = tokio::time::sleep(ctx.routes.reconciliation_period) => {}
+        }
+    }
+}
+
+/// How a pass ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pass {
+    /// Routes reconciled.
+    Done,
+    /// Every Node VM found is on an isolated network (named): nothing to route.
+    Isolated(Vec<String>),
+}
+
+/// Why a pass could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    /// Listing Nodes failed.
+    #[error("cannot list Nodes: {0}")]
+    Nodes(#[source] kube::Error),
+    /// Reading CloudStack failed.
+    #[error("reading CloudStack: {0}")]
+    Observe(#[source] cloudstack::Error),
+}
+
+/// What the Nodes need, worked out from the Nodes, the VMs and the networks.
+#[derive(Debug, Clone, Default)]
+pub struct NodeRoutes {
+    /// The plan's inputs (without the observed routes).
+    pub inputs: RouteInputs,
+    /// Networks of Node VMs that are not VPC tiers.
+    pub isolated_networks: BTreeSet<String>,
+    /// Node VMs found on VPC tiers.
+    pub on_vpc: usize,
+    /// Nodes that get no route, with why.
+    pub skipped: Vec<String>,
+}
+
+/// The route controller's state.
+pub struct RouteController {
+    ctx: Arc<Context>,
+    instances: Instances,
+    queues: NetworkQueues,
+    /// Warnings already logged (each once).
+    warned: Mutex<HashSet<String>>,
+}
+
+impl RouteController {
+    /// A controller using `ctx` and the shared VM view.
+    pub fn new(ctx: Arc<Context>, instances: Instances) -> Self {
+        RouteController {
+            ctx,
+            instances,
+            queues: NetworkQueues::default(),
+            warned: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Plans without changing anything: the routes to create and delete.
+    pub async fn plan(&self) -> Result<(NodeRoutes, RoutePlan), RouteError> {
+        let nodes = Api::<Node>::all(self.ctx.kube.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(RouteError::Nodes)?;
+        let mut wanted = node_routes(&self.ctx, &self.instances, &nodes.items).await?;
+        wanted.inputs.observed = observe::routes(&self.ctx.cloudstack)
+            .await
+            .map_err(RouteError::Observe)?;
+        let plan = plan(&self.ctx.cluster_name, &wanted.inputs);
+        Ok((wanted, plan))
+    }
+
+    /// One reconciliation: plan, apply, set the Nodes' conditions.
+    pub async fn pass(&self) -> Result<Pass, RouteError> {
+        let (wanted, plan) = self.plan().await?;
+        if wanted.on_vpc == 0 && !wanted.isolated_networks.is_empty() {
+            return Ok(Pass::Isolated(
+                wanted.isolated_networks.iter().cloned().collect(),
+            ));
+        }
+        for warning in wanted.skipped.iter().chain(&plan.warnings) {
+            self.warn_once(warning);
+        }
+        let outcomes = apply::apply(
+            &self.ctx.cloudstack,
+            &self.queues,
+            &self.ctx.cluster_name,
+            &plan,
+        )
+        .await;
+        let mut created: BTreeMap<String, bool> = plan
+            .satisfied
+            .iter()
+            .map(|node| (node.clone(), true))
+            .collect();
+        for outcome in &outcomes {
+            match (&outcome.step, &outcome.result) {
+                (step, Ok(())) => tracing::info!("{step}: done"),
+                (step, Err(error)) => tracing::warn!(%error, "{step}: failed"),
+            }
+            if let RouteStep::Create(route) = &outcome.step {
+                let ok = outcome.result.is_ok();
+                let entry = created.entry(route.node.clone()).or_insert(ok);
+                *entry &= ok;
+            }
+        }
+        let node_api = Api::<Node>::all(self.ctx.kube.clone());
+        for (node, ok) in created {
+            if let Err(error) = set_network_condition(&node_api, &node, ok).await {
+                tracing::warn!(node = %node, %error, "cannot set the NetworkUnavailable condition");
+            }
+        }
+        Ok(Pass::Done)
+    }
+
+    fn warn_once(&self, warning: &str) {
+        let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        if warned.insert(warning.to_string()) {
+            tracing::warn!("{warning}");
+        }
+    }
+}
+
+/// Works out the routes `nodes` need: pod CIDRs (IPv4) of Nodes whose VM is on a VPC tier,
+/// to the Node's InternalIP. A Node whose VM, network or address cannot be found now is
+/// kept (its routes stay).
+pub async fn node_routes(
+    ctx: &Context,
+    instances: &Instances,
+    nodes: &[Node],
+) -> Result<NodeRoutes, RouteError> {
+    let networks = observe::network_vpcs(&ctx.cloudstack)
+        .await
+        .map_err(RouteError::Observe)?;
+    let mut out = NodeRoutes {
+        inputs: RouteInputs {
+            cluster_cidrs: ctx.routes.cluster_cidrs.clone(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    for node in nodes {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        if node.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let cidrs = pod_cidrs(node);
+        if cidrs.is_empty() {
+            continue;
+        }
+        let vm = match instances.find_vm(&node_ref(node)).await {
+            Ok(Some(vm)) => vm,
+            Ok(None) | Err(_) => {
+                out.inputs.keep_nodes.insert(name);
+                continue;
+            }
+        };
+        let network = vm.network_id.as_deref().map(str::to_ascii_lowercase);
+        let vpc = match network.as_deref().map(|n| (n, networks.get(n))) {
+            Some((_, Some(Some(vpc)))) => vpc.clone(),
+            Some((network, Some(None))) => {
+                out.isolated_networks.insert(network.to_string());
+                continue;
+            }
+            _ => {
+                out.inputs.keep_nodes.insert(name);
+                continue;
+            }
+        };
+        out.on_vpc += 1;
+        let Some(next_hop) = internal_ipv4(node) else {
+            out.inputs.keep_nodes.insert(name);
+            continue;
+        };
+        for cidr in cidrs {
+            if !ctx.routes.cluster_cidrs.is_empty()
+                && !ctx
+                    .routes
+                    .cluster_cidrs
+                    .iter()
+                    .any(|c| cidr_contains(c, &cidr))
+            {
+                out.skipped.push(format!(
+                    "Node {name}: pod CIDR {cidr} is outside --cluster-cidr; no route made"
+                ));
+                continue;
+            }
+            out.inputs.desired.push(DesiredRoute {
+                node: name.clone(),
+                vpc_id: vpc.clone(),
+                cidr,
+                next_hop,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The Node's IPv4 pod CIDRs (`spec.podCIDRs`, else `spec.podCIDR`).
+pub fn pod_cidrs(node: &Node) -> Vec<Cidr> {
+    let Some(spec) = &node.spec else {
+        return Vec::new();
+    };
+    let texts: Vec<&str> = match &spec.pod_cidrs {
+        Some(list) if !list.is_empty() => list.iter().map(String::as_str).collect(),
+        _ => spec.pod_cidr.as_deref().into_iter().collect(),
+    };
+    texts
+        .into_iter()
+        .filter_map(Cidr::parse)
+        .filter(|c| c.addr.is_ipv4())
+        .collect()
+}
+
+/// The Node's first IPv4 `InternalIP`.
+pub fn internal_ipv4(node: &Node) -> Option<IpAddr> {
+    node.status
+        .as_ref()?
+        .addresses
+        .as_ref()?
+        .iter()
+        .filter(|a| a.type_ == "InternalIP")
+        .filter_map(|a| a.address.parse::<IpAddr>().ok())
+        .find(IpAddr::is_ipv4)
+}
+
+/// Sets `NetworkUnavailable` as Kubernetes' route controller (`updateNetworkingCondition`)
+/// does: `False`/`RouteCreated` when the route exists, `True`/`NoRouteCreated` when it could
+/// not be made. Nothing is written when the condition already says so.
+async fn set_network_condition(
+    api: &Api<Node>,
+    name: &str,
+    route_created: bool,
+) -> Result<(), kube::Error> {
+    let (status, reason, message) = if route_created {
+        ("False", "RouteCreated", "RouteController created a route")
+    } else {
+        (
+            "True",
+            "NoRouteCreated",
+            "RouteController failed to create a route",
+        )
+    };
+    let node = api.get(name).await?;
+    let current = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == NETWORK_UNAVAILABLE));
+    if current.is_some_and(|c| c.status == status && c.reason.as_deref() == Some(reason)) {
+        return Ok(());
+    }
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let patch = json!({ "status": { "conditions": [{
+        "type": NETWORK_UNAVAILABLE,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now,
+        "lastHeartbeatTime": now,
+    }]}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{NodeAddress, NodeSpec, NodeStatus};
+
+    #[test]
+    fn pod_cidrs_and_address() {
+        let node = Node {
+            spec: Some(NodeSpec {
+                pod_cidr: Some("10.244.1.0/24".into()),
+                pod_cidrs: Some(vec!["10.244.1.0/24".into(), "fd00:10:244:1::/64".into()]),
+                ..Default::default()
+            }),
+            status: Some(NodeStatus {
+                addresses: Some(vec![
+                    NodeAddress {
+                        type_: "Hostname".into(),
+                        address: "n1".into(),
+                    },
+                    NodeAddress {
+                        type_: "InternalIP".into(),
+                        address: "fd00::5".into(),
+                    },
+                    NodeAddress {
+                        type_: "InternalIP".into(),
+                        address: "10.100.1.5".into(),
+                    },
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let cidrs: Vec<String> = pod_cidrs(&node).iter().map(ToString::to_string).collect();
+        assert_eq!(cidrs, ["10.244.1.0/24"]);
+        assert_eq!(internal_ipv4(&node), Some("10.100.1.5".parse().unwrap()));
+        assert!(pod_cidrs(&Node::default()).is_empty());
+    }
+}

@@ -40,6 +40,7 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, P
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
+#[allow(unused_imports)]
 pub use target::{Double, VmFacts, skip_check_in_remote_mode, skip_in_remote_mode};
 use target::{CallCounter, KubeRequestLog, PASS_LINE, RemoteSettings};
 

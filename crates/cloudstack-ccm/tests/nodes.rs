@@ -43,7 +43,10 @@ async fn initialises_a_node_in_one_update_and_one_status_patch() {
     h.create_node(TestNode::new("node-1")).await;
 
     let node = h.wait_for_node("node-1", "initialised", initialised).await;
-    assert_eq!(provider_id(&node), format!("external-cloudstack://{}", vm.id));
+    assert_eq!(
+        provider_id(&node),
+        format!("external-cloudstack://{}", vm.id)
+    );
     let labels = labels(&node);
     if !h.is_remote() {
         assert_eq!((vm.offering.as_str(), vm.zone.as_str()), ("small", "zone1"));
@@ -405,7 +408,11 @@ async fn the_periodic_refresh_restores_drifted_addresses() {
     let stale =
         json!({ "status": { "addresses": [{ "type": "InternalIP", "address": "192.0.2.1" }] } });
     h.nodes()
-        .patch_status(&h.node_name("node-1"), &PatchParams::default(), &Patch::Merge(&stale))
+        .patch_status(
+            &h.node_name("node-1"),
+            &PatchParams::default(),
+            &Patch::Merge(&stale),
+        )
         .await
         .unwrap();
     let vm = h.vm("node-1");

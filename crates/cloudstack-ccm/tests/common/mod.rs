@@ -40,9 +40,9 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, P
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
+use target::{CallCounter, KubeRequestLog, PASS_LINE, RemoteSettings};
 #[allow(unused_imports)]
 pub use target::{Double, VmFacts, skip_check_in_remote_mode, skip_in_remote_mode};
-use target::{CallCounter, KubeRequestLog, PASS_LINE, RemoteSettings};
 
 /// Taint the kubelet puts on nodes until a cloud controller initialises them.
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -567,7 +567,10 @@ impl Harness {
             let regarding = event
                 .get("regarding")
                 .or_else(|| event.get("involvedObject"));
-            regarding.and_then(|r| r.get("name")).and_then(Value::as_str) == Some(name)
+            regarding
+                .and_then(|r| r.get("name"))
+                .and_then(Value::as_str)
+                == Some(name)
         });
         found
     }

@@ -224,12 +224,11 @@ impl KubeRequestLog {
         .await
         .expect("a usable kubeconfig");
         let log = self.clone();
-        let layer = tower::util::MapRequestLayer::new(
-            move |request: http::Request<kube::client::Body>| {
+        let layer =
+            tower::util::MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
                 log.record(request.method(), request.uri());
                 request
-            },
-        );
+            });
         kube::client::ClientBuilder::try_from(config)
             .expect("a Kubernetes client from the kubeconfig")
             .with_layer(&layer)
@@ -238,7 +237,10 @@ impl KubeRequestLog {
 
     fn record(&self, method: &http::Method, uri: &http::Uri) {
         if let Some(request) = classify(method, uri) {
-            self.requests.lock().expect("request log lock").push(request);
+            self.requests
+                .lock()
+                .expect("request log lock")
+                .push(request);
         }
     }
 

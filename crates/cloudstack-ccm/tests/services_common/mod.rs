@@ -119,7 +119,9 @@ impl LbTest {
     /// Creates `service` (named [`Harness::object_name`] of its name).
     pub async fn create(&self, service: &Service) -> Service {
         let mut service = service.clone();
-        let name = self.h.object_name(service.metadata.name.as_deref().unwrap_or_default());
+        let name = self
+            .h
+            .object_name(service.metadata.name.as_deref().unwrap_or_default());
         service.metadata.name = Some(name.clone());
         self.created.lock().expect("created lock").push(name);
         self.services()
@@ -179,9 +181,11 @@ impl LbTest {
 
     /// Waits until Service `name` is gone.
     pub async fn wait_gone(&self, name: &str) {
-        eventually(&format!("Service {name} deleted"), self.h.wait(), || async {
-            self.get(name).await.is_none().then_some(())
-        })
+        eventually(
+            &format!("Service {name} deleted"),
+            self.h.wait(),
+            || async { self.get(name).await.is_none().then_some(()) },
+        )
         .await
     }
 
@@ -212,10 +216,14 @@ impl LbTest {
         check: impl Fn(&[RuleView]) -> bool,
     ) -> Vec<RuleView> {
         let prefix = format!("{}-", default_lb_name(&self.uid(name).await));
-        eventually(&format!("rules of {name} {what}"), self.h.wait(), || async {
-            let rules = rules_with_prefix(&self.h, &prefix);
-            check(&rules).then_some(rules)
-        })
+        eventually(
+            &format!("rules of {name} {what}"),
+            self.h.wait(),
+            || async {
+                let rules = rules_with_prefix(&self.h, &prefix);
+                check(&rules).then_some(rules)
+            },
+        )
         .await
     }
 
@@ -226,9 +234,7 @@ impl LbTest {
             self.h.wait(),
             || async {
                 let events = if self.h.is_remote() {
-                    self.h
-                        .events_about_object(&self.h.object_name(name))
-                        .await
+                    self.h.events_about_object(&self.h.object_name(name)).await
                 } else {
                     self.h.events_about(name)
                 };

@@ -199,7 +199,7 @@ async fn a_foreign_provider_id_is_reported_and_the_node_kept_tainted() {
     let warning = h.wait_for_event("node-1", "SyncNodeFailed").await;
     let note = event_note(&warning);
     assert!(
-        note.contains("node-1") && note.contains("aws:///eu-west-1a/i-0123"),
+        note.contains(&h.node_name("node-1")) && note.contains("aws:///eu-west-1a/i-0123"),
         "{note}"
     );
     assert!(has_taint(

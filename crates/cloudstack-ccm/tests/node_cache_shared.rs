@@ -9,6 +9,9 @@ use node_lifecycle::SHUTDOWN_TAINT;
 
 #[tokio::test]
 async fn lifecycle_on_the_cloud_node_cache_follows_a_vm_from_start_to_removal() {
+    if common::skip_in_remote_mode("stops and removes a VM (destructive on a real environment)") {
+        return;
+    }
     let mut h = Harness::start_with(HarnessOptions::default()).await;
     let (handoff, shared) = tokio::sync::watch::channel(None);
     h.spawn(|ctx, instances, shutdown| {

@@ -1,5 +1,6 @@
 //! End-to-end tests of the cloud-node-lifecycle controller against the CloudStack
-//! simulator and the fake API server over HTTP.
+//! simulator and the fake API server over HTTP (or remote endpoints, see
+//! `common::target`, where the environment's VMs are never removed or stopped).
 
 mod common;
 
@@ -11,7 +12,7 @@ use cloudstack_ccm::controllers::node_lifecycle::{self, SHUTDOWN_TAINT};
 use cloudstack_sim::{ErrorFault, Faults};
 use common::{
     Harness, HarnessOptions, TestNode, UNINITIALIZED_TAINT, event_note, event_reason, has_taint,
-    provider_id,
+    provider_id, skip_check_in_remote_mode, skip_in_remote_mode,
 };
 
 /// Reason of the Warning Event on a Node whose deletion the safety rail holds back.
@@ -53,6 +54,14 @@ async fn a_not_ready_node_whose_vm_is_deleted_is_deleted() {
         .await;
     let_the_controller_look(&h).await;
     assert!(h.node("node-1").await.is_some(), "its VM still exists");
+    if h.is_remote() {
+        skip_check_in_remote_mode(
+            "the node goes with its VM",
+            "removing a VM of the environment is destructive",
+        );
+        h.stop().await;
+        return;
+    }
 
     assert!(h.sim.remove_vm(&id));
     h.wait_for_node_gone("node-1").await;
@@ -64,6 +73,9 @@ async fn a_not_ready_node_whose_vm_is_deleted_is_deleted() {
 
 #[tokio::test]
 async fn a_node_without_provider_id_is_matched_by_name_before_deleting() {
+    if skip_in_remote_mode("removes a VM (destructive on a real environment)") {
+        return;
+    }
     let h = harness_with_lifecycle_controller().await;
     add_healthy_node(&h, "node-3").await;
     let id = h.vm_id("node-2");
@@ -83,6 +95,9 @@ async fn a_node_without_provider_id_is_matched_by_name_before_deleting() {
 
 #[tokio::test]
 async fn a_ready_node_is_never_deleted() {
+    if skip_in_remote_mode("removes a VM (destructive on a real environment)") {
+        return;
+    }
     let h = harness_with_lifecycle_controller().await;
     let id = h.vm_id("node-1");
     h.create_node(initialised_node(&h, "node-1").ready(true))
@@ -102,6 +117,14 @@ async fn a_stopped_vm_taints_the_node_until_it_is_ready_again() {
         .await;
     let_the_controller_look(&h).await;
     assert!(!has_taint(&h.node("node-1").await.unwrap(), SHUTDOWN_TAINT));
+    if h.is_remote() {
+        skip_check_in_remote_mode(
+            "a stopped VM taints its node",
+            "stopping a VM of the environment is disruptive",
+        );
+        h.stop().await;
+        return;
+    }
 
     assert!(h.sim.set_vm_state(&id, "Stopped"));
     let node = h
@@ -134,6 +157,9 @@ async fn a_stopped_vm_taints_the_node_until_it_is_ready_again() {
 
 #[tokio::test]
 async fn monitoring_many_nodes_lists_vms_once_per_refresh_not_per_node() {
+    if skip_in_remote_mode("needs a scenario of 50 more VMs") {
+        return;
+    }
     let mut scenario = cloudstack_sim::Scenario::small();
     scenario.add_vms(cloudstack_sim::SMALL_NETWORK, "worker-", 50);
     let mut h = Harness::start_with(HarnessOptions {
@@ -168,6 +194,9 @@ async fn monitoring_many_nodes_lists_vms_once_per_refresh_not_per_node() {
 
 #[tokio::test]
 async fn a_failing_vm_list_never_deletes_a_node() {
+    if skip_in_remote_mode("injects faults into the simulator") {
+        return;
+    }
     let h = harness_with_lifecycle_controller().await;
     add_healthy_node(&h, "node-3").await;
     let id = h.vm_id("node-1");
@@ -197,6 +226,9 @@ async fn a_failing_vm_list_never_deletes_a_node() {
 
 #[tokio::test]
 async fn both_node_controllers_together_follow_a_vm_from_start_to_removal() {
+    if skip_in_remote_mode("stops and removes a VM (destructive on a real environment)") {
+        return;
+    }
     let mut h = Harness::start_with(HarnessOptions::default()).await;
     h.spawn(node::run_with);
     h.spawn(node_lifecycle::run_with);

@@ -140,7 +140,7 @@ async fn controllers_run_without_a_403(objects: Vec<(String, Option<String>, Val
         h.wait_for_event(name, "Synced").await;
     }
 
-    let t = LbTest { h };
+    let t = LbTest::from_harness(h);
     t.create(&lb_service("web", &[("TCP", 80, 30080)])).await;
     t.wait_for_ip("web").await;
     t.wait_event("web", "EnsuredLoadBalancer", "").await;

@@ -253,6 +253,11 @@ async fn run_matrix(rig: &Rig, cases: &[Case]) -> (usize, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_services_get_a_warning_naming_the_cause_and_change_nothing() {
+    if common::skip_in_remote_mode(
+        "audits the simulator's state and the fake API server's counters",
+    ) {
+        return;
+    }
     let rig = Rig::start(scenario()).await;
     for vm in ["node-1", "node-2", "node-3"] {
         rig.add_node(vm);
@@ -266,6 +271,9 @@ async fn bad_services_get_a_warning_naming_the_cause_and_change_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_eligible_node_and_nodes_matching_no_vm_get_a_warning() {
+    if common::skip_in_remote_mode("reads the simulator's state and the fake API server's store") {
+        return;
+    }
     let cluster_without_nodes = Rig::start(scenario()).await;
     let case = |name| Case {
         service: lb_service(name, &[("TCP", 80, 30080)], &[]),
@@ -291,6 +299,11 @@ async fn no_eligible_node_and_nodes_matching_no_vm_get_a_warning() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_start_up_input_stops_with_one_line_naming_the_cause() {
+    if common::skip_in_remote_mode(
+        "points the controller manager at endpoints made to fail (closed ports, bad files)",
+    ) {
+        return;
+    }
     let rig = Rig::start(Scenario::small()).await;
     let url = rig.sim.api_url();
     let closed = format!("http://127.0.0.1:{}/client/api", free_port());

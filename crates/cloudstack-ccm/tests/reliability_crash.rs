@@ -83,6 +83,11 @@ impl Driver {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
+    if common::skip_in_remote_mode(
+        "restarts the simulator from its state file and audits its state",
+    ) {
+        return;
+    }
     let kills = reliability::env_count("CRASH_KILLS", 50);
     let seed = reliability::seed("CRASH_SEED");
     let mut scenario = Scenario::small();
@@ -199,6 +204,9 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
 /// The same changes without any kill: what leaks here is not a crash's doing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn churn_without_kills_leaks_nothing() {
+    if common::skip_in_remote_mode("audits the simulator's state for leaks") {
+        return;
+    }
     let seed = reliability::seed("CHURN_SEED");
     let mut scenario = Scenario::small();
     scenario.settings.job_duration_ms = 20;

@@ -111,6 +111,9 @@ fn stragglers(h: &common::Harness) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cloudstack_faults_converge_without_leaks_and_with_bounded_calls() {
+    if common::skip_in_remote_mode("injects faults into the simulator") {
+        return;
+    }
     let mut scenario = Scenario::small();
     scenario.settings.job_duration_ms = 10;
     scenario.settings.throttle = Some(Throttle {
@@ -226,6 +229,9 @@ async fn cloudstack_faults_converge_without_leaks_and_with_bounded_calls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_server_faults_are_survived_without_duplicate_cloudstack_work() {
+    if common::skip_in_remote_mode("injects faults into the fake API server") {
+        return;
+    }
     let mut scenario = Scenario::small();
     scenario.settings.job_duration_ms = 5;
     let h = start_service_controller(scenario, &NODES).await;
@@ -323,6 +329,9 @@ async fn api_server_faults_are_survived_without_duplicate_cloudstack_work() {
 /// an IP of its own, and deleting it must never release the other's address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_ip_association_is_not_taken_for_the_services_ip() {
+    if common::skip_in_remote_mode("injects faults into the simulator") {
+        return;
+    }
     let mut scenario = Scenario::small();
     scenario.settings.job_duration_ms = 5;
     let h = reliability::in_process::start_with_nodes(scenario, &NODES).await;

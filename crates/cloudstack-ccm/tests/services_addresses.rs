@@ -1,21 +1,39 @@
 //! Public IPs of LoadBalancer Services end to end: a requested address that is free,
-//! already ours, or someone else's; `keep-ip`; two Services sharing one address.
+//! already ours, or someone else's; `keep-ip`; two Services sharing one address. In remote
+//! mode (see `common::target`) addresses a test keeps are released at its end.
 
 mod common;
 mod services_common;
 
 use std::time::Duration;
 
-use cloudstack::AssociateIpAddress;
+use cloudstack::{AssociateIpAddress, DisassociateIpAddress};
 use cloudstack_ccm::cloud::loadbalancer::annotations;
-use cloudstack_sim::{SMALL_NETWORK, SMALL_ZONE, Scenario};
+use cloudstack_sim::{SMALL_ZONE, Scenario};
 use services_common::*;
 
 const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
 const RESYNC: Duration = Duration::from_secs(100);
 
+/// In remote mode, releases address `ip_id` that the test kept (no leak on a real cloud).
+async fn release_in_remote_mode(t: &LbTest, ip_id: &str) {
+    if t.h.is_remote() {
+        let request = DisassociateIpAddress {
+            id: Some(ip_id.to_string()),
+            ..Default::default()
+        };
+        t.client_of(common::ACCOUNT)
+            .disassociate_ip_address(&request)
+            .await
+            .expect("releasing the kept address");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_free_requested_address_is_associated_and_released() {
+    if common::skip_in_remote_mode("requests a free address of the simulator's pool") {
+        return;
+    }
     let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
     let wanted = "203.0.113.150";
     t.create(&with_annotations(
@@ -44,7 +62,7 @@ async fn a_free_requested_address_is_associated_and_released() {
 async fn an_address_already_ours_is_used_and_kept() {
     let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
     let request = AssociateIpAddress {
-        networkid: Some(t.network_id(SMALL_NETWORK)),
+        networkid: Some(t.h.vm("node-1").network_id),
         ..Default::default()
     };
     let ip = t
@@ -64,7 +82,7 @@ async fn an_address_already_ours_is_used_and_kept() {
         None
     );
     let uid = t.uid("mine").await;
-    t.h.sim.reset_counts();
+    t.h.reset_cloudstack_counts();
     t.delete("mine").await;
     t.wait_gone("mine").await;
     assert!(t.rules_of_uid(&uid).is_empty(), "rules deleted");
@@ -74,11 +92,15 @@ async fn an_address_already_ours_is_used_and_kept() {
         "the user's IP is never released"
     );
     assert_eq!(mutating_counts(&t.h).get("disassociateIpAddress"), None);
+    release_in_remote_mode(&t, &ip_id).await;
     t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_address_of_another_account_is_refused_without_change() {
+    if common::skip_in_remote_mode("needs the keys of a second account (the simulator's bob)") {
+        return;
+    }
     let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
     let zone_id = t.h.sim.with_state(|s| {
         s.zones
@@ -136,6 +158,7 @@ async fn keep_ip_keeps_the_address_after_delete() {
         Some("Allocated"),
         "keep-ip keeps the IP"
     );
+    release_in_remote_mode(&t, &ip_id).await;
     t.stop().await;
 }
 

@@ -24,6 +24,9 @@ const RESYNC: Duration = Duration::from_secs(100);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_killed_during_ip_association_leaks_nothing() {
+    if common::skip_in_remote_mode("slows the simulator's jobs and reads its state") {
+        return;
+    }
     let t = LbTest::prepare(Scenario::small(), &NODES, RESYNC).await;
     t.h.sim.set_job_duration(Duration::from_millis(400));
     let allocated = || {
@@ -140,6 +143,9 @@ fn claimed(name: &str, address: &str) -> k8s_openapi::api::core::v1::Service {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claimed_address_is_adopted_associated_replaced_or_released_after_a_kill() {
+    if common::skip_in_remote_mode("needs a second simulator account and the simulator's state") {
+        return;
+    }
     let mut t = LbTest::prepare(Scenario::small(), &NODES, RESYNC).await;
     let before = owned_by(&t, common::ACCOUNT);
 

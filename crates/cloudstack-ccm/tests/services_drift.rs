@@ -21,6 +21,9 @@ const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_added_removed_and_excluded_change_the_members() {
+    if common::skip_in_remote_mode("adds a VM to the simulator") {
+        return;
+    }
     let t = LbTest::start(Scenario::small(), &NODES, Duration::from_secs(100)).await;
     t.create(&lb_service(
         "web",
@@ -120,6 +123,9 @@ async fn a_rule_deleted_by_hand_is_recreated_at_the_next_resync() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_go_ccm_load_balancer_is_adopted_unchanged() {
+    if common::skip_in_remote_mode("builds the Go CCM's load balancer in the simulator's state") {
+        return;
+    }
     let mut t = LbTest::prepare(Scenario::small(), &NODES, Duration::from_secs(100)).await;
     // A Service as the Go CCM left it: finalizer, ingress, ip-associated-by-controller.
     t.create(&lb_service(

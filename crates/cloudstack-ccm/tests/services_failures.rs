@@ -15,6 +15,9 @@ const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_step_is_reported_and_the_retry_finishes_the_job() {
+    if common::skip_in_remote_mode("injects faults into the simulator") {
+        return;
+    }
     let t = LbTest::start(Scenario::small(), &NODES, Duration::from_secs(100)).await;
     let mut faults = Faults::default();
     faults.errors.insert(
@@ -79,7 +82,7 @@ async fn a_failed_step_is_reported_and_the_retry_finishes_the_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_annotation_is_reported_and_nothing_is_created() {
     let t = LbTest::start(Scenario::small(), &NODES, Duration::from_secs(100)).await;
-    t.h.sim.reset_counts();
+    t.h.reset_cloudstack_counts();
     t.create(&with_annotations(
         lb_service("bad", &[("TCP", 80, 30080)]),
         &[(annotations::ALGORITHM.key, "fastest")],

@@ -1,5 +1,6 @@
-//! LoadBalancer Services end to end (simulator + fake API server over HTTP): create,
-//! change and delete with one to three ports, and what each step costs in jobs.
+//! LoadBalancer Services end to end (simulator + fake API server over HTTP, or remote
+//! endpoints, see `common::target`): create, change and delete with one to three ports, and
+//! what each step costs in jobs.
 
 mod common;
 mod services_common;
@@ -15,7 +16,7 @@ const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_update_delete_with_one_to_three_ports() {
     let t = LbTest::start(Scenario::small(), &NODES, Duration::from_secs(100)).await;
-    t.h.sim.reset_counts();
+    t.h.reset_cloudstack_counts();
 
     // Create with one port.
     t.create(&lb_service("web", &[("TCP", 80, 30080)])).await;
@@ -35,7 +36,7 @@ async fn create_update_delete_with_one_to_three_ports() {
     let uid = t.uid("web").await;
     assert!(rules[0].name.ends_with("-tcp-80"), "{}", rules[0].name);
     assert_eq!((rules[0].public_port, rules[0].private_port), (80, 30080));
-    assert_eq!(rules[0].members, NODES);
+    assert_eq!(rules[0].members, t.h.vm_names(&NODES));
     assert_eq!(rules[0].ip_id, ip_id);
     assert_eq!(rules[0].tags.get("cloudstack-ccm/service-uid"), Some(&uid));
     assert_eq!(
@@ -64,7 +65,7 @@ async fn create_update_delete_with_one_to_three_ports() {
     );
 
     // Three ports.
-    t.h.sim.reset_counts();
+    t.h.reset_cloudstack_counts();
     t.patch(
         "web",
         ports_patch(&[
@@ -157,7 +158,7 @@ async fn a_service_that_stops_being_a_load_balancer_is_cleaned_up() {
     let mut other = lb_service("other", &[("TCP", 80, 30081)]);
     other.spec.as_mut().expect("spec").load_balancer_class = Some("example.com/other".into());
     t.create(&other).await;
-    t.h.sim.reset_counts();
+    t.h.reset_cloudstack_counts();
     settle().await;
     assert!(
         mutating_counts(&t.h).is_empty(),

@@ -14,6 +14,11 @@ use services_common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dry_run_plans_without_changing_anything() {
+    if common::skip_in_remote_mode(
+        "counts with the simulator and plans for every Service and Node of the cluster",
+    ) {
+        return;
+    }
     let t = LbTest::prepare(
         Scenario::small(),
         &["node-1", "node-2", "node-3"],

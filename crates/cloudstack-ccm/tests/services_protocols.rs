@@ -1,6 +1,7 @@
 //! Protocols of LoadBalancer Services end to end: UDP where the provider has it
 //! (NetScaler-like network) and refused where it does not (Virtual Router), and the
-//! PROXY protocol switched on and off on a live Service.
+//! PROXY protocol switched on and off on a live Service. In remote mode (see
+//! `common::target`) the environment's VMs are expected on a Virtual Router network.
 
 mod common;
 mod services_common;
@@ -17,7 +18,7 @@ const RESYNC: Duration = Duration::from_secs(100);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn udp_is_refused_on_a_virtual_router_network_without_any_change() {
     let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
-    t.h.sim.reset_counts();
+    t.h.reset_cloudstack_counts();
     t.create(&lb_service(
         "dns",
         &[("TCP", 53, 30053), ("UDP", 5353, 30054)],
@@ -41,6 +42,9 @@ async fn udp_is_refused_on_a_virtual_router_network_without_any_change() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_and_udp_on_a_netscaler_network() {
+    if common::skip_in_remote_mode("needs the simulator's NetScaler network and its VMs") {
+        return;
+    }
     let mut scenario = Scenario::small();
     let nodes = scenario.add_vms(SMALL_NETSCALER_NETWORK, "ns-", 2);
     let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
@@ -103,7 +107,7 @@ async fn proxy_protocol_toggles_on_a_live_service() {
         proxied.iter().all(|r| r.name.contains("-tcp-proxy-")),
         "{proxied:#?}"
     );
-    assert!(proxied.iter().all(|r| r.members == NODES));
+    assert!(proxied.iter().all(|r| r.members == t.h.vm_names(&NODES)));
     let service = t
         .wait_for("ingress", "reports ipMode Proxy", |s| {
             ingress_ip_mode(s).as_deref() == Some("Proxy")
@@ -173,6 +177,6 @@ async fn the_hostname_annotation_replaces_the_ip_in_the_status() {
             r.len() == 1 && r[0].protocol == "tcp-proxy"
         })
         .await;
-    assert_eq!(rules[0].members, NODES);
+    assert_eq!(rules[0].members, t.h.vm_names(&NODES));
     t.stop().await;
 }

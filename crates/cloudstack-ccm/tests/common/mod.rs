@@ -3,6 +3,12 @@
 //! them, a controller [`Context`] with short intervals, one shared [`Instances`] view, and
 //! helpers to create nodes and wait (always with a timeout) for what the controllers do.
 //!
+//! The same tests run against remote endpoints (a real cluster and a real CloudStack, or the
+//! doubles started as separate processes) when the environment names them: see
+//! [`target`]. Node, VM and object names the tests use are then mapped to unique ones
+//! ([`Harness::node_name`], [`Harness::vm`]), and everything a test creates is deleted at
+//! [`Harness::stop`].
+//!
 //! ```ignore
 //! let mut h = Harness::start(Scenario::small()).await;
 //! h.spawn(|ctx, instances, shutdown| node::run_with(ctx, instances, shutdown));
@@ -13,9 +19,11 @@
 
 #![allow(dead_code)]
 
+pub mod target;
+
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cloudstack_ccm::cloud::instances::Instances;
@@ -28,9 +36,13 @@ use cloudstack_ccm::server::Readiness;
 use cloudstack_sim::{Scenario, SimServer, VmSpec};
 use fake_apiserver::FakeApiServer;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
+
+use target::{CallCounter, KubeRequestLog, PASS_LINE, RemoteSettings};
+#[allow(unused_imports)]
+pub use target::{Double, VmFacts, skip_check_in_remote_mode, skip_in_remote_mode};
 
 /// Taint the kubelet puts on nodes until a cloud controller initialises them.
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -95,13 +107,43 @@ impl Default for HarnessOptions {
     }
 }
 
-/// A running simulator + fake API server + controller context.
+/// Where a [`Harness`] runs: its own in-process doubles, or remote endpoints.
+pub enum Target {
+    /// A simulator and a fake API server started by this test (the default).
+    InProcess,
+    /// A cluster and a CloudStack named by the environment (see [`target`]).
+    Remote(Box<Remote>),
+}
+
+/// The remote endpoints of a test and what it keeps to use them as a real server allows.
+pub struct Remote {
+    /// What the environment named.
+    pub settings: RemoteSettings,
+    /// Unique per test: a suffix of node names and a prefix of other object names.
+    pub prefix: String,
+    /// A client of the account that is not counted (the test's own reads).
+    pub probe: cloudstack::Client,
+    /// The VMs used as nodes, in order (`node-1` is the first).
+    pub vms: Vec<VmFacts>,
+    /// CloudStack calls of the controllers, as their client reports them.
+    pub calls: Arc<CallCounter>,
+    /// Kubernetes API requests of this process.
+    pub requests: KubeRequestLog,
+    /// Nodes this test created (deleted at stop).
+    pub created_nodes: Mutex<Vec<String>>,
+}
+
+/// A running simulator + fake API server (or remote endpoints) + controller context.
 pub struct Harness {
-    /// The CloudStack simulator (counters: `sim.call_counts()`, `sim.reset_counts()`).
-    pub sim: SimServer,
-    /// The fake Kubernetes API server (`apiserver.cluster()` for direct store access).
-    pub apiserver: FakeApiServer,
-    /// A client of the fake API server (the admin when RBAC is on).
+    /// The CloudStack simulator (counters: `sim.call_counts()`, `sim.reset_counts()`);
+    /// absent in remote mode.
+    pub sim: Double<SimServer>,
+    /// The fake Kubernetes API server (`apiserver.cluster()` for direct store access);
+    /// absent in remote mode.
+    pub apiserver: Double<FakeApiServer>,
+    /// In-process doubles or remote endpoints.
+    pub target: Target,
+    /// A client of the API server (the admin when RBAC is on).
     pub kube: kube::Client,
     /// The controller context (short intervals).
     pub ctx: Arc<Context>,
@@ -131,9 +173,13 @@ impl Harness {
         .await
     }
 
-    /// Starts a simulator and a fake API server and builds the context.
+    /// Starts a simulator and a fake API server and builds the context; in remote mode
+    /// connects to the endpoints the environment names instead (the scenario is unused).
     pub async fn start_with(options: HarnessOptions) -> Self {
         init();
+        if let Some(settings) = RemoteSettings::from_env() {
+            return Self::connect(settings, options).await;
+        }
         let server_version = options
             .scenario
             .version
@@ -218,8 +264,9 @@ impl Harness {
         });
         let (trigger, shutdown) = shutdown_channel();
         Self {
-            sim,
-            apiserver,
+            sim: Double::local(sim, "CloudStack simulator"),
+            apiserver: Double::local(apiserver, "fake API server"),
+            target: Target::InProcess,
             kube,
             ctx,
             instances,
@@ -244,8 +291,24 @@ impl Harness {
         self.tasks.push(tokio::spawn(task));
     }
 
-    /// Stops every controller started with [`Harness::spawn`] and checks they ended cleanly.
+    /// Stops every controller started with [`Harness::spawn`] and checks they ended cleanly;
+    /// in remote mode first deletes the Nodes the test created.
     pub async fn stop(self) {
+        if let Target::Remote(remote) = &self.target {
+            let created = remote
+                .created_nodes
+                .lock()
+                .expect("created nodes lock")
+                .clone();
+            for name in created {
+                match self.nodes().delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(e) => panic!("deleting node {name}: {e}"),
+                }
+                self.wait_for_real_node_gone(&name).await;
+            }
+        }
         self.trigger.trigger();
         for task in self.tasks {
             let result = tokio::time::timeout(WAIT, task)
@@ -253,6 +316,9 @@ impl Harness {
                 .expect("controller stops within the timeout")
                 .expect("controller task does not panic");
             result.expect("controller ends without error");
+        }
+        if matches!(self.target, Target::Remote(_)) {
+            println!("{PASS_LINE}: {}", target::current_test());
         }
     }
 
@@ -266,8 +332,12 @@ impl Harness {
         Api::all(self.kube.clone())
     }
 
-    /// Id of the simulator VM named `name`.
+    /// Id of the simulator VM named `name` (in remote mode: of the environment's VM that
+    /// stands for `name`, see [`Harness::vm`]).
     pub fn vm_id(&self, name: &str) -> String {
+        if let Target::Remote(_) = &self.target {
+            return self.vm(name).id;
+        }
         self.sim
             .with_state(|state| {
                 state
@@ -286,37 +356,299 @@ impl Harness {
             .unwrap_or_else(|e| panic!("adding VM {name}: {e}"))
     }
 
-    /// Total CloudStack calls since start or the last `sim.reset_counts()`.
+    /// Total CloudStack calls since start or the last [`Harness::reset_cloudstack_counts`].
     pub fn cloudstack_calls(&self) -> u64 {
-        self.sim.call_counts().values().sum()
+        self.cloudstack_call_counts().values().sum()
     }
 
     /// `listVirtualMachines` calls since start or the last reset.
     pub fn list_vm_calls(&self) -> u64 {
-        self.sim
-            .call_counts()
+        self.cloudstack_call_counts()
             .get("listVirtualMachines")
             .copied()
             .unwrap_or(0)
     }
 
-    /// Creates a node (and, when `node.ready` is set, its Ready condition).
-    pub async fn create_node(&self, node: TestNode) -> Node {
+    /// CloudStack calls per command since start or the last reset: the simulator's counters
+    /// in process; in remote mode the controllers' client's own reports (a real server has
+    /// no counters to ask, and other clients may share it).
+    pub fn cloudstack_call_counts(&self) -> BTreeMap<String, u64> {
+        match &self.target {
+            Target::InProcess => self.sim.call_counts(),
+            Target::Remote(remote) => remote.calls.counts(),
+        }
+    }
+
+    /// Restarts the counts of [`Harness::cloudstack_call_counts`].
+    pub fn reset_cloudstack_counts(&self) {
+        match &self.target {
+            Target::InProcess => self.sim.reset_counts(),
+            Target::Remote(remote) => remote.calls.reset(),
+        }
+    }
+
+    /// Kubernetes API requests with `verb` on `resource` (`nodes/status` for a subresource):
+    /// the fake API server's counters in process; in remote mode the requests this process
+    /// sent about objects of this test.
+    pub fn kube_request_count(&self, verb: fake_apiserver::Verb, resource: &str) -> usize {
+        match &self.target {
+            Target::InProcess => self.cluster().request_count(verb, resource) as usize,
+            Target::Remote(remote) => remote.requests.count(verb, resource, &remote.prefix),
+        }
+    }
+
+    /// Restarts the counts of [`Harness::kube_request_count`].
+    pub fn reset_kube_request_counts(&self) {
+        match &self.target {
+            Target::InProcess => self.cluster().reset_request_counts(),
+            Target::Remote(remote) => remote.requests.reset(),
+        }
+    }
+
+    /// True in remote mode.
+    pub fn is_remote(&self) -> bool {
+        matches!(self.target, Target::Remote(_))
+    }
+
+    /// The name of the object a test calls `name`: itself in process; in remote mode
+    /// unique to this test. A node named `node-N` (or `node-N.<domain>`) is named
+    /// `<Nth VM>.<prefix>`, so that the controller still finds its VM by the first DNS
+    /// label; any other node `name.<prefix>`.
+    pub fn node_name(&self, name: &str) -> String {
+        let Target::Remote(remote) = &self.target else {
+            return name.to_string();
+        };
+        let first = name.split('.').next().unwrap_or(name);
+        match remote_vm_index(first).and_then(|i| remote.vms.get(i)) {
+            Some(vm) => format!("{}.{}", vm.name.to_ascii_lowercase(), remote.prefix),
+            None => format!("{name}.{}", remote.prefix),
+        }
+    }
+
+    /// The name of a Service (or other namespaced object) a test calls `name`: itself in
+    /// process; `<prefix>-<name>` in remote mode.
+    pub fn object_name(&self, name: &str) -> String {
+        match &self.target {
+            Target::InProcess => name.to_string(),
+            Target::Remote(remote) => format!("{}-{name}", remote.prefix),
+        }
+    }
+
+    /// The VM a test calls `name`: the simulator's VM of that name in process; in remote
+    /// mode `node-N` is the environment's Nth VM (any other name panics: such a test must
+    /// skip in remote mode).
+    pub fn vm(&self, name: &str) -> VmFacts {
+        match &self.target {
+            Target::InProcess => self
+                .sim
+                .with_state(|state| {
+                    let vm = state.vms.iter().find(|vm| vm.name == name)?;
+                    let nic = vm.nics.iter().find(|n| n.isdefault).or(vm.nics.first())?;
+                    let network = state.networks.iter().find(|n| n.id == nic.network_id)?;
+                    Some(VmFacts {
+                        id: vm.id.clone(),
+                        name: vm.name.clone(),
+                        zone: state
+                            .zones
+                            .iter()
+                            .find(|z| z.id == vm.zone_id)
+                            .map(|z| z.name.clone())
+                            .unwrap_or_default(),
+                        offering: state
+                            .offerings
+                            .iter()
+                            .find(|o| o.id == vm.offering_id)
+                            .map(|o| o.name.clone())
+                            .unwrap_or_default(),
+                        ipv4: nic.ipv4.clone(),
+                        network_id: network.id.clone(),
+                        network_name: network.name.clone(),
+                    })
+                })
+                .unwrap_or_else(|| panic!("no VM named {name:?} in the simulator")),
+            Target::Remote(remote) => remote_vm_index(name)
+                .and_then(|i| remote.vms.get(i))
+                .cloned()
+                .unwrap_or_else(|| {
+                    panic!(
+                        "the test uses VM {name:?}; the environment provides {} VMs ({}): \
+                         name more with {}",
+                        remote.vms.len(),
+                        remote
+                            .vms
+                            .iter()
+                            .map(|vm| vm.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        target::ENV_VMS
+                    )
+                }),
+        }
+    }
+
+    /// The names of the VMs a test calls `names` (see [`Harness::vm`]).
+    pub fn vm_names(&self, names: &[&str]) -> Vec<String> {
+        names.iter().map(|name| self.vm(name).name).collect()
+    }
+
+    /// Connects to the remote endpoints of `settings`.
+    async fn connect(settings: RemoteSettings, options: HarnessOptions) -> Self {
+        let text = std::fs::read_to_string(&settings.cloud_config).unwrap_or_else(|e| {
+            panic!(
+                "reading cloud-config {}: {e}",
+                settings.cloud_config.display()
+            )
+        });
+        let mut cloud_config = CloudConfig::from_text(&text, |_| None).expect("cloud-config");
+        if options.region.is_some() {
+            cloud_config.region = options.region.clone();
+        }
+        if options.project_id.is_some() {
+            cloud_config.project_id = options.project_id.clone();
+        }
+        let metrics = Arc::new(Metrics::new());
+        let calls = Arc::new(CallCounter::new(metrics.clone()));
+        // The test's own reads are not counted: only the controllers' calls are.
+        let probe = remote_client(&cloud_config, None);
+        let cloudstack = remote_client(&cloud_config, Some(calls.clone()));
+        let server_version = cloudstack_ccm::connect::server_version(&cloud_config, &probe)
+            .await
+            .expect("the CloudStack version");
+        let vms = target::environment_vms(&probe, &settings).await;
+        let requests = KubeRequestLog::default();
+        let kube = requests.client(&settings.kubeconfig).await;
+        let prefix = format!("e2e-{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+        println!(
+            "real-endpoint mode: {} against {} (CloudStack {}), VMs {:?}, object prefix {prefix}",
+            target::current_test(),
+            cloud_config.api_url,
+            server_version,
+            vms.iter().map(|vm| vm.name.as_str()).collect::<Vec<_>>()
+        );
+
+        let inventory = Inventory::new(
+            Arc::new(CloudStackVms::new(cloudstack.clone())),
+            options.inventory,
+        )
+        .with_observer(metrics.clone());
+        let instances = Instances::new(Arc::new(inventory), cloud_config.region.clone());
+        let ctx = Arc::new(Context {
+            kube: kube.clone(),
+            cloudstack,
+            server_version,
+            cloud_config,
+            cluster_name: options.cluster_name,
+            metrics,
+            readiness: Readiness::new(LeaderStatus::new()),
+            node_status_update_frequency: options.node_status_update_frequency,
+            node_monitor_period: options.node_monitor_period,
+            service_resync_period: options.service_resync_period,
+            concurrent_service_syncs: 4,
+            load_balancer_class: None,
+            routes: options.routes,
+        });
+        let (trigger, shutdown) = shutdown_channel();
+        Self {
+            sim: Double::remote("CloudStack simulator"),
+            apiserver: Double::remote("fake API server"),
+            target: Target::Remote(Box::new(Remote {
+                settings,
+                prefix,
+                probe,
+                vms,
+                calls,
+                requests,
+                created_nodes: Mutex::new(Vec::new()),
+            })),
+            kube,
+            ctx,
+            instances,
+            trigger,
+            shutdown,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Timeout of every wait: [`WAIT`] in process, the environment's in remote mode.
+    pub fn wait(&self) -> Duration {
+        match &self.target {
+            Target::InProcess => WAIT,
+            Target::Remote(remote) => remote.settings.wait,
+        }
+    }
+
+    /// Every Event (core/v1 and events.k8s.io/v1) about the object named `name` (its real
+    /// name), read through the API (works in both modes).
+    pub async fn events_about_object(&self, name: &str) -> Vec<Value> {
+        let mut found = Vec::new();
+        let core: Api<k8s_openapi::api::core::v1::Event> = Api::all(self.kube.clone());
+        let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(self.kube.clone());
+        if let Ok(list) = core.list(&ListParams::default()).await {
+            found.extend(
+                list.items
+                    .iter()
+                    .filter_map(|e| serde_json::to_value(e).ok()),
+            );
+        }
+        if let Ok(list) = events.list(&ListParams::default()).await {
+            found.extend(
+                list.items
+                    .iter()
+                    .filter_map(|e| serde_json::to_value(e).ok()),
+            );
+        }
+        found.retain(|event| {
+            let regarding = event
+                .get("regarding")
+                .or_else(|| event.get("involvedObject"));
+            regarding
+                .and_then(|r| r.get("name"))
+                .and_then(Value::as_str)
+                == Some(name)
+        });
+        found
+    }
+
+    async fn wait_for_real_node_gone(&self, name: &str) {
+        eventually(&format!("node {name} deleted"), self.wait(), || async {
+            self.nodes()
+                .get_opt(name)
+                .await
+                .unwrap_or_else(|e| panic!("reading node {name}: {e}"))
+                .is_none()
+                .then_some(())
+        })
+        .await
+    }
+
+    /// Creates a node (and, when `node.ready` is set, its Ready condition). In remote mode
+    /// the node is named [`Harness::node_name`] and deleted at [`Harness::stop`].
+    pub async fn create_node(&self, mut node: TestNode) -> Node {
         let ready = node.ready;
+        let logical = node.name.clone();
+        node.name = self.node_name(&logical);
         let name = node.name.clone();
+        if let Target::Remote(remote) = &self.target {
+            remote
+                .created_nodes
+                .lock()
+                .expect("created nodes lock")
+                .push(name.clone());
+        }
         let created = self
             .nodes()
             .create(&PostParams::default(), &node.build())
             .await
             .unwrap_or_else(|e| panic!("creating node {name}: {e}"));
         match ready {
-            Some(ready) => self.set_ready(&name, ready).await,
+            Some(ready) => self.set_ready(&logical, ready).await,
             None => created,
         }
     }
 
     /// Sets the node's Ready condition to `True` or `False`.
     pub async fn set_ready(&self, name: &str, ready: bool) -> Node {
+        let name = &self.node_name(name);
         let status = if ready { "True" } else { "False" };
         let patch = json!({ "status": { "conditions": [{
             "type": "Ready",
@@ -333,6 +665,7 @@ impl Harness {
 
     /// The node, or `None` when it does not exist.
     pub async fn node(&self, name: &str) -> Option<Node> {
+        let name = &self.node_name(name);
         self.nodes()
             .get_opt(name)
             .await
@@ -348,7 +681,8 @@ impl Harness {
         check: impl Fn(&Node) -> bool,
     ) -> Node {
         let mut last = None;
-        let waited = tokio::time::timeout(WAIT, async {
+        let wait = self.wait();
+        let waited = tokio::time::timeout(wait, async {
             loop {
                 if let Some(node) = self.node(name).await {
                     if check(&node) {
@@ -361,13 +695,13 @@ impl Harness {
         })
         .await;
         waited.unwrap_or_else(|_| {
-            panic!("node {name} not {what} within {WAIT:?}; last seen: {last:#?}")
+            panic!("node {name} not {what} within {wait:?}; last seen: {last:#?}")
         })
     }
 
     /// Waits (at most [`WAIT`]) until node `name` no longer exists.
     pub async fn wait_for_node_gone(&self, name: &str) {
-        eventually(&format!("node {name} deleted"), WAIT, || async {
+        eventually(&format!("node {name} deleted"), self.wait(), || async {
             self.node(name).await.is_none().then_some(())
         })
         .await
@@ -390,15 +724,58 @@ impl Harness {
             .collect()
     }
 
-    /// Waits (at most [`WAIT`]) for an Event with `reason` about `name`; returns it.
+    /// Waits (at most [`WAIT`]) for an Event with `reason` about node `name`; returns it.
     pub async fn wait_for_event(&self, name: &str, reason: &str) -> Value {
-        eventually(&format!("an Event {reason} about {name}"), WAIT, || async {
-            self.events_about(name)
-                .into_iter()
-                .find(|event| event_reason(event) == Some(reason))
-        })
+        if !self.is_remote() {
+            return eventually(&format!("an Event {reason} about {name}"), WAIT, || async {
+                self.events_about(name)
+                    .into_iter()
+                    .find(|event| event_reason(event) == Some(reason))
+            })
+            .await;
+        }
+        let name = &self.node_name(name);
+        eventually(
+            &format!("an Event {reason} about {name}"),
+            self.wait(),
+            || async {
+                self.events_about_object(name)
+                    .await
+                    .into_iter()
+                    .find(|event| event_reason(event) == Some(reason))
+            },
+        )
         .await
     }
+}
+
+/// A CloudStack client as the controller manager builds it from `config`.
+fn remote_client(
+    config: &CloudConfig,
+    observer: Option<Arc<dyn cloudstack::CallObserver>>,
+) -> cloudstack::Client {
+    let mut client_config = cloudstack::ClientConfig::new(
+        config.api_url.clone(),
+        config.api_key.clone(),
+        config.secret_key.clone(),
+    );
+    client_config.project_id = config.project_id.clone();
+    client_config.ssl_no_verify = config.ssl_no_verify;
+    client_config.ca_file = config.ca_file.clone();
+    client_config.requests_per_second = config.requests_per_second;
+    if let Some(timeout) = config.job_timeout {
+        client_config.job_timeout = timeout;
+    }
+    client_config.observer = observer;
+    cloudstack::Client::new(client_config).expect("CloudStack client")
+}
+
+/// The index of the environment VM that a test's `node-N` stands for.
+fn remote_vm_index(name: &str) -> Option<usize> {
+    name.strip_prefix("node-")?
+        .parse::<usize>()
+        .ok()?
+        .checked_sub(1)
 }
 
 /// Polls `probe` until it returns `Some`, at most `timeout`; panics naming `what`.

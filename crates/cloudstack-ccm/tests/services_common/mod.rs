@@ -2,10 +2,16 @@
 //! start the service controller with short periods, create nodes for simulator VMs and
 //! LoadBalancer Services, wait (always with a timeout) for status and Events, and read
 //! what the simulator holds for a Service.
+//!
+//! In remote mode (see `common::target`) Service names get the test's unique prefix, what
+//! CloudStack holds is read through its API with the account's keys, and every Service a
+//! test created is deleted (its finalizer awaited) at [`LbTest::stop`].
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use cloudstack_ccm::cloud::loadbalancer::default_lb_name;
@@ -16,7 +22,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::Value;
 
-use crate::common::{Harness, HarnessOptions, TestNode, WAIT, eventually};
+use crate::common::{Harness, HarnessOptions, Target, TestNode, eventually};
 
 /// The namespace of every test Service.
 pub const NAMESPACE: &str = "default";
@@ -37,6 +43,9 @@ pub fn fast_settings(resync: Duration) -> Settings {
 pub struct LbTest {
     /// The shared harness.
     pub h: Harness,
+    /// Services created through [`LbTest::create`] (by real name), deleted at stop in
+    /// remote mode.
+    created: Mutex<Vec<String>>,
 }
 
 impl LbTest {
@@ -60,7 +69,15 @@ impl LbTest {
         for name in nodes {
             add_node(&h, name).await;
         }
-        LbTest { h }
+        LbTest::from_harness(h)
+    }
+
+    /// Wraps a harness the caller prepared (its own options, Nodes already added).
+    pub fn from_harness(h: Harness) -> LbTest {
+        LbTest {
+            h,
+            created: Mutex::new(Vec::new()),
+        }
     }
 
     /// Starts the service controller.
@@ -71,7 +88,17 @@ impl LbTest {
     }
 
     /// A CloudStack client of `account` on the simulator (to act "by hand").
+    /// In remote mode the account of the cloud-config stands for the scenario's
+    /// [`crate::common::ACCOUNT`]; no other account's keys are known there.
     pub fn client_of(&self, account: &str) -> cloudstack::Client {
+        if let Some(client) = probe(&self.h) {
+            assert_eq!(
+                account,
+                crate::common::ACCOUNT,
+                "only the cloud-config's account is known in real-endpoint mode"
+            );
+            return client.clone();
+        }
         let (key, secret) = self.h.sim.credentials(account).expect("account exists");
         let config =
             cloudstack::ClientConfig::new(self.h.sim.api_url(), key.expose(), secret.expose());
@@ -94,10 +121,16 @@ impl LbTest {
         Api::namespaced(self.h.kube.clone(), NAMESPACE)
     }
 
-    /// Creates `service`.
+    /// Creates `service` (named [`Harness::object_name`] of its name).
     pub async fn create(&self, service: &Service) -> Service {
+        let mut service = service.clone();
+        let name = self
+            .h
+            .object_name(service.metadata.name.as_deref().unwrap_or_default());
+        service.metadata.name = Some(name.clone());
+        self.created.lock().expect("created lock").push(name);
         self.services()
-            .create(&PostParams::default(), service)
+            .create(&PostParams::default(), &service)
             .await
             .expect("creating the Service")
     }
@@ -105,7 +138,7 @@ impl LbTest {
     /// Reads Service `name`, if it exists.
     pub async fn get(&self, name: &str) -> Option<Service> {
         self.services()
-            .get_opt(name)
+            .get_opt(&self.h.object_name(name))
             .await
             .expect("reading the Service")
     }
@@ -113,7 +146,11 @@ impl LbTest {
     /// Merge-patches Service `name`.
     pub async fn patch(&self, name: &str, patch: Value) -> Service {
         self.services()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &self.h.object_name(name),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
             .expect("patching the Service")
     }
@@ -121,7 +158,7 @@ impl LbTest {
     /// Deletes Service `name`.
     pub async fn delete(&self, name: &str) {
         self.services()
-            .delete(name, &DeleteParams::default())
+            .delete(&self.h.object_name(name), &DeleteParams::default())
             .await
             .expect("deleting the Service");
     }
@@ -133,7 +170,7 @@ impl LbTest {
         what: &str,
         check: impl Fn(&Service) -> bool,
     ) -> Service {
-        eventually(&format!("Service {name} {what}"), WAIT, || async {
+        eventually(&format!("Service {name} {what}"), self.h.wait(), || async {
             self.get(name).await.filter(|s| check(s))
         })
         .await
@@ -149,9 +186,11 @@ impl LbTest {
 
     /// Waits until Service `name` is gone.
     pub async fn wait_gone(&self, name: &str) {
-        eventually(&format!("Service {name} deleted"), WAIT, || async {
-            self.get(name).await.is_none().then_some(())
-        })
+        eventually(
+            &format!("Service {name} deleted"),
+            self.h.wait(),
+            || async { self.get(name).await.is_none().then_some(()) },
+        )
         .await
     }
 
@@ -182,10 +221,14 @@ impl LbTest {
         check: impl Fn(&[RuleView]) -> bool,
     ) -> Vec<RuleView> {
         let prefix = format!("{}-", default_lb_name(&self.uid(name).await));
-        eventually(&format!("rules of {name} {what}"), WAIT, || async {
-            let rules = rules_with_prefix(&self.h, &prefix);
-            check(&rules).then_some(rules)
-        })
+        eventually(
+            &format!("rules of {name} {what}"),
+            self.h.wait(),
+            || async {
+                let rules = rules_with_prefix(&self.h, &prefix);
+                check(&rules).then_some(rules)
+            },
+        )
         .await
     }
 
@@ -193,9 +236,14 @@ impl LbTest {
     pub async fn wait_event(&self, name: &str, reason: &str, text: &str) -> Value {
         eventually(
             &format!("Event {reason} about {name} mentioning {text:?}"),
-            WAIT,
+            self.h.wait(),
             || async {
-                self.h.events_about(name).into_iter().find(|e| {
+                let events = if self.h.is_remote() {
+                    self.h.events_about_object(&self.h.object_name(name)).await
+                } else {
+                    self.h.events_about(name)
+                };
+                events.into_iter().find(|e| {
                     crate::common::event_reason(e) == Some(reason)
                         && crate::common::event_note(e).contains(text)
                 })
@@ -204,13 +252,40 @@ impl LbTest {
         .await
     }
 
-    /// Stops the controllers.
+    /// Stops the controllers; in remote mode first deletes every Service the test created
+    /// and waits until the controller has removed its finalizer (its cloud resources gone).
     pub async fn stop(self) {
+        if self.h.is_remote() {
+            let created = self.created.lock().expect("created lock").clone();
+            for name in &created {
+                match self.services().delete(name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(e) => panic!("deleting Service {name}: {e}"),
+                }
+            }
+            for name in &created {
+                eventually(
+                    &format!("Service {name} deleted at cleanup"),
+                    self.h.wait(),
+                    || async {
+                        self.services()
+                            .get_opt(name)
+                            .await
+                            .expect("reading the Service")
+                            .is_none()
+                            .then_some(())
+                    },
+                )
+                .await;
+            }
+        }
         self.h.stop().await;
     }
 }
 
-/// Creates an initialised Node for simulator VM `name` (providerID from the VM id).
+/// Creates an initialised Node for simulator VM `name` (providerID from the VM id; in
+/// remote mode for the environment's VM standing for `name`).
 pub async fn add_node(h: &Harness, name: &str) {
     let provider_id = format!("external-cloudstack://{}", h.vm_id(name));
     h.create_node(
@@ -249,8 +324,81 @@ pub struct RuleView {
     pub tags: BTreeMap<String, String>,
 }
 
-/// The simulator's rules whose name starts with `prefix`, sorted by public port.
+/// Runs a read of the remote CloudStack from a synchronous helper (the Service tests run
+/// on a multi-threaded runtime).
+fn remote_read<T>(read: impl Future<Output = T>) -> T {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(read))
+}
+
+/// The probe client of a remote harness (uncounted), `None` in process.
+fn probe(h: &Harness) -> Option<&cloudstack::Client> {
+    match &h.target {
+        Target::InProcess => None,
+        Target::Remote(remote) => Some(&remote.probe),
+    }
+}
+
+/// A CloudStack `cidrlist` (space- or comma-separated) as a list.
+fn split_cidrs(list: Option<&str>) -> Vec<String> {
+    list.unwrap_or_default()
+        .split([' ', ','])
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The account's rules whose name starts with `prefix`, read through the API.
+async fn remote_rules(client: &cloudstack::Client, prefix: &str) -> Vec<RuleView> {
+    let listed = client
+        .list_load_balancer_rules(&cloudstack::ListLoadBalancerRules::default())
+        .await
+        .expect("listing load-balancer rules");
+    let mut rules = Vec::new();
+    for rule in listed {
+        let (Some(id), Some(name)) = (rule.id.clone(), rule.name.clone()) else {
+            continue;
+        };
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let instances = client
+            .list_load_balancer_rule_instances(&cloudstack::ListLoadBalancerRuleInstances {
+                id: id.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("listing a rule's members");
+        let mut members: Vec<String> = instances.iter().filter_map(|vm| vm.name.clone()).collect();
+        members.sort();
+        rules.push(RuleView {
+            id,
+            name,
+            protocol: rule.protocol.clone().unwrap_or_default(),
+            public_port: rule.publicport.unwrap_or_default() as u16,
+            private_port: rule.privateport.unwrap_or_default() as u16,
+            algorithm: rule.algorithm.clone().unwrap_or_default(),
+            ip_id: rule.publicipid.clone().unwrap_or_default(),
+            network_id: rule.networkid.clone().unwrap_or_default(),
+            cidrs: split_cidrs(rule.cidrlist.as_deref()),
+            members,
+            tags: rule
+                .tags
+                .iter()
+                .filter_map(|t| Some((t.key.clone()?, t.value.clone()?)))
+                .collect(),
+        });
+    }
+    rules
+}
+
+/// The rules whose name starts with `prefix`, sorted by public port: the simulator's
+/// state in process, the CloudStack API in remote mode.
 pub fn rules_with_prefix(h: &Harness, prefix: &str) -> Vec<RuleView> {
+    if let Some(client) = probe(h) {
+        let mut rules = remote_read(remote_rules(client, prefix));
+        rules.sort_by_key(|r| r.public_port);
+        return rules;
+    }
     let mut rules = h.sim.with_state(|state| {
         state
             .lb_rules
@@ -294,8 +442,21 @@ pub fn rules_with_prefix(h: &Harness, prefix: &str) -> Vec<RuleView> {
     rules
 }
 
-/// The state of public IP `id` in the simulator (`Allocated`, `Free`, …), if it exists.
+/// The state of public IP `id` (`Allocated`, `Free`, …), if it exists: in remote mode as
+/// `listPublicIpAddresses id=… allocatedonly=false` shows it (`None` when it is not listed).
 pub fn ip_state(h: &Harness, id: &str) -> Option<String> {
+    if let Some(client) = probe(h) {
+        let request = cloudstack::ListPublicIpAddresses {
+            id: Some(id.to_string()),
+            allocatedonly: Some(false),
+            ..Default::default()
+        };
+        return match remote_read(client.list_public_ip_addresses(&request)) {
+            Ok(list) => list.first().and_then(|ip| ip.state.clone()),
+            Err(error) if error.code() == Some(431) => None,
+            Err(error) => panic!("listing public IP {id}: {error}"),
+        };
+    }
     h.sim.with_state(|state| {
         state
             .ips
@@ -305,8 +466,19 @@ pub fn ip_state(h: &Harness, id: &str) -> Option<String> {
     })
 }
 
-/// The id of public address `address` in the simulator.
+/// The id of public address `address` (the account's, in remote mode).
 pub fn ip_id_of(h: &Harness, address: &str) -> String {
+    if let Some(client) = probe(h) {
+        let request = cloudstack::ListPublicIpAddresses {
+            ipaddress: Some(address.to_string()),
+            ..Default::default()
+        };
+        return remote_read(client.list_public_ip_addresses(&request))
+            .unwrap_or_else(|e| panic!("listing public IP {address}: {e}"))
+            .first()
+            .and_then(|ip| ip.id.clone())
+            .unwrap_or_else(|| panic!("no public IP {address} in the account"));
+    }
     h.sim
         .with_state(|state| {
             state
@@ -320,6 +492,30 @@ pub fn ip_id_of(h: &Harness, address: &str) -> String {
 
 /// Firewall rules on IP `ip_id`: (protocol, start port, CIDRs), sorted.
 pub fn firewall_rules(h: &Harness, ip_id: &str) -> Vec<(String, i64, Vec<String>)> {
+    if let Some(client) = probe(h) {
+        let request = cloudstack::ListFirewallRules {
+            ipaddressid: Some(ip_id.to_string()),
+            ..Default::default()
+        };
+        let mut rules: Vec<(String, i64, Vec<String>)> =
+            match remote_read(client.list_firewall_rules(&request)) {
+                Ok(list) => list
+                    .iter()
+                    .map(|f| {
+                        (
+                            f.protocol.clone().unwrap_or_default(),
+                            f.startport.map_or(-1, i64::from),
+                            split_cidrs(f.cidrlist.as_deref()),
+                        )
+                    })
+                    .collect(),
+                // A released address has no rules.
+                Err(error) if error.code() == Some(431) => Vec::new(),
+                Err(error) => panic!("listing firewall rules of IP {ip_id}: {error}"),
+            };
+        rules.sort();
+        return rules;
+    }
     let mut rules = h.sim.with_state(|state| {
         state
             .firewall_rules
@@ -340,8 +536,7 @@ pub fn firewall_rules(h: &Harness, ip_id: &str) -> Vec<(String, i64, Vec<String>
 
 /// Mutating CloudStack calls by command since the last reset.
 pub fn mutating_counts(h: &Harness) -> BTreeMap<String, u64> {
-    h.sim
-        .call_counts()
+    h.cloudstack_call_counts()
         .into_iter()
         .filter(|(command, count)| *count > 0 && !cloudstack::is_read(command))
         .collect()

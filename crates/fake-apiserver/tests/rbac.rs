@@ -275,3 +275,48 @@ async fn rbac_objects_are_served_and_without_rbac_everything_is_allowed() {
         ["get"]
     );
 }
+
+#[tokio::test]
+async fn the_token_request_api_issues_tokens_held_to_the_role() {
+    let (server, _) = rbac_server(json!([
+        { "apiGroups": [""], "resources": ["nodes"], "verbs": ["list"] },
+    ]))
+    .await;
+    let admin = server.kube_client().unwrap();
+    let token_request = |seconds: u64| {
+        http::Request::post(
+            "/api/v1/namespaces/kube-system/serviceaccounts/cloud-controller-manager/token",
+        )
+        .header("content-type", "application/json")
+        .body(
+            serde_json::to_vec(&json!({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": { "expirationSeconds": seconds },
+            }))
+            .unwrap(),
+        )
+        .unwrap()
+    };
+    let answer: Value = admin.request(token_request(3600)).await.unwrap();
+    assert_eq!(answer["kind"], "TokenRequest");
+    assert_eq!(answer["spec"]["expirationSeconds"], 3600);
+    let token = answer["status"]["token"].as_str().unwrap();
+    let client = server.kube_client_with_token(token).unwrap();
+    Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("the role grants list nodes");
+    let (code, _, _) = api_error(
+        Api::<Service>::all(client)
+            .list(&ListParams::default())
+            .await,
+    );
+    assert_eq!(code, 403);
+    // TokenRequest validation: at least ten minutes.
+    let (code, _, message) = api_error(admin.request::<Value>(token_request(60)).await);
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("may not specify a duration less than 10 minutes"),
+        "{message}"
+    );
+}

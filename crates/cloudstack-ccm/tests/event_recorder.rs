@@ -57,7 +57,10 @@ async fn repeats_are_patched_new_messages_are_new_events_and_lost_events_come_ba
     assert_eq!(event["involvedObject"]["name"], "web");
     assert_eq!(server.request_count(Verb::Create, "events"), 1);
     assert_eq!(server.request_count(Verb::Patch, "events"), 2);
-    assert_eq!(server.request_count(Verb::Create, "events.events.k8s.io"), 0);
+    assert_eq!(
+        server.request_count(Verb::Create, "events.events.k8s.io"),
+        0
+    );
 
     // Another cause: another Event, the first keeps its count.
     recorder

@@ -268,6 +268,7 @@ fn watch_response(
     target: &Target,
     shared: &Shared,
     query: &HashMap<String, String>,
+    as_table: bool,
 ) -> Result<Response, ApiError> {
     let send_initial_events = is_true(query, "sendInitialEvents");
     let start = match query.get("resourceVersion").map(String::as_str) {
@@ -293,6 +294,7 @@ fn watch_response(
             send_initial_events,
             timeout: Duration::from_secs(timeout),
             bookmark_interval: shared.bookmark_interval,
+            table: as_table.then(|| query.get("includeObject").cloned()),
         },
     ))
 }
@@ -422,7 +424,7 @@ async fn serve(
             Ok(axum::Json(object).into_response())
         }
         Verb::List => list_response(&target, shared, query, wants_table(headers)),
-        Verb::Watch => watch_response(&target, shared, query),
+        Verb::Watch => watch_response(&target, shared, query, wants_table(headers)),
         Verb::Create if target.token => token_request(shared, ns.unwrap_or(""), name, body),
         Verb::Create => {
             let created = store.create(target.kind, ns, parse_body(body)?)?;

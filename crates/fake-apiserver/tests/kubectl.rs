@@ -311,6 +311,69 @@ async fn kubectl_get_prints_the_real_columns_and_describe_shows_events() {
         ("LoadBalancer", "203.0.113.9", "80:30080/TCP", "app=web"),
         "{services}"
     );
+    // `kubectl get -w`: watch events as one-row Tables.
+    let mut watch = std::process::Command::new(KUBECTL)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["get", "svc", "-w", "--output-watch-events"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    let stdout = watch.stdout.take().expect("piped");
+    let (lines, mut received) = tokio::sync::mpsc::unbounded_channel();
+    tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut next_line_with = async |word: &str| {
+        tokio::time::timeout(std::time::Duration::from_secs(20), async {
+            loop {
+                let line = received.recv().await.expect("kubectl is still watching");
+                if line.contains(word) {
+                    return line;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("kubectl get -w printed no {word} line"))
+    };
+    let added = next_line_with("ADDED").await;
+    assert!(added.contains("web"), "{added}");
+    server
+        .patch(
+            "services",
+            Some("default"),
+            "web",
+            fake_apiserver::PatchType::Merge,
+            &serde_json::json!({ "status": { "loadBalancer": { "ingress": [{ "ip": "203.0.113.10" }] } } }),
+            true,
+        )
+        .unwrap();
+    let modified = next_line_with("MODIFIED").await;
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(
+        modified.contains("web") && modified.contains("203.0.113.10"),
+        "{modified}"
+    );
+    server
+        .patch(
+            "services",
+            Some("default"),
+            "web",
+            fake_apiserver::PatchType::Merge,
+            &serde_json::json!({ "status": { "loadBalancer": { "ingress": [{ "ip": "203.0.113.9" }] } } }),
+            true,
+        )
+        .unwrap();
+
     let pods = kubectl(&kubeconfig, &["get", "pods", "-o", "wide"]).await;
     assert!(
         words_of_line(&pods, "web-1").contains(&"worker-1".to_string()),

@@ -320,3 +320,38 @@ async fn the_token_request_api_issues_tokens_held_to_the_role() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn deletecollection_is_a_verb_of_its_own() {
+    let (server, client) = rbac_server(json!([
+        { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "delete"] },
+    ]))
+    .await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, "default");
+    for name in ["a", "b"] {
+        let event = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "involvedObject": { "kind": "Node", "name": "n1" },
+            "reason": "Test",
+        }))
+        .unwrap();
+        events.create(&PostParams::default(), &event).await.unwrap();
+    }
+    let (code, _, message) = api_error(
+        events
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("cannot deletecollection resource \"events\""),
+        "{message}"
+    );
+    let admin: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(server.kube_client().unwrap(), "default");
+    admin
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+    assert!(server.events().is_empty());
+}

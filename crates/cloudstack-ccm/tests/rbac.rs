@@ -265,5 +265,44 @@ async fn the_newest_event_names_the_current_cause() {
             .any(|c| c.contains(annotations::ALGORITHM.key)),
         "the old cause stays as its own Event: {causes:?}"
     );
+    // And so does `kubectl describe`, which lists the Events oldest first.
+    if let Some(described) = kubectl_describe_service(&t.h, "web") {
+        let events_section = described.split("Events:").nth(1).unwrap_or_default();
+        let last = events_section
+            .lines()
+            .rfind(|line| line.contains("SyncLoadBalancerFailed"))
+            .unwrap_or_else(|| panic!("no SyncLoadBalancerFailed in:\n{described}"));
+        assert!(
+            last.contains(annotations::SOURCE_CIDRS.key),
+            "the last Event shown names the current cause:\n{described}"
+        );
+    }
     t.stop().await;
+}
+
+/// `kubectl describe service <name>` against the harness's API server, `None` (with a
+/// notice) when kubectl is not installed.
+fn kubectl_describe_service(h: &Harness, name: &str) -> Option<String> {
+    const KUBECTL: &str = "/usr/bin/kubectl";
+    if !std::path::Path::new(KUBECTL).exists() {
+        eprintln!("{KUBECTL} is not installed: kubectl describe not checked");
+        return None;
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = dir.path().join("kubeconfig");
+    h.apiserver
+        .write_kubeconfig(&kubeconfig)
+        .expect("kubeconfig");
+    let output = std::process::Command::new(KUBECTL)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--request-timeout=10s", "describe", "service", name])
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        output.status.success(),
+        "kubectl describe failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(String::from_utf8_lossy(&output.stdout).into_owned())
 }

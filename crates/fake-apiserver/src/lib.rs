@@ -33,6 +33,7 @@ mod routes;
 mod selector;
 mod server;
 mod store;
+mod table;
 mod watch;
 
 pub use auth::{ADMIN_USER, UserInfo, parse_token_file};

@@ -22,7 +22,8 @@ use crate::openapi;
 use crate::patch::PatchType;
 use crate::resources::{self, ResourceKind};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::{DeleteOutcome, Selection, Store, WatchStart};
+use crate::store::{DeleteOutcome, Selection, Store, WatchStart, to_storage};
+use crate::table;
 use crate::watch::{self, WatchRequest};
 
 /// State shared by all handlers.
@@ -203,10 +204,34 @@ fn selection(target: &Target, query: &HashMap<String, String>) -> Result<Selecti
     })
 }
 
+/// The `Accept` header asks for a `meta.k8s.io/v1` Table (what `kubectl get` sends).
+fn wants_table(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(table::wants_table)
+}
+
+/// `objects` (as served at `target`) as a Table; Events are printed from their core form.
+fn table_response(
+    target: &Target,
+    objects: Vec<Value>,
+    metadata: Value,
+    query: &HashMap<String, String>,
+) -> Response {
+    let objects: Vec<Value> = objects
+        .into_iter()
+        .map(|object| to_storage(target.kind, object))
+        .collect();
+    let include = query.get("includeObject").map(String::as_str);
+    axum::Json(table::table(target.kind, &objects, metadata, include)).into_response()
+}
+
 fn list_response(
     target: &Target,
     shared: &Shared,
     query: &HashMap<String, String>,
+    as_table: bool,
 ) -> Result<Response, ApiError> {
     let limit = match query.get("limit") {
         Some(l) => Some(
@@ -227,6 +252,9 @@ fn list_response(
     if let Some(token) = page.continue_token {
         metadata["continue"] = json!(token);
     }
+    if as_table {
+        return Ok(table_response(target, page.items, metadata, query));
+    }
     let body = json!({
         "kind": format!("{}List", target.kind.kind),
         "apiVersion": target.kind.api_version(),
@@ -240,6 +268,7 @@ fn watch_response(
     target: &Target,
     shared: &Shared,
     query: &HashMap<String, String>,
+    as_table: bool,
 ) -> Result<Response, ApiError> {
     let send_initial_events = is_true(query, "sendInitialEvents");
     let start = match query.get("resourceVersion").map(String::as_str) {
@@ -265,6 +294,7 @@ fn watch_response(
             send_initial_events,
             timeout: Duration::from_secs(timeout),
             bookmark_interval: shared.bookmark_interval,
+            table: as_table.then(|| query.get("includeObject").cloned()),
         },
     ))
 }
@@ -304,7 +334,10 @@ fn token_request(
 ) -> Result<Response, ApiError> {
     let accounts = resources::find("", "v1", "serviceaccounts").expect("served");
     let account = shared.store.get(accounts, namespace, name)?;
-    let request = parse_body(body)?;
+    let request = match auth::token_request_from_protobuf(body) {
+        Some(request) => request,
+        None => parse_body(body)?,
+    };
     let lifetime = match request.pointer("/spec/expirationSeconds") {
         None | Some(Value::Null) => DEFAULT_TOKEN_LIFETIME,
         Some(value) => {
@@ -384,10 +417,14 @@ async fn serve(
     match verb {
         Verb::Get => {
             let object = store.get(target.kind, ns.unwrap_or(""), name)?;
+            if wants_table(headers) {
+                let metadata = json!({ "resourceVersion": object["metadata"]["resourceVersion"] });
+                return Ok(table_response(&target, vec![object], metadata, query));
+            }
             Ok(axum::Json(object).into_response())
         }
-        Verb::List => list_response(&target, shared, query),
-        Verb::Watch => watch_response(&target, shared, query),
+        Verb::List => list_response(&target, shared, query, wants_table(headers)),
+        Verb::Watch => watch_response(&target, shared, query, wants_table(headers)),
         Verb::Create if target.token => token_request(shared, ns.unwrap_or(""), name, body),
         Verb::Create => {
             let created = store.create(target.kind, ns, parse_body(body)?)?;

@@ -31,6 +31,10 @@ pub struct ServerOptions {
     /// `--authorization-mode=RBAC`). The server then holds the bootstrap ClusterRoles and
     /// bindings, and [`FakeApiServer::kube_client`] and the kubeconfig use an admin token
     /// (`kubernetes-admin` in `system:masters`). Off, every request is allowed.
+    ///
+    /// kubectl sends a kubeconfig's credentials only over TLS (clientcmd checks
+    /// `IsConfigTransportTLS`), and this server speaks plain HTTP: kubectl is anonymous
+    /// against it, kube clients are not.
     pub rbac: bool,
 }
 

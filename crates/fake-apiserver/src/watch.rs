@@ -15,6 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::error::ApiError;
 use crate::store::{Change, Selection, Store, WatchStart, to_view};
+use crate::table;
 
 /// Parameters of one watch request.
 #[derive(Debug, Clone)]
@@ -31,6 +32,28 @@ pub struct WatchRequest {
     pub timeout: Duration,
     /// Interval between bookmarks.
     pub bookmark_interval: Duration,
+    /// Send each object as a one-row `meta.k8s.io/v1` Table (`kubectl get -w`), with this
+    /// `includeObject`.
+    pub table: Option<Option<String>>,
+}
+
+impl WatchRequest {
+    /// A stored object as this watch sends it.
+    fn render(&self, stored: &Value) -> Value {
+        let kind = self.selection.kind;
+        match &self.table {
+            None => to_view(kind, stored).into_owned(),
+            Some(include) => {
+                let metadata = json!({ "resourceVersion": stored["metadata"]["resourceVersion"] });
+                table::table(
+                    kind,
+                    std::slice::from_ref(stored),
+                    metadata,
+                    include.as_deref(),
+                )
+            }
+        }
+    }
 }
 
 fn line(event_type: &str, object: &Value) -> Result<Bytes, Infallible> {
@@ -79,13 +102,12 @@ async fn run(
     mut subscription: crate::store::Subscription,
 ) {
     let mut last_rv = subscription.resource_version;
-    let kind = request.selection.kind;
     for change in std::mem::take(&mut subscription.initial) {
         last_rv = last_rv.max(change.resource_version);
         if sender
             .send(line(
                 change.event_type.as_str(),
-                &to_view(kind, &change.object),
+                &request.render(&change.object),
             ))
             .await
             .is_err()
@@ -111,7 +133,7 @@ async fn run(
                 let Some(change): Option<Arc<Change>> = change else { return };
                 last_rv = last_rv.max(change.resource_version);
                 if request.selection.matches(change.kind, &change.object)
-                    && sender.send(line(change.event_type.as_str(), &to_view(kind, &change.object))).await.is_err()
+                    && sender.send(line(change.event_type.as_str(), &request.render(&change.object))).await.is_err()
                 {
                     return;
                 }

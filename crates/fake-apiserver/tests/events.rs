@@ -138,3 +138,36 @@ async fn a_watch_of_events_v1_sees_core_events() {
     assert_eq!(added.note.as_deref(), Some("bad annotation"));
     assert_eq!(added.type_.as_deref(), Some("Warning"));
 }
+
+#[tokio::test]
+async fn an_event_lives_in_its_objects_namespace() {
+    let (_server, client) = start().await;
+    let event = |namespace: &str, involved: Option<&str>| -> CoreEvent {
+        serde_json::from_value(json!({
+            "metadata": { "name": format!("e-{namespace}-{}", involved.unwrap_or("none")), "namespace": namespace },
+            "involvedObject": { "kind": "Service", "name": "web", "namespace": involved },
+            "reason": "Test", "message": "m",
+        }))
+        .unwrap()
+    };
+    let create = |namespace: &str, involved: Option<&str>| {
+        let api: Api<CoreEvent> = Api::namespaced(client.clone(), namespace);
+        let body = event(namespace, involved);
+        async move { api.create(&PostParams::default(), &body).await }
+    };
+    create("default", Some("default")).await.unwrap();
+    create("default", None)
+        .await
+        .expect("Node Events go to default");
+    let error = create("kube-system", Some("default")).await.unwrap_err();
+    let kube::Error::Api(status) = error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(status.code, 422);
+    assert_eq!(
+        status.message,
+        "Event \"e-kube-system-default\" is invalid: involvedObject.namespace: Invalid value: \"default\": does not match event.namespace"
+    );
+    let error = create("kube-system", None).await.unwrap_err();
+    assert!(matches!(error, kube::Error::Api(s) if s.code == 422));
+}

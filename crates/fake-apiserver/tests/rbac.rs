@@ -275,3 +275,83 @@ async fn rbac_objects_are_served_and_without_rbac_everything_is_allowed() {
         ["get"]
     );
 }
+
+#[tokio::test]
+async fn the_token_request_api_issues_tokens_held_to_the_role() {
+    let (server, _) = rbac_server(json!([
+        { "apiGroups": [""], "resources": ["nodes"], "verbs": ["list"] },
+    ]))
+    .await;
+    let admin = server.kube_client().unwrap();
+    let token_request = |seconds: u64| {
+        http::Request::post(
+            "/api/v1/namespaces/kube-system/serviceaccounts/cloud-controller-manager/token",
+        )
+        .header("content-type", "application/json")
+        .body(
+            serde_json::to_vec(&json!({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": { "expirationSeconds": seconds },
+            }))
+            .unwrap(),
+        )
+        .unwrap()
+    };
+    let answer: Value = admin.request(token_request(3600)).await.unwrap();
+    assert_eq!(answer["kind"], "TokenRequest");
+    assert_eq!(answer["spec"]["expirationSeconds"], 3600);
+    let token = answer["status"]["token"].as_str().unwrap();
+    let client = server.kube_client_with_token(token).unwrap();
+    Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("the role grants list nodes");
+    let (code, _, _) = api_error(
+        Api::<Service>::all(client)
+            .list(&ListParams::default())
+            .await,
+    );
+    assert_eq!(code, 403);
+    // TokenRequest validation: at least ten minutes.
+    let (code, _, message) = api_error(admin.request::<Value>(token_request(60)).await);
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("may not specify a duration less than 10 minutes"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn deletecollection_is_a_verb_of_its_own() {
+    let (server, client) = rbac_server(json!([
+        { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "delete"] },
+    ]))
+    .await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, "default");
+    for name in ["a", "b"] {
+        let event = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "involvedObject": { "kind": "Node", "name": "n1" },
+            "reason": "Test",
+        }))
+        .unwrap();
+        events.create(&PostParams::default(), &event).await.unwrap();
+    }
+    let (code, _, message) = api_error(
+        events
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("cannot deletecollection resource \"events\""),
+        "{message}"
+    );
+    let admin: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(server.kube_client().unwrap(), "default");
+    admin
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+    assert!(server.events().is_empty());
+}

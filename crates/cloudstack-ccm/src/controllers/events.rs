@@ -10,8 +10,8 @@
 //!   Event's `count` and `lastTimestamp` are updated with a strategic merge patch
 //!   (`EventLogger.eventObserve`, `recordEvent`). A new message is a new Event, so
 //!   `kubectl describe` shows the current cause next to the old one.
-//! * More than [`SIMILAR_EVENT_LIMIT`] different messages for the same object, type and
-//!   reason within [`SIMILAR_EVENT_WINDOW`] are folded into one Event with the message
+//! * From the [`SIMILAR_EVENT_LIMIT`]th different message for the same object, type and
+//!   reason within [`SIMILAR_EVENT_WINDOW`] on, they are folded into one Event with the message
 //!   `(combined from similar events): <latest>` (`EventAggregator`), so a message that
 //!   varies every time cannot flood the namespace.
 //! * If the Event to patch is gone (404), it is created again (`recordEvent`).
@@ -64,6 +64,8 @@ struct Correlator {
     similar_order: VecDeque<String>,
 }
 
+/// Inserts or updates `key`; a new key is remembered last and the oldest dropped beyond
+/// [`CACHE_SIZE`].
 fn remember<V>(map: &mut HashMap<String, V>, order: &mut VecDeque<String>, key: String, value: V) {
     if map.insert(key.clone(), value).is_none() {
         order.push_back(key);
@@ -93,16 +95,12 @@ impl Correlator {
             entry.messages.push(message.to_string());
         }
         let combine = entry.messages.len() >= SIMILAR_EVENT_LIMIT;
-        if self.similar.contains_key(similar_key) {
-            self.similar.insert(similar_key.to_string(), entry);
-        } else {
-            remember(
-                &mut self.similar,
-                &mut self.similar_order,
-                similar_key.to_string(),
-                entry,
-            );
-        }
+        remember(
+            &mut self.similar,
+            &mut self.similar_order,
+            similar_key.to_string(),
+            entry,
+        );
         if combine {
             format!("{COMBINED_PREFIX}{message}")
         } else {
@@ -266,16 +264,12 @@ impl Recorder {
         };
         let mut correlator = self.lock();
         let correlator = &mut *correlator;
-        if correlator.observed.contains_key(&key) {
-            correlator.observed.insert(key, observed);
-        } else {
-            remember(
-                &mut correlator.observed,
-                &mut correlator.observed_order,
-                key,
-                observed,
-            );
-        }
+        remember(
+            &mut correlator.observed,
+            &mut correlator.observed_order,
+            key,
+            observed,
+        );
         Ok(())
     }
 }

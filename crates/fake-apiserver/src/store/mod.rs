@@ -17,7 +17,7 @@ use crate::object::{meta_str, set_resource_version};
 use crate::resources::{self, ResourceKind};
 use crate::selector::{FieldSelector, LabelSelector};
 
-pub use views::to_view;
+pub use views::{to_storage, to_view};
 pub use write::DeleteOutcome;
 
 /// Default number of changes kept for watch replay.

@@ -89,6 +89,34 @@ fn check_namespace(
     Ok(())
 }
 
+/// `legacyValidateEvent` (`pkg/apis/core/validation/events.go`) for an Event without
+/// `eventTime`: its namespace must be its object's, or `default` (or none) for an object
+/// without a namespace such as a Node.
+fn validate_event(kind: &ResourceKind, event: &Value) -> Result<(), ApiError> {
+    if kind.kind != "Event" || event.get("eventTime").is_some_and(|t| !t.is_null()) {
+        return Ok(());
+    }
+    let namespace = meta_str(event, "namespace");
+    let involved = event
+        .pointer("/involvedObject/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let matches = if involved.is_empty() {
+        namespace.is_empty() || namespace == "default"
+    } else {
+        namespace == involved
+    };
+    if matches {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        kind,
+        meta_str(event, "name"),
+        "involvedObject.namespace",
+        &format!("Invalid value: {involved:?}: does not match event.namespace"),
+    ))
+}
+
 fn spec_of(object: &Value) -> Option<&Value> {
     object.get("spec")
 }
@@ -297,6 +325,8 @@ impl State {
         if self.objects.contains_key(&key(kind, &ns, &name)) {
             return Err(ApiError::already_exists(kind, &name));
         }
+        meta_mut(&mut object).insert("name".into(), json!(name));
+        validate_event(kind, &object)?;
         let meta = meta_mut(&mut object);
         meta.insert("name".into(), json!(name));
         meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
@@ -383,6 +413,7 @@ impl State {
                 meta_mut(&mut updated).insert("generation".into(), json!(generation + 1));
             }
         }
+        validate_event(kind, &updated)?;
         if updated == existing {
             return Ok(existing);
         }

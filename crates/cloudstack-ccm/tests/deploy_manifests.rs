@@ -141,7 +141,6 @@ fn expected_cluster_permissions() -> BTreeSet<Permission> {
         expand("", "services", &["get", "list", "watch", "update", "patch"]),
         expand("", "services/status", &["patch", "update"]),
         expand("", "events", &["create", "patch", "update"]),
-        expand("events.k8s.io", "events", &["create", "patch", "update"]),
     ]
     .concat()
     .into_iter()

@@ -249,7 +249,7 @@ async fn api_server_faults_are_survived_without_duplicate_cloudstack_work() {
         Fault::error(500).on(Verb::List, "services").times(2),
         Fault::error(500).on(Verb::List, "nodes").times(2),
         Fault::error(500)
-            .on(Verb::Create, "events.events.k8s.io")
+            .on(Verb::Create, "events")
             .rate(0.5),
     ]);
     h.sim.reset_counts();

@@ -202,6 +202,10 @@ pub struct ObservedLb {
     pub acl_items: Vec<ObservedAclItem>,
     /// Rules on the same IP that are not the Service's.
     pub foreign_rules: Vec<ForeignRule>,
+    /// (protocol, public port) of the rules of others on the networks that share the
+    /// Service's ACL list (VPC tiers): an unmarked ACL item for one of these ports may
+    /// serve them.
+    pub acl_ports_of_others: BTreeSet<(IpProtocol, u16)>,
 }
 
 impl ObservedLb {

@@ -340,7 +340,8 @@ pub fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanContext) 
     }
     if matches!(ctx.network.port_access, PortAccess::NetworkAcl { .. }) {
         for item in &observed.acl_items {
-            if acl_item_is_ours(item, &spec.lb_name, &spec.service_uid)
+            if (acl_item_is_ours(item, &spec.lb_name, &spec.service_uid)
+                || adopted_go_acl_item(item, observed))
                 && ports.contains(&(item.protocol, item.start_port))
             {
                 first.push(Step::DeleteAclItem {
@@ -459,6 +460,26 @@ impl LbSpec {
             legacy_lb_names: self.legacy_lb_names.clone(),
         }
     }
+}
+
+/// Whether an ACL item is the one the Go CCM (v1.2.0 and before) made for a port of this
+/// Service: it adds, per port, an unmarked `Allow` item from `0.0.0.0/0` (no reason, no
+/// tags) to the tier's list, shared by every load balancer on that port. It is the
+/// Service's when one of its rules has that port and no rule of anyone else on a network
+/// using that list does. Such an item is removed with the Service, and replaced by the
+/// Service's own item when its source ranges change.
+pub fn adopted_go_acl_item(item: &ObservedAclItem, observed: &ObservedLb) -> bool {
+    let key = (item.protocol, item.start_port);
+    item.allow
+        && item.start_port == item.end_port
+        && item.reason.is_empty()
+        && item.tags.is_empty()
+        && item.cidrs == [Cidr::ANY_V4]
+        && observed
+            .rules
+            .iter()
+            .any(|r| (r.protocol.ip_protocol(), r.public_port) == key)
+        && !observed.acl_ports_of_others.contains(&key)
 }
 
 /// Whether an ACL item was made for this Service: tagged with its UID, or carrying the

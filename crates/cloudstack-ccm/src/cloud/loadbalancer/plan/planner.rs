@@ -433,8 +433,10 @@ impl<'a> Planner<'a> {
         old_ports: &BTreeSet<(IpProtocol, u16)>,
     ) {
         let ranges: BTreeSet<Cidr> = self.spec.source_ranges.iter().copied().collect();
-        let ours =
-            |i: &ObservedAclItem| acl_item_is_ours(i, &self.spec.lb_name, &self.spec.service.uid);
+        let ours = |i: &ObservedAclItem| {
+            acl_item_is_ours(i, &self.spec.lb_name, &self.spec.service.uid)
+                || adopted_go_acl_item(i, self.observed)
+        };
         for &(protocol, port) in wanted.keys() {
             let exact: Vec<&ObservedAclItem> = self
                 .observed

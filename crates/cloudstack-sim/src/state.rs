@@ -232,6 +232,11 @@ pub struct LbRule {
     pub protocol: String,
     /// Source CIDRs (stored, rendered space-separated).
     pub cidrs: Option<Vec<String>>,
+    /// The CIDRs were last set by updateLoadBalancerRule, which stores them comma-joined
+    /// (`StringUtils.join(cidrList, ",")`) where create joins them with spaces
+    /// (`generateCidrString`); the response echoes the stored text.
+    #[serde(default)]
+    pub cidrs_comma: bool,
     /// `Add` or `Active`.
     pub state: String,
     /// Members.

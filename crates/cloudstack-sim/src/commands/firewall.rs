@@ -27,31 +27,49 @@ pub fn check_cidr(text: &str) -> bool {
     prefix.is_none_or(|p| p.parse::<u32>().is_ok_and(|n| n <= max) && !p.starts_with('+'))
 }
 
-/// 537 when a firewall rule with `protocol` on the IP overlaps `start..=end`.
-pub fn port_conflict(
-    state: &State,
-    ip_id: &str,
-    protocol: &str,
-    start: Option<i64>,
-    end: Option<i64>,
-    exclude: Option<&str>,
-) -> Result<(), ApiError> {
-    let (Some(start), Some(end)) = (start, end) else {
-        return Ok(());
-    };
-    for rule in state
-        .firewall_rules
-        .iter()
-        .filter(|r| r.ip_id == ip_id && r.protocol == protocol && Some(r.id.as_str()) != exclude)
-    {
-        let (Some(s), Some(e)) = (rule.start_port, rule.end_port) else {
+/// `FirewallManagerImpl.detectRulesConflict` for a new firewall rule against the firewall
+/// rules already on its address. Two firewall rules only conflict when they have the same
+/// protocol and their source CIDR lists share an identical entry (`detectConflictingCidrs`
+/// compares the strings: `10.0.0.0/8` and `10.1.0.0/16` do not conflict, nor do disjoint
+/// lists); then
+/// * overlapping port ranges → 537 "The range specified, a-b, conflicts with rule … which
+///   has c-d";
+/// * both without ports → 537 "There is already a firewall rule specified with protocol =
+///   … and no ports";
+/// * ICMP with the same type and code → 431 "New rule conflicts with existing rule id=…".
+///
+/// Rules of other purposes (load balancing, port forwarding) never conflict with a firewall
+/// rule (`oneOfRulesIsFirewall`); tcp and udp rules on one port do not conflict either.
+pub fn firewall_conflict(state: &State, new: &FirewallRule) -> Result<(), ApiError> {
+    for rule in state.firewall_rules.iter().filter(|r| {
+        r.ip_id == new.ip_id && r.id != new.id && r.protocol.eq_ignore_ascii_case(&new.protocol)
+    }) {
+        if !rule.cidrs.iter().any(|c| new.cidrs.contains(c)) {
             continue;
-        };
-        if start <= e && s <= end {
-            return Err(ApiError::conflict(format!(
-                "The range specified, {start}-{end}, conflicts with rule {} which has {s}-{e}",
-                rule.id
-            )));
+        }
+        if new.protocol == "icmp" {
+            if rule.icmp_type == new.icmp_type && rule.icmp_code == new.icmp_code {
+                return Err(ApiError::param(format!(
+                    "New rule conflicts with existing rule id={}",
+                    rule.id
+                )));
+            }
+            continue;
+        }
+        match (new.start_port, new.end_port, rule.start_port, rule.end_port) {
+            (None, None, None, None) => {
+                return Err(ApiError::conflict(format!(
+                    "There is already a firewall rule specified with protocol = {} and no ports",
+                    new.protocol
+                )));
+            }
+            (Some(start), Some(end), Some(s), Some(e)) if start <= e && s <= end => {
+                return Err(ApiError::conflict(format!(
+                    "The range specified, {start}-{end}, conflicts with rule {} which has {s}-{e}",
+                    rule.id
+                )));
+            }
+            _ => {}
         }
     }
     Ok(())
@@ -173,7 +191,6 @@ pub fn create_firewall_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         {
             return Err(ApiError::param("Start port can't be bigger than end port"));
         }
-        port_conflict(state, &ip.id, &protocol, start, end, None)?;
     }
     let rule = FirewallRule {
         id: new_id(),
@@ -187,6 +204,7 @@ pub fn create_firewall_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         state: "Add".into(),
         owner,
     };
+    firewall_conflict(state, &rule)?;
     let rule_id = rule.id.clone();
     ctx.state.firewall_rules.push(rule);
     let job = ctx.start_job(

@@ -1,6 +1,6 @@
 //! Public IP addresses: list, associate, disassociate (API.md §3.4–§3.6).
 
-use super::access::owner_fields;
+use super::access::{Caller, owner_fields};
 use super::{Ctx, create_reply, embedded_tags, job_reply, lookup, resolve, success, tags_match};
 use crate::error::ApiError;
 use crate::jobs::JobAction;
@@ -181,7 +181,10 @@ pub fn finish_associate(state: &mut State, ip_id: &str) -> Result<Value, ApiErro
     Ok(json!({"ipaddress": render_ip(state, &ip)}))
 }
 
-/// disassociateIpAddress.
+/// disassociateIpAddress. Before the job is queued the command resolves the address
+/// (`getEntityOwnerId`/`getSyncObjId` of `DisassociateIPAddrCmd`: `id` and `ipaddress` are
+/// mutually exclusive, an unknown `ipaddress` is "Unable to find IP address by IP
+/// address=…"); ownership and source NAT are checked in the job.
 pub fn disassociate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;
@@ -205,24 +208,16 @@ pub fn disassociate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         (Some(_), None) => {
             lookup(p, "id", |id| state.ip(id))?.unwrap_or_else(|| unreachable!("id was sent"))
         }
-        (None, Some(address)) => state
-            .ips
-            .iter()
-            .find(|i| i.address == address && i.owner.is_some())
-            .ok_or_else(|| ApiError::param(format!("Unable to find IP address {address}")))?,
+        (None, Some(address)) => {
+            state
+                .ips
+                .iter()
+                .find(|i| i.address == address)
+                .ok_or_else(|| {
+                    ApiError::param(format!("Unable to find IP address by IP address={address}"))
+                })?
+        }
     };
-    let owner = ip
-        .owner
-        .clone()
-        .ok_or_else(|| ApiError::param(format!("IP address id={} is not allocated", ip.id)))?;
-    ctx.caller
-        .check(state, &owner, &format!("IP address {}", ip.address))?;
-    if ip.source_nat {
-        return Err(ApiError::param(format!(
-            "IP address id={} is a source NAT address and cannot be released",
-            ip.id
-        )));
-    }
     let (ip_id, queue) = (ip.id.clone(), ip.network_id.clone().or(ip.vpc_id.clone()));
     let job = ctx.start_job(
         queue,
@@ -232,8 +227,35 @@ pub fn disassociate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(job_reply(&job))
 }
 
-/// Job: release the address and everything on it.
-pub fn finish_disassociate(state: &mut State, ip_id: &str) -> Result<Value, ApiError> {
+/// Job of disassociateIpAddress (`NetworkServiceImpl.releaseIpAddressInternal`): an address
+/// that is not allocated is done already (success); the caller must have access (530); a
+/// source-NAT address of an implemented network or a VPC cannot be released
+/// (`IllegalArgumentException`, 530 in the job); otherwise the address goes back to the pool
+/// with its rules.
+pub fn finish_disassociate(
+    state: &mut State,
+    caller: &Caller,
+    ip_id: &str,
+) -> Result<Value, ApiError> {
+    let Some(ip) = state.ip(ip_id) else {
+        return Err(ApiError::param("Unable to find ip address by id"));
+    };
+    let Some(owner) = ip.owner.clone() else {
+        return Ok(success());
+    };
+    if !caller.can_access(state, &owner) {
+        return Err(super::lb::job_denied(
+            caller,
+            &format!("IP address {}", ip.address),
+        ));
+    }
+    if ip.source_nat {
+        return Err(ApiError::new(
+            530,
+            None,
+            "ip address is used for source nat purposes and can not be disassociated.",
+        ));
+    }
     release(state, ip_id);
     Ok(success())
 }

@@ -246,10 +246,12 @@ pub fn run_job_action(
     };
     match action {
         JobAction::AssociateIp { ip_id } => ips::finish_associate(state, ip_id),
-        JobAction::DisassociateIp { ip_id } => ips::finish_disassociate(state, ip_id),
+        JobAction::DisassociateIp { ip_id } => ips::finish_disassociate(state, &caller, ip_id),
         JobAction::CreateLbRule { rule_id } => lb::finish_create(state, rule_id),
-        JobAction::UpdateLbRule { rule_id, changes } => lb::finish_update(state, rule_id, changes),
-        JobAction::DeleteLbRule { rule_id } => lb::finish_delete(state, rule_id),
+        JobAction::UpdateLbRule { rule_id, changes } => {
+            lb::finish_update(state, &caller, rule_id, changes)
+        }
+        JobAction::DeleteLbRule { rule_id } => lb::finish_delete(state, &caller, rule_id),
         JobAction::AssignToLbRule { rule_id, members } => {
             lb_members::finish_assign(state, &caller, rule_id, members)
         }
@@ -265,12 +267,12 @@ pub fn run_job_action(
             resource_ids,
             tags,
             customer,
-        } => tags::finish_create(state, resource_type, resource_ids, tags, customer),
+        } => tags::finish_create(state, &caller, resource_type, resource_ids, tags, customer),
         JobAction::DeleteTags {
             resource_type,
             resource_ids,
             tags,
-        } => tags::finish_delete(state, resource_type, resource_ids, tags),
+        } => tags::finish_delete(state, &caller, resource_type, resource_ids, tags),
         JobAction::CreatePolicy { policy_id } => policies::finish_create(state, policy_id),
         JobAction::DeletePolicy { policy_id } => policies::finish_delete(state, policy_id),
         JobAction::DestroyVm { vm_id, expunge } => {

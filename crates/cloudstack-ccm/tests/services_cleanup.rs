@@ -80,6 +80,11 @@ async fn deleting_services_makes_no_failing_call() {
         "no failing call on delete: {failed:?}; calls {:?}",
         mutating_counts(&t.h)
     );
+    assert_eq!(
+        mutating_counts(&t.h).get("deleteFirewallRule"),
+        Some(&2),
+        "only the firewall rules of the source ranges: those openfirewall made go with their rule"
+    );
     t.stop().await;
 }
 

@@ -1368,3 +1368,45 @@ fn the_go_providers_acl_item_is_the_services_unless_shared() {
         "{p}"
     );
 }
+
+#[test]
+fn a_firewall_rule_openfirewall_made_goes_with_its_rule() {
+    let s = simple(&THREE_PORTS[..1]);
+    let ctx = isolated((4, 18, 0));
+    // Created with openfirewall=true: tagged so.
+    let created = plan(
+        &s,
+        &ObservedLb {
+            ip: Some(our_ip()),
+            ..Default::default()
+        },
+        &backends(&["vm1"]),
+        &ctx,
+    )
+    .unwrap();
+    assert!(
+        created.steps().any(|s| matches!(s,
+            Step::TagResources { resource_type: TagResourceType::LoadBalancer, tags, .. }
+                if tags.contains_key(TAG_OPEN_FIREWALL))),
+        "{created}"
+    );
+    let mut observed = applied(&s, &["vm1"]);
+    observed.rules[0]
+        .tags
+        .insert(TAG_OPEN_FIREWALL.to_string(), "true".to_string());
+    // Deleted: no deleteFirewallRule of its own.
+    let p = plan_delete(&s.delete_spec(), &observed, &ctx);
+    assert_eq!(kinds(&p), vec![vec!["delete-rule"], vec!["release"]]);
+    // Source ranges: the firewall rule is replaced and the rule loses the tag.
+    let ranged = spec(
+        json!({}),
+        &THREE_PORTS[..1],
+        json!({"loadBalancerSourceRanges": ["198.51.100.0/24"]}),
+    );
+    let p = plan(&ranged, &observed, &backends(&["vm1"]), &ctx).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![vec!["delete-fw", "untag"], vec!["create-fw"]],
+        "{p}"
+    );
+}

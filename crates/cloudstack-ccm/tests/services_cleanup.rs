@@ -15,7 +15,7 @@ use cloudstack::{
 };
 use cloudstack_ccm::cloud::loadbalancer::{annotations, default_lb_name};
 use cloudstack_ccm::controllers::service::finalizer::FINALIZER;
-use cloudstack_sim::{SMALL_NETWORK, Scenario};
+use cloudstack_sim::{SMALL_ACL, SMALL_NETWORK, SMALL_TIER, Scenario};
 use k8s_openapi::api::core::v1::Service;
 use services_common::*;
 
@@ -79,6 +79,11 @@ async fn deleting_services_makes_no_failing_call() {
         failed.is_empty(),
         "no failing call on delete: {failed:?}; calls {:?}",
         mutating_counts(&t.h)
+    );
+    assert_eq!(
+        mutating_counts(&t.h).get("deleteFirewallRule"),
+        Some(&2),
+        "only the firewall rules of the source ranges: those openfirewall made go with their rule"
     );
     t.stop().await;
 }
@@ -342,4 +347,84 @@ fn free_address(t: &LbTest) -> String {
             .map(|ip| ip.address.clone())
             .expect("a free address")
     })
+}
+
+/// The ingress ACL items of list `acl` as (protocol, port, CIDRs), sorted.
+fn acl_items(t: &LbTest, acl: &str) -> Vec<(String, i64, Vec<String>)> {
+    t.h.sim.with_state(|s| {
+        let acl_id = s
+            .acl_lists
+            .iter()
+            .find(|a| a.name == acl)
+            .map(|a| a.id.clone())
+            .expect("ACL list");
+        let mut items: Vec<(String, i64, Vec<String>)> = s
+            .acl_items
+            .iter()
+            .filter(|i| i.acl_id == acl_id)
+            .map(|i| {
+                (
+                    i.protocol.clone(),
+                    i.start_port.unwrap_or(-1),
+                    i.cidrs.clone(),
+                )
+            })
+            .collect();
+        items.sort();
+        items
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_provider_acl_items_go_with_their_service_or_give_way_to_source_ranges() {
+    let mut scenario = Scenario::small();
+    let vms = scenario.add_vms(SMALL_TIER, "vpc-node-", 2);
+    let names: Vec<&str> = vms.iter().map(String::as_str).collect();
+    let mut t = LbTest::prepare(scenario, &names, RESYNC).await;
+    let web = go_provider_service(&t, lb_service("web", &[("TCP", 80, 30080)])).await;
+    go_provider_load_balancer(&t, &web, SMALL_TIER, None, (80, 30080), Some(SMALL_ACL)).await;
+    let api = go_provider_service(&t, lb_service("api", &[("TCP", 443, 30443)])).await;
+    go_provider_load_balancer(&t, &api, SMALL_TIER, None, (443, 30443), Some(SMALL_ACL)).await;
+    let any = vec!["0.0.0.0/0".to_string()];
+    assert_eq!(
+        acl_items(&t, SMALL_ACL),
+        [
+            ("tcp".into(), 80, any.clone()),
+            ("tcp".into(), 443, any.clone())
+        ]
+    );
+
+    t.start_controller(RESYNC);
+    t.wait_for_ip("web").await;
+    t.wait_for_ip("api").await;
+    // Source ranges on one: the Go provider's item gives way to the Service's own.
+    t.patch(
+        "api",
+        serde_json::json!({ "spec": { "loadBalancerSourceRanges": ["198.51.100.0/24"] } }),
+    )
+    .await;
+    let ranged = vec!["198.51.100.0/24".to_string()];
+    let expected = vec![
+        ("tcp".to_string(), 80, any.clone()),
+        ("tcp".to_string(), 443, ranged),
+    ];
+    common::eventually(
+        "the ACL item follows the source ranges",
+        common::WAIT,
+        || async { (acl_items(&t, SMALL_ACL) == expected).then_some(()) },
+    )
+    .await;
+    // The other goes: its port closes.
+    let since = sim_now_ms();
+    t.delete("web").await;
+    t.wait_gone("web").await;
+    common::eventually(
+        "the Go provider's item of web is removed",
+        common::WAIT,
+        || async { (acl_items(&t, SMALL_ACL) == expected[1..]).then_some(()) },
+    )
+    .await;
+    let failed = failing_calls(&t.h, since);
+    assert!(failed.is_empty(), "no failing call: {failed:?}");
+    t.stop().await;
 }

@@ -175,6 +175,9 @@ pub struct Job {
     pub start_ms: u64,
     /// When it completes; `None` for a job that never finishes (fault injection).
     pub finish_ms: Option<u64>,
+    /// When a job that never finishes is cancelled for blocking its queue.
+    #[serde(default)]
+    pub cancel_ms: Option<u64>,
     /// When it actually completed.
     pub completed_ms: Option<u64>,
     /// Fail with this error instead of running (fault injection).
@@ -264,15 +267,15 @@ impl State {
     ) -> String {
         let now = now_ms();
         let duration = self.settings.job_duration_ms;
+        // Jobs on one network run one at a time (the network sync queue): this one starts
+        // when the last pending one there ends — a hung one only when it is cancelled.
         let start = match &new.network_id {
             None => now,
             Some(net) => self
                 .jobs
                 .iter()
-                .rev()
-                .take_while(|j| j.created_ms + 3_600_000 > now)
                 .filter(|j| j.network_id.as_ref() == Some(net) && j.status == 0)
-                .filter_map(|j| j.finish_ms)
+                .filter_map(|j| j.finish_ms.or(j.cancel_ms))
                 .max()
                 .unwrap_or(now)
                 .max(now),
@@ -299,6 +302,7 @@ impl State {
             created_ms: now,
             start_ms: start,
             finish_ms: (!never_finishes).then_some(start + duration),
+            cancel_ms: never_finishes.then_some(start + self.settings.job_cancel_threshold_ms),
             completed_ms: None,
             injected_failure: failure.as_ref().map(ApiErrorRecord::from),
         };
@@ -310,6 +314,21 @@ impl State {
     /// A job by id.
     pub fn job(&self, id: &str) -> Option<&Job> {
         self.jobs.iter().rev().find(|j| j.id == id)
+    }
+
+    /// Cancels a job that held its queue too long (`AsyncJobManagerImpl`: status failed,
+    /// result code 0, "Job is cancelled as it has been blocking others for too long").
+    pub fn cancel_job(&mut self, id: &str) {
+        let Some(job) = self.jobs.iter_mut().rev().find(|j| j.id == id) else {
+            return;
+        };
+        job.completed = Some(now_text());
+        job.completed_ms = Some(now_ms());
+        job.status = 2;
+        job.result_code = 0;
+        job.result = Some(json!({
+            "errortext": "Job is cancelled as it has been blocking others for too long"
+        }));
     }
 
     /// Stores the outcome of a job.

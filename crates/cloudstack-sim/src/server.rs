@@ -86,16 +86,34 @@ impl Shared {
     }
 
     /// Starts the runner of a job: it waits for the job's turn and completes it.
+    /// A job that never finishes is instead cancelled when it has blocked its queue for
+    /// [`crate::Settings::job_cancel_threshold_ms`].
     pub(crate) fn spawn_job(self: &Arc<Self>, job_id: String) {
-        let Some(finish) = lock(&self.state).job(&job_id).and_then(|j| j.finish_ms) else {
-            return;
+        let (finish, cancel) = match lock(&self.state).job(&job_id) {
+            Some(job) => (job.finish_ms, job.cancel_ms),
+            None => return,
         };
         let shared = Arc::clone(self);
-        tokio::spawn(async move {
-            let wait = finish.saturating_sub(now_ms());
-            tokio::time::sleep(Duration::from_millis(wait)).await;
-            shared.complete_job(&job_id);
-        });
+        match (finish, cancel) {
+            (Some(at), _) => {
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(at.saturating_sub(now_ms()))).await;
+                    shared.complete_job(&job_id);
+                });
+            }
+            (None, Some(at)) => {
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(at.saturating_sub(now_ms()))).await;
+                    let mut state = lock(&shared.state);
+                    if state.job(&job_id).is_some_and(|j| j.status == 0) {
+                        tracing::info!(job = %job_id, "job cancelled for blocking its queue");
+                        state.cancel_job(&job_id);
+                        shared.persist(&state);
+                    }
+                });
+            }
+            (None, None) => {}
+        }
     }
 
     fn complete_job(&self, job_id: &str) {

@@ -596,3 +596,81 @@ async fn releasing_an_address_removes_its_rules_and_source_nat_stays() {
         "source NAT addresses cannot be released"
     );
 }
+
+/// `openfirewall=true` (`createPublicLoadBalancer` → `FirewallManagerImpl.createRuleForAllCidrs`)
+/// opens a firewall rule 0.0.0.0/0 on the public port that `listFirewallRules` shows; it goes
+/// with its LB rule (`DeleteLoadBalancerRuleCmd.execute`: `revokeRelatedFirewallRule`, then
+/// `deleteLoadBalancerRule`) and with the address (`disassociateIpAddress`).
+#[tokio::test]
+async fn openfirewall_rules_go_with_their_lb_rule_and_address() {
+    let sim = start(Scenario::small()).await;
+    let alice = client(&sim, "alice");
+    let ip = ip_on(&sim, "net-vr").await;
+    let mut request = rule(&ip, "o-tcp-80", "tcp", 80);
+    request.openfirewall = Some(true);
+    let created = alice.create_load_balancer_rule(&request).await.unwrap();
+    let opened = alice
+        .list_firewall_rules(&ListFirewallRules {
+            ipaddressid: Some(ip.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(opened.len(), 1);
+    assert_eq!(
+        (
+            opened[0].protocol.as_deref(),
+            opened[0].startport,
+            opened[0].endport,
+            opened[0].cidrlist.as_deref(),
+            opened[0].state.as_deref()
+        ),
+        (
+            Some("tcp"),
+            Some(80),
+            Some(80),
+            Some("0.0.0.0/0"),
+            Some("Active")
+        )
+    );
+    let firewall_id = opened[0].id.clone().unwrap();
+    alice
+        .delete_load_balancer_rule(&DeleteLoadBalancerRule {
+            id: created.id.clone().unwrap(),
+        })
+        .await
+        .unwrap();
+    let (status, _, _, _) = api_error(
+        alice
+            .list_firewall_rules(&ListFirewallRules {
+                id: Some(firewall_id),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        status, 431,
+        "the opened firewall rule is deleted with its LB rule"
+    );
+
+    let mut second = rule(&ip, "o-tcp-443", "tcp", 443);
+    second.openfirewall = Some(true);
+    alice.create_load_balancer_rule(&second).await.unwrap();
+    assert_eq!(
+        alice
+            .list_firewall_rules(&ListFirewallRules::default())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    alice
+        .disassociate_ip_address(&DisassociateIpAddress {
+            id: Some(ip.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(sim.with_state(|s| s.lb_rules.is_empty() && s.firewall_rules.is_empty()));
+}

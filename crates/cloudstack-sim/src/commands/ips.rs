@@ -155,13 +155,22 @@ pub fn associate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     ip.network_id = network_id.clone();
     ip.vpc_id = vpc_id.clone();
     let ip_id = ip.id.clone();
+    // AssociateIPAddrCmd.execute → NetworkServiceImpl.associateIPToNetwork, in the job: a
+    // VPC tier's address must be associated with the VPC; the address is released again.
+    let tier = network_id.is_some() && vpc_id.is_some();
+    let failure = tier.then(|| {
+        ApiError::param(
+            "Can't assign ip to the network directly when network belongs to VPC.Specify vpcId to associate ip address to VPC",
+        )
+    });
     let queue = network_id.or(vpc_id);
-    let job = ctx.start_job(
+    let job = ctx.start_job_with(
         queue,
         Some(("IpAddress", ip_id.clone())),
         JobAction::AssociateIp {
             ip_id: ip_id.clone(),
         },
+        failure,
     );
     Ok(create_reply(&ip_id, &job))
 }

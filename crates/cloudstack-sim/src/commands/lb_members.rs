@@ -1,7 +1,7 @@
 //! LB rule membership: assign, remove, list instances (API.md §3.11–§3.12).
 
 use super::access::Caller;
-use super::vms::{VmDetails, render_vm};
+use super::vms::{VmDetails, pending_vm_jobs, render_vm};
 use super::{Ctx, job_reply, lookup_required, success};
 use crate::error::ApiError;
 use crate::jobs::{JobAction, MemberRequest};
@@ -283,6 +283,7 @@ pub fn list_load_balancer_rule_instances(ctx: &mut Ctx<'_>) -> Result<Value, Api
     )?;
     let applied = p.bool("applied").unwrap_or(true);
     let with_ips = p.bool("lbvmips").unwrap_or(false);
+    let pending = pending_vm_jobs(state);
     let mut items = Vec::new();
     for vm in state.vms.iter().filter(|vm| vm.removed.is_none()) {
         if matches!(
@@ -307,7 +308,7 @@ pub fn list_load_balancer_rule_instances(ctx: &mut Ctx<'_>) -> Result<Value, Api
         if !selected || p.text("keyword").is_some_and(|k| !super::like(&vm.name, k)) {
             continue;
         }
-        let mut rendered = render_vm(state, vm, VmDetails::all(), ctx.caller.is_admin());
+        let mut rendered = render_vm(state, vm, VmDetails::all(), ctx.caller.is_admin(), &pending);
         rendered["servicestate"] = json!("Active");
         items.push(if with_ips {
             json!({"loadbalancerruleinstance": rendered, "lbvmipaddresses": ips})

@@ -31,6 +31,8 @@ pub struct JobFaults {
     pub failure_rate: f64,
     /// Probability that a job never finishes.
     pub never_finish_rate: f64,
+    /// Networks (ids or names) on which every job hangs.
+    pub hung_networks: Vec<String>,
 }
 
 /// Everything a command handler needs.
@@ -76,7 +78,14 @@ impl Ctx<'_> {
         action: JobAction,
         failure: Option<ApiError>,
     ) -> String {
-        let never = rand::random::<f64>() < self.job_faults.never_finish_rate;
+        let hung = network_id.as_ref().is_some_and(|id| {
+            let name = self.state.network(id).map(|n| n.name.as_str());
+            self.job_faults
+                .hung_networks
+                .iter()
+                .any(|h| h == id || Some(h.as_str()) == name)
+        });
+        let never = hung || rand::random::<f64>() < self.job_faults.never_finish_rate;
         let failure = failure.or_else(|| {
             (rand::random::<f64>() < self.job_faults.failure_rate).then(|| {
                 ApiError::internal(format!("Simulated failure of job {}", self.params.command))
@@ -114,7 +123,7 @@ pub struct Command {
     pub run: Handler,
     /// Async (returns a job id).
     pub is_async: bool,
-    /// First version with the command (older versions answer 432 as for an unknown command).
+    /// First version with the command (older versions do not have it: 401, as for any unknown command).
     pub since: Option<(u32, u32)>,
     /// Only root admins may call it (others get 401 "…is not available for user").
     pub admin_only: bool,

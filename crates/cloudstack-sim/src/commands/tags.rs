@@ -229,7 +229,7 @@ pub fn finish_delete(
             &format!("{kind} {}", t.resource_id),
         ));
     }
-    if !state.tags.iter().any(|t| selected(t)) {
+    if !state.tags.iter().any(&selected) {
         return Err(ApiError::param(
             "Unable to find any tags which conform to specified delete parameters.",
         ));

@@ -23,7 +23,7 @@
 //!   vmId")`; `ExpungeVMCmd.execute` maps them to 530 and 431 with the same text.
 
 use super::access::Caller;
-use super::vms::{VmDetails, render_vm};
+use super::vms::{PendingVmJobs, VmDetails, render_vm};
 use super::{Ctx, job_reply, success};
 use crate::error::ApiError;
 use crate::jobs::JobAction;
@@ -89,7 +89,7 @@ pub fn finish_destroy(
     if vm.is_destroyed() && !expunge {
         let vm = vm.clone();
         return Ok(
-            json!({"virtualmachine": render_vm(state, &vm, VmDetails::all(), caller.is_admin())}),
+            json!({"virtualmachine": render_vm(state, &vm, VmDetails::all(), caller.is_admin(), &PendingVmJobs::new())}),
         );
     }
     if let Some(vm) = state.vms.iter_mut().find(|v| v.id == vm_id) {
@@ -99,7 +99,13 @@ pub fn finish_destroy(
         .vm(vm_id)
         .cloned()
         .unwrap_or_else(|| unreachable!("found above"));
-    let rendered = render_vm(state, &vm, VmDetails::all(), caller.is_admin());
+    let rendered = render_vm(
+        state,
+        &vm,
+        VmDetails::all(),
+        caller.is_admin(),
+        &PendingVmJobs::new(),
+    );
     if expunge {
         expunge_vm(state, vm_id);
     }

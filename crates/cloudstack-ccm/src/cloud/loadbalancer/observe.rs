@@ -25,6 +25,9 @@ pub const TAG_ASSOCIATED: &str = "cloudstack-ccm/associated";
 /// Tag key set on rules the controller gave a health-check policy: their policies are
 /// read even when the Service no longer asks for one (to remove it).
 pub const TAG_HEALTH_CHECK: &str = "cloudstack-ccm/health-check";
+/// Tag key set on rules the controller created with `openfirewall=true`: CloudStack made
+/// their firewall rule (TCP, the rule's port, from `0.0.0.0/0`) and deletes it with them.
+pub const TAG_OPEN_FIREWALL: &str = "cloudstack-ccm/open-firewall";
 /// Tag key set on rules the controller gave a stickiness policy (as [`TAG_HEALTH_CHECK`]).
 pub const TAG_STICKINESS: &str = "cloudstack-ccm/stickiness";
 
@@ -202,6 +205,10 @@ pub struct ObservedLb {
     pub acl_items: Vec<ObservedAclItem>,
     /// Rules on the same IP that are not the Service's.
     pub foreign_rules: Vec<ForeignRule>,
+    /// (protocol, public port) of the rules of others on the networks that share the
+    /// Service's ACL list (VPC tiers): an unmarked ACL item for one of these ports may
+    /// serve them.
+    pub acl_ports_of_others: BTreeSet<(IpProtocol, u16)>,
 }
 
 impl ObservedLb {

@@ -25,9 +25,10 @@
 //! rules no port needs any more (only once the wanted rules stand).
 //!
 //! No step is planned that CloudStack must refuse: deleting a rule also deletes the
-//! firewall rule `openfirewall` made for it, so a firewall rule of a deleted rule's port
-//! is deleted one phase before the rule (an extra phase in front when the rule goes in
-//! the first). Delete steps still succeed when the object is already gone (changed by
+//! firewall rule `openfirewall` made for it (rules created so are tagged), so that one is
+//! left to the rule's deletion, and any other firewall rule of a deleted rule's port is
+//! deleted one phase before the rule (an extra phase in front when the rule goes in the
+//! first). Delete steps still succeed when the object is already gone (changed by
 //! hand meanwhile). After `AssociateIp` the
 //! applier records the IP id on the Service before running the next phase.
 
@@ -38,8 +39,8 @@ use std::net::IpAddr;
 use super::annotations::{Algorithm, Cidr};
 use super::observe::{
     GO_CCM_MANAGED_TEXT, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedLb,
-    ObservedRule, TAG_ASSOCIATED, TAG_CLUSTER, TAG_HEALTH_CHECK, TAG_SERVICE_UID, TAG_STICKINESS,
-    Tags,
+    ObservedRule, TAG_ASSOCIATED, TAG_CLUSTER, TAG_HEALTH_CHECK, TAG_OPEN_FIREWALL,
+    TAG_SERVICE_UID, TAG_STICKINESS, Tags,
 };
 use super::spec::{HealthCheck, LbSpec, RuleSpec, Stickiness};
 use super::{IpProtocol, LbProtocol};
@@ -277,18 +278,34 @@ pub fn plan(
     Ok(Plan::from_phases(phases, warnings))
 }
 
-/// Moves each firewall-rule deletion for the port of a rule the plan deletes to the phase
-/// before that rule's deletion.
+/// Whether firewall rule `fw` is the one `openfirewall=true` made with `rule`: the
+/// controller tagged the rule so when it created it, and the firewall rule is TCP on
+/// exactly the rule's port from `0.0.0.0/0`, untagged (CloudStack's conflict check allows
+/// no second rule from the same CIDR on that port).
+pub fn opened_with(fw: &ObservedFirewallRule, rule: &ObservedRule) -> bool {
+    rule.tags
+        .get(TAG_OPEN_FIREWALL)
+        .is_some_and(|v| v == "true")
+        && fw.protocol == IpProtocol::Tcp
+        && rule.protocol.ip_protocol() == IpProtocol::Tcp
+        && fw.start_port == rule.public_port
+        && fw.end_port == rule.public_port
+        && fw.cidrs == [Cidr::ANY_V4]
+        && fw.tags.is_empty()
+}
+
+/// Settles the firewall-rule deletions for the ports of rules the plan deletes.
 ///
-/// A load-balancer rule created with `openfirewall=true` owns a firewall rule for its
-/// port (CloudStack's `related` rule, which no list shows): `deleteLoadBalancerRule`
-/// removes it, and a `deleteFirewallRule` of it sent after (or run after, in the
-/// network's queue) fails. Run first, the deletion finds the firewall rule whoever made
-/// it, and the rule's deletion then finds no related rule left. No deletion can fail.
+/// `deleteLoadBalancerRule` also deletes the firewall rule `openfirewall=true` made with
+/// the rule (CloudStack's `related` rule, which no list shows), so a `deleteFirewallRule`
+/// of it sent after (or run after, in the network's queue) fails. The deletion of a
+/// firewall rule known to go with its rule ([`opened_with`]) is dropped: the rule's
+/// deletion takes it. Any other firewall rule of such a port is deleted in the phase
+/// before the rule (an empty phase is added in front for rules deleted in the first), so
+/// it is found whoever made it, and the rule's deletion finds no related rule left.
 fn firewall_deletes_first(phases: Vec<Vec<Step>>, observed: &ObservedLb) -> Vec<Vec<Step>> {
-    // An empty phase in front, for firewall rules of rules deleted in the first phase.
     let mut phases: Vec<Vec<Step>> = std::iter::once(Vec::new()).chain(phases).collect();
-    let mut rule_deleted_in: BTreeMap<(IpProtocol, u16), usize> = BTreeMap::new();
+    let mut rule_deleted_in: BTreeMap<(IpProtocol, u16), (usize, &ObservedRule)> = BTreeMap::new();
     for (index, steps) in phases.iter().enumerate() {
         for step in steps {
             let Step::DeleteRule { id, .. } = step else {
@@ -297,24 +314,34 @@ fn firewall_deletes_first(phases: Vec<Vec<Step>>, observed: &ObservedLb) -> Vec<
             if let Some(rule) = observed.rules.iter().find(|r| r.id == *id) {
                 rule_deleted_in
                     .entry((rule.protocol.ip_protocol(), rule.public_port))
-                    .or_insert(index);
+                    .or_insert((index, rule));
             }
         }
     }
     for index in 1..phases.len() {
-        let (moved, kept): (Vec<Step>, Vec<Step>) = std::mem::take(&mut phases[index])
-            .into_iter()
-            .partition(|step| {
-                matches!(step, Step::DeleteFirewallRule { protocol, port, .. }
-                    if rule_deleted_in.get(&(*protocol, *port)).is_some_and(|&at| at <= index))
-            });
-        phases[index] = kept;
-        for step in moved {
-            if let Step::DeleteFirewallRule { protocol, port, .. } = &step {
-                let before = rule_deleted_in[&(*protocol, *port)] - 1;
-                phases[before].push(step);
+        let mut kept = Vec::new();
+        for step in std::mem::take(&mut phases[index]) {
+            let deleted_rule = match &step {
+                Step::DeleteFirewallRule { id, protocol, port } => rule_deleted_in
+                    .get(&(*protocol, *port))
+                    .filter(|(at, _)| *at <= index)
+                    .map(|(at, rule)| (*at, *rule, id.as_str())),
+                _ => None,
+            };
+            let Some((at, rule, fw_id)) = deleted_rule else {
+                kept.push(step);
+                continue;
+            };
+            let goes_with_rule = observed
+                .firewall_rules
+                .iter()
+                .find(|f| f.id == fw_id)
+                .is_some_and(|fw| opened_with(fw, rule));
+            if !goes_with_rule {
+                phases[at - 1].push(step);
             }
         }
+        phases[index].extend(kept);
     }
     phases
 }
@@ -322,8 +349,8 @@ fn firewall_deletes_first(phases: Vec<Vec<Step>>, observed: &ObservedLb) -> Vec<
 /// Plans the removal of a Service's load balancer.
 ///
 /// Deletes the firewall rules or ACL items of the Service's ports, then its rules (a
-/// firewall rule `openfirewall` made would go with its rule: see
-/// [`firewall_deletes_first`]). With `keep-ip` the IP stays and its ownership tags go:
+/// firewall rule `openfirewall` made goes with its rule and is not deleted on its own:
+/// see [`firewall_deletes_first`]). With `keep-ip` the IP stays and its ownership tags go:
 /// it is the user's from then on. Else it releases the IP
 /// when the controller associated it, no other rule uses it, it is not a source-NAT IP,
 /// and `keep-ip` is not set.
@@ -351,7 +378,8 @@ pub fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanContext) 
     }
     if matches!(ctx.network.port_access, PortAccess::NetworkAcl { .. }) {
         for item in &observed.acl_items {
-            if acl_item_is_ours(item, &spec.lb_name, &spec.service_uid)
+            if (acl_item_is_ours(item, &spec.lb_name, &spec.service_uid)
+                || adopted_go_acl_item(item, observed))
                 && ports.contains(&(item.protocol, item.start_port))
             {
                 first.push(Step::DeleteAclItem {
@@ -470,6 +498,26 @@ impl LbSpec {
             legacy_lb_names: self.legacy_lb_names.clone(),
         }
     }
+}
+
+/// Whether an ACL item is the one the Go CCM (v1.2.0 and before) made for a port of this
+/// Service: it adds, per port, an unmarked `Allow` item from `0.0.0.0/0` (no reason, no
+/// tags) to the tier's list, shared by every load balancer on that port. It is the
+/// Service's when one of its rules has that port and no rule of anyone else on a network
+/// using that list does. Such an item is removed with the Service, and replaced by the
+/// Service's own item when its source ranges change.
+pub fn adopted_go_acl_item(item: &ObservedAclItem, observed: &ObservedLb) -> bool {
+    let key = (item.protocol, item.start_port);
+    item.allow
+        && item.start_port == item.end_port
+        && item.reason.is_empty()
+        && item.tags.is_empty()
+        && item.cidrs == [Cidr::ANY_V4]
+        && observed
+            .rules
+            .iter()
+            .any(|r| (r.protocol.ip_protocol(), r.public_port) == key)
+        && !observed.acl_ports_of_others.contains(&key)
 }
 
 /// Whether an ACL item was made for this Service: tagged with its UID, or carrying the

@@ -1314,3 +1314,126 @@ fn an_address_the_go_provider_associated_is_adopted_and_released() {
         "{p}"
     );
 }
+
+#[test]
+fn leaseweb_addresses_are_released_unless_kept() {
+    // The fork records the IP id (`-id`) and releases the address of its rules on delete
+    // unless `-keep-ip`, requested or not.
+    let annotations = json!({(ann::ADDRESS.key): "203.0.113.5", (ann::IP_ID.key): "5d1e3c4b-0a9f-4e8d-9c7b-6a5f4e3d2c1b"});
+    let s = spec(annotations.clone(), &THREE_PORTS[..1], json!({}));
+    let mut observed = applied(&s, &["vm1"]);
+    for r in &mut observed.rules {
+        r.name = r.name.replace(LB, "K8s_svc_prod_shop_web");
+        r.tags.clear();
+    }
+    if let Some(ip) = observed.ip.as_mut() {
+        ip.tags.clear();
+    }
+    let ctx = isolated((4, 18, 0));
+    let p = plan_delete(&s.delete_spec(), &observed, &ctx);
+    assert!(
+        p.steps().any(|s| matches!(s, Step::ReleaseIp { .. })),
+        "{p}"
+    );
+    let mut kept = annotations;
+    kept[ann::KEEP_IP.key] = json!("true");
+    let k = spec(kept, &THREE_PORTS[..1], json!({}));
+    let p = plan_delete(&k.delete_spec(), &observed, &ctx);
+    assert!(
+        !p.steps().any(|s| matches!(s, Step::ReleaseIp { .. })),
+        "{p}"
+    );
+}
+
+#[test]
+fn the_go_providers_acl_item_is_the_services_unless_shared() {
+    let s = simple(&[("TCP", 80, 30080)]);
+    let mut observed = applied(&s, &["vm1"]);
+    observed.firewall_rules.clear();
+    if let Some(ip) = observed.ip.as_mut() {
+        ip.vpc_id = Some("vpc-1".into());
+    }
+    let go_item = ObservedAclItem {
+        id: "acl-80".into(),
+        acl_id: "acl-1".into(),
+        protocol: IpProtocol::Tcp,
+        start_port: 80,
+        end_port: 80,
+        cidrs: vec![Cidr::ANY_V4],
+        allow: true,
+        reason: String::new(),
+        tags: Tags::new(),
+    };
+    observed.acl_items.push(go_item.clone());
+    let ctx = vpc("web-acl");
+    let p = plan_delete(&s.delete_spec(), &observed, &ctx);
+    assert!(
+        p.steps()
+            .any(|s| matches!(s, Step::DeleteAclItem { id, .. } if id == "acl-80")),
+        "{p}"
+    );
+    // Source ranges: replaced by the Service's own item.
+    let ranged = spec(
+        json!({}),
+        &[("TCP", 80, 30080)],
+        json!({"loadBalancerSourceRanges": ["198.51.100.0/24"]}),
+    );
+    let p = plan(&ranged, &observed, &backends(&["vm1"]), &ctx).unwrap();
+    assert!(
+        p.steps().any(|s| matches!(s, Step::DeleteAclItem { .. })),
+        "{p}"
+    );
+    assert!(
+        p.steps().any(|s| matches!(s, Step::CreateAclItem { .. })),
+        "{p}"
+    );
+    // Another load balancer on a tier of the same list uses port 80: the item stays.
+    observed.acl_ports_of_others.insert((IpProtocol::Tcp, 80));
+    let p = plan_delete(&s.delete_spec(), &observed, &ctx);
+    assert!(
+        !p.steps().any(|s| matches!(s, Step::DeleteAclItem { .. })),
+        "{p}"
+    );
+}
+
+#[test]
+fn a_firewall_rule_openfirewall_made_goes_with_its_rule() {
+    let s = simple(&THREE_PORTS[..1]);
+    let ctx = isolated((4, 18, 0));
+    // Created with openfirewall=true: tagged so.
+    let created = plan(
+        &s,
+        &ObservedLb {
+            ip: Some(our_ip()),
+            ..Default::default()
+        },
+        &backends(&["vm1"]),
+        &ctx,
+    )
+    .unwrap();
+    assert!(
+        created.steps().any(|s| matches!(s,
+            Step::TagResources { resource_type: TagResourceType::LoadBalancer, tags, .. }
+                if tags.contains_key(TAG_OPEN_FIREWALL))),
+        "{created}"
+    );
+    let mut observed = applied(&s, &["vm1"]);
+    observed.rules[0]
+        .tags
+        .insert(TAG_OPEN_FIREWALL.to_string(), "true".to_string());
+    // Deleted: no deleteFirewallRule of its own.
+    let p = plan_delete(&s.delete_spec(), &observed, &ctx);
+    assert_eq!(kinds(&p), vec![vec!["delete-rule"], vec!["release"]]);
+    // Source ranges: the firewall rule is replaced and the rule loses the tag.
+    let ranged = spec(
+        json!({}),
+        &THREE_PORTS[..1],
+        json!({"loadBalancerSourceRanges": ["198.51.100.0/24"]}),
+    );
+    let p = plan(&ranged, &observed, &backends(&["vm1"]), &ctx).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![vec!["delete-fw", "untag"], vec!["create-fw"]],
+        "{p}"
+    );
+}

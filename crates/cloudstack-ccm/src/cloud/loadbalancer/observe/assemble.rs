@@ -340,12 +340,31 @@ pub async fn observe(
             .collect(),
         None => Vec::new(),
     };
+    let acl_ports_of_others = match inputs.acl_id {
+        Some(acl_id) => snapshot
+            .rules
+            .iter()
+            .filter(|r| r.id.as_deref().is_some_and(|id| !own_ids.contains(id)))
+            .filter(|r| {
+                r.networkid
+                    .as_deref()
+                    .and_then(|n| snapshot.network(n))
+                    .is_some_and(|n| n.aclid.as_deref() == Some(acl_id))
+            })
+            .filter_map(|r| {
+                let protocol = LbProtocol::parse(r.protocol.as_deref().unwrap_or("tcp"))?;
+                Some((protocol.ip_protocol(), u16::try_from(r.publicport?).ok()?))
+            })
+            .collect(),
+        None => BTreeSet::new(),
+    };
     Ok(ObservedLb {
         ip,
         rules,
         firewall_rules,
         acl_items,
         foreign_rules,
+        acl_ports_of_others,
     })
 }
 

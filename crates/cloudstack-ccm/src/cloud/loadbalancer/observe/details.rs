@@ -329,6 +329,52 @@ fn stickiness_params(
 mod tests {
     use super::*;
 
+    fn api_error(code: u32, text: &str) -> cloudstack::Error {
+        cloudstack::Error::Api {
+            command: "listLBStickinessPolicies".into(),
+            http_status: u16::try_from(code).unwrap_or(530),
+            errorcode: code,
+            cserrorcode: None,
+            errortext: text.into(),
+        }
+    }
+
+    #[test]
+    fn an_unsupported_policy_list_means_no_policy() {
+        for err in [
+            api_error(432, "Unknown API command"),
+            api_error(401, "unable to verify user credentials"),
+            api_error(
+                530,
+                "The given command:listLBHealthCheckPolicies does not exist or it is not available for user",
+            ),
+        ] {
+            let listed: Result<Vec<u8>, _> = Err(err);
+            assert_eq!(none_if_unsupported(listed).expect("none"), Vec::<u8>::new());
+        }
+        let other: Result<Vec<u8>, _> = Err(api_error(530, "job failed"));
+        assert!(
+            none_if_unsupported(other).is_err(),
+            "other errors stay errors"
+        );
+    }
+
+    #[test]
+    fn cached_details_cover_the_kinds_they_were_read_with() {
+        let none = PolicyKinds::default();
+        let sticky = PolicyKinds {
+            health_check: false,
+            stickiness: true,
+        };
+        assert!(none.covers(none));
+        assert!(
+            !none.covers(sticky),
+            "read without policies: stickiness unknown"
+        );
+        assert!(sticky.covers(none));
+        assert!(PolicyKinds::ALL.covers(sticky));
+    }
+
     #[test]
     fn policy_fields_are_read_leniently() {
         assert_eq!(to_u32(Some(5)), 5);

@@ -23,8 +23,10 @@ pub(super) struct Planner<'a> {
     created: Vec<String>,
     /// Public ports of rules deleted and created again (their firewall is redone).
     recreated_ports: BTreeSet<u16>,
-    /// Created rules that get `openfirewall=true`.
+    /// Public ports of created rules that get `openfirewall=true`.
     open_firewall: BTreeSet<u16>,
+    /// Names of created rules that get `openfirewall=true` (tagged so).
+    created_open: BTreeSet<String>,
     /// Ids of observed rules that stay.
     kept_ids: BTreeSet<String>,
     /// The IP the controller the load balancer was taken over from associated (untagged):
@@ -52,6 +54,7 @@ impl<'a> Planner<'a> {
             created: Vec::new(),
             recreated_ports: BTreeSet::new(),
             open_firewall: BTreeSet::new(),
+            created_open: BTreeSet::new(),
             kept_ids: BTreeSet::new(),
             adopted_ip: None,
         }
@@ -179,6 +182,7 @@ impl<'a> Planner<'a> {
             && !self.firewall_kept(rule.protocol.ip_protocol(), rule.public_port);
         if isolated_default {
             self.open_firewall.insert(rule.public_port);
+            self.created_open.insert(rule.name.clone());
         }
         self.phase2.push(Step::CreateRule {
             name: rule.name.clone(),
@@ -399,6 +403,17 @@ impl<'a> Planner<'a> {
                         protocol,
                         port,
                     });
+                    // The firewall rule `openfirewall` made for a rule that stays goes:
+                    // the rule no longer has one.
+                    for o in self.observed.rules.iter().filter(|o| {
+                        self.kept_ids.contains(&o.id) && !recreated && opened_with(f, o)
+                    }) {
+                        self.phase1.push(Step::UntagResources {
+                            resource_type: TagResourceType::LoadBalancer,
+                            resources: vec![o.id.clone()],
+                            keys: vec![TAG_OPEN_FIREWALL.to_string()],
+                        });
+                    }
                 }
             }
             if keep {
@@ -434,8 +449,10 @@ impl<'a> Planner<'a> {
         warnings: &mut Vec<String>,
     ) {
         let ranges: BTreeSet<Cidr> = self.spec.source_ranges.iter().copied().collect();
-        let ours =
-            |i: &ObservedAclItem| acl_item_is_ours(i, &self.spec.lb_name, &self.spec.service.uid);
+        let ours = |i: &ObservedAclItem| {
+            acl_item_is_ours(i, &self.spec.lb_name, &self.spec.service.uid)
+                || adopted_go_acl_item(i, self.observed)
+        };
         for &(protocol, port) in wanted.keys() {
             let all: Vec<&ObservedAclItem> = self
                 .observed
@@ -518,12 +535,16 @@ impl<'a> Planner<'a> {
             policies.insert(TAG_STICKINESS.to_string(), "true".to_string());
         }
         let mut by_tags: BTreeMap<Tags, Vec<ResourceRef>> = BTreeMap::new();
-        if !self.created.is_empty() {
-            let all: Tags = owner.clone().into_iter().chain(policies.clone()).collect();
+        let all: Tags = owner.clone().into_iter().chain(policies.clone()).collect();
+        for name in &self.created {
+            let mut tags = all.clone();
+            if self.created_open.contains(name) {
+                tags.insert(TAG_OPEN_FIREWALL.to_string(), "true".to_string());
+            }
             by_tags
-                .entry(all)
+                .entry(tags)
                 .or_default()
-                .extend(self.created.iter().cloned().map(ResourceRef::CreatedRule));
+                .push(ResourceRef::CreatedRule(name.clone()));
         }
         for o in &self.observed.rules {
             if !self.kept_ids.contains(&o.id) {

@@ -120,6 +120,9 @@ async fn cloudstack_faults_converge_without_leaks_and_with_bounded_calls() {
         max: 40,
         interval_secs: 1,
     });
+    // A job that never finishes holds its network's queue until CloudStack cancels it
+    // (`job.cancel.threshold.minutes`); scaled down like the job durations.
+    scenario.settings.job_cancel_threshold_ms = 2_000;
     let h = start_service_controller(scenario, &NODES).await;
     let baseline = Baseline::take(&h.sim);
     let mut faults = Faults {

@@ -10,7 +10,8 @@
 //! | GET, PUT | `/sim/faults` | [`crate::Faults`] |
 //! | PUT | `/sim/job-duration` | `{"ms": N}` |
 //! | POST | `/sim/vms` | [`crate::VmSpec`] → `{"id"}` |
-//! | DELETE | `/sim/vms/{id}` | expunge |
+//! | DELETE | `/sim/vms/{id}` | expunge (as `expungeVirtualMachine`: mappings, static NAT, NICs, tags dropped) |
+//! | POST | `/sim/vms/{id}/destroy` | destroy without expunge (state Destroyed; mappings, static NAT, NICs kept) |
 //! | POST | `/sim/vms/{id}/stop`, `/sim/vms/{id}/start` | state Stopped / Running |
 //! | PUT | `/sim/vms/{id}/state` | `{"state": "…"}` |
 
@@ -72,6 +73,7 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
             }),
         )
         .route("/vms/{id}", delete(|AxumState(s): Shared_, Path(id): Path<String>| async move { found(remove_vm(&s, &id)) }))
+        .route("/vms/{id}/destroy", post(|AxumState(s): Shared_, Path(id): Path<String>| async move { found(destroy_vm(&s, &id)) }))
         .route("/vms/{id}/stop", post(|AxumState(s): Shared_, Path(id): Path<String>| async move { found(set_vm_state(&s, &id, "Stopped")) }))
         .route("/vms/{id}/start", post(|AxumState(s): Shared_, Path(id): Path<String>| async move { found(set_vm_state(&s, &id, "Running")) }))
         .route(
@@ -106,6 +108,10 @@ fn found(ok: bool) -> StatusCode {
 /// Adds a VM described like a scenario VM.
 pub(crate) fn add_vm(shared: &Shared, spec: &VmSpec) -> Result<String, ScenarioError> {
     let mut state = lock(&shared.state);
+    if let Some(id) = &spec.id {
+        // An expunged VM's record only keeps its UUID resolvable; a new VM may take it.
+        state.vms.retain(|v| !(&v.id == id && v.removed.is_some()));
+    }
     if spec.id.as_ref().is_some_and(|id| state.vm(id).is_some()) {
         return Err(ScenarioError::Invalid(format!(
             "vm {:?}: field id: already in use",
@@ -119,33 +125,35 @@ pub(crate) fn add_vm(shared: &Shared, spec: &VmSpec) -> Result<String, ScenarioE
     Ok(id)
 }
 
-/// Expunges a VM and what refers to it.
+/// Expunges a VM and what refers to it (`UserVmManagerImpl.expunge`, see
+/// [`crate::commands::expunge_vm`]).
 pub(crate) fn remove_vm(shared: &Shared, id: &str) -> bool {
     let mut state = lock(&shared.state);
-    let before = state.vms.len();
-    state.vms.retain(|v| v.id != id);
-    if state.vms.len() == before {
-        return false;
+    let found = crate::commands::expunge_vm(&mut state, id);
+    if found {
+        shared.persist(&state);
     }
-    for rule in &mut state.lb_rules {
-        rule.members.retain(|m| m.vm_id != id);
+    found
+}
+
+/// Destroys a VM without expunging it (see [`crate::commands::destroy_vm`]).
+pub(crate) fn destroy_vm(shared: &Shared, id: &str) -> bool {
+    let mut state = lock(&shared.state);
+    let found = crate::commands::destroy_vm(&mut state, id);
+    if found {
+        shared.persist(&state);
     }
-    state.tags.retain(|t| t.resource_id != id);
-    for ip in state
-        .ips
-        .iter_mut()
-        .filter(|i| i.static_nat_vm.as_deref() == Some(id))
-    {
-        ip.static_nat_vm = None;
-    }
-    shared.persist(&state);
-    true
+    found
 }
 
 /// Sets a VM's state.
 pub(crate) fn set_vm_state(shared: &Shared, id: &str, new_state: &str) -> bool {
     let mut state = lock(&shared.state);
-    let Some(vm) = state.vms.iter_mut().find(|v| v.id == id) else {
+    let Some(vm) = state
+        .vms
+        .iter_mut()
+        .find(|v| v.id == id && v.removed.is_none())
+    else {
         return false;
     };
     vm.state = new_state.to_owned();

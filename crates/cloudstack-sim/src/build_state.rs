@@ -312,6 +312,7 @@ impl State {
             nics,
             owner: self.owner(&v.account, &v.project, &what)?,
             created: now_text(),
+            removed: None,
         };
         if let Some(address) = &v.static_nat_ip {
             let ip = self

@@ -92,11 +92,6 @@ impl ApiError {
         )
     }
 
-    /// 432 for a command the server does not know.
-    pub fn unknown_command(command: &str) -> Self {
-        Self::new(432, Some(9999), format!("Unknown API command: {command}"))
-    }
-
     /// 429 from the API rate limiter.
     pub fn throttled(retry_after_ms: u64) -> Self {
         Self::new(

@@ -28,6 +28,10 @@ pub struct Faults {
     pub job_failure_rate: f64,
     /// Probability that a job never finishes.
     pub job_never_finish_rate: f64,
+    /// Networks (ids or names) whose virtual router hangs: every job queued on them never
+    /// finishes, so the jobs behind it wait until it is cancelled
+    /// ([`crate::Settings::job_cancel_threshold_ms`]).
+    pub hung_networks: Vec<String>,
 }
 
 impl Faults {

@@ -19,12 +19,13 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Builds the HTTP answer for a body or error.
-fn answer(command: &str, outcome: &Result<Value, ApiError>, json: bool) -> Response {
+/// Builds the HTTP answer for a body or error. Errors of a command the server does not
+/// have are keyed `errorresponse` (`ApiServer.getSerializedApiError`).
+fn answer(command: &str, known: bool, outcome: &Result<Value, ApiError>, json: bool) -> Response {
     let (status, body) = match outcome {
         Ok(body) => (StatusCode::OK, envelope(command, body.clone())),
         Err(e) => {
-            let key = if e.code == 432 || command.is_empty() {
+            let key = if !known {
                 "errorresponse".to_owned()
             } else {
                 response_name(command)
@@ -72,6 +73,8 @@ pub(crate) async fn api(
         .get("response")
         .is_some_and(|r| r.eq_ignore_ascii_case("json"));
     let command = params.command.clone();
+    let version = lock(&shared.state).version.clone();
+    let known = commands::find(&command).is_some_and(|c| c.exists_in(&version));
     let arrived = now_ms();
     let (outcome, account, job_id) = handle(&shared, &params).await;
     *lock(&shared.counts).entry(command.clone()).or_default() += 1;
@@ -95,29 +98,25 @@ pub(crate) async fn api(
         error,
         job_id,
     });
-    answer(&command, &outcome, json)
+    answer(&command, known, &outcome, json)
 }
 
 /// Authenticates, throttles, injects faults and runs the command.
+///
+/// `ApiServer.verifyRequest` runs first for key-signed requests: a request without a
+/// command, or naming a command the server does not have (absent from
+/// `s_apiNameCmdClassMap`, e.g. one newer than the emulated version), fails verification
+/// before the signature is even looked at — 401 "unable to verify user credentials and/or
+/// request signature", never the 432 of `ApiServer.handleRequest`, which only
+/// session-authenticated requests reach.
 async fn handle(
     shared: &Arc<Shared>,
     params: &Params,
 ) -> (Result<Value, ApiError>, Option<String>, Option<String>) {
     let command_name = params.command.as_str();
-    if command_name.is_empty() {
-        return (
-            Err(ApiError::new(
-                432,
-                Some(9999),
-                "Invalid request, no command sent",
-            )),
-            None,
-            None,
-        );
-    }
     let version = lock(&shared.state).version.clone();
     let Some(command) = commands::find(command_name).filter(|c| c.exists_in(&version)) else {
-        return (Err(ApiError::unknown_command(command_name)), None, None);
+        return (Err(ApiError::unauthorized()), None, None);
     };
     let (caller, latency, throttle) = {
         let state = lock(&shared.state);
@@ -165,6 +164,7 @@ async fn handle(
         let job_faults = JobFaults {
             failure_rate: faults.job_failure_rate,
             never_finish_rate: faults.job_never_finish_rate,
+            hung_networks: faults.hung_networks.clone(),
         };
         (
             faults.latency_for(command.name),

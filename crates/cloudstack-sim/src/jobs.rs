@@ -1,7 +1,7 @@
 //! Async jobs: records, the per-network run queue, and the `AsyncJobResponse` rendering.
 
 use crate::error::ApiError;
-use crate::state::{Member, State, new_id, now_text};
+use crate::state::{State, new_id, now_text};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -41,15 +41,15 @@ pub enum JobAction {
     AssignToLbRule {
         /// Rule id.
         rule_id: String,
-        /// Members to add or remove.
-        members: Vec<Member>,
+        /// The VMs (and addresses) asked for.
+        members: Vec<MemberRequest>,
     },
     /// Remove members.
     RemoveFromLbRule {
         /// Rule id.
         rule_id: String,
-        /// Members to add or remove.
-        members: Vec<Member>,
+        /// The VMs (and addresses) asked for.
+        members: Vec<MemberRequest>,
     },
     /// Activate a firewall rule.
     CreateFirewallRule {
@@ -101,6 +101,31 @@ pub enum JobAction {
         /// Policy id.
         policy_id: String,
     },
+    /// Destroy a VM (and expunge it with `expunge`).
+    DestroyVm {
+        /// VM id.
+        vm_id: String,
+        /// `expunge=true`.
+        expunge: bool,
+    },
+    /// Expunge a destroyed VM.
+    ExpungeVm {
+        /// VM id.
+        vm_id: String,
+    },
+}
+
+/// A VM named by `virtualmachineids` or `vmidipmap` of assign/removeFromLoadBalancerRule,
+/// resolved inside the job as the server does.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MemberRequest {
+    /// VM id as sent.
+    pub vm_id: String,
+    /// `vmidipmap[i].vmip`, if any.
+    pub ip: Option<String>,
+    /// From `vmidipmap` (resolved in the job) rather than `virtualmachineids` (resolved
+    /// by parameter processing before the job is queued).
+    pub from_map: bool,
 }
 
 /// An async job.
@@ -140,6 +165,9 @@ pub struct Job {
     pub start_ms: u64,
     /// When it completes; `None` for a job that never finishes (fault injection).
     pub finish_ms: Option<u64>,
+    /// When a job that never finishes is cancelled for blocking its queue.
+    #[serde(default)]
+    pub cancel_ms: Option<u64>,
     /// When it actually completed.
     pub completed_ms: Option<u64>,
     /// Fail with this error instead of running (fault injection).
@@ -180,6 +208,15 @@ pub fn now_ms() -> u64 {
 
 /// Java class name reported in `cmd`.
 fn command_class(command: &str) -> String {
+    match command {
+        "destroyVirtualMachine" => {
+            return "org.apache.cloudstack.api.command.user.vm.DestroyVMCmd".into();
+        }
+        "expungeVirtualMachine" => {
+            return "org.apache.cloudstack.api.command.user.vm.ExpungeVMCmd".into();
+        }
+        _ => {}
+    }
     let package = match command {
         c if c.contains("LoadBalancer") || c.contains("LB") => "loadbalancer",
         c if c.contains("Firewall") => "firewall",
@@ -220,15 +257,15 @@ impl State {
     ) -> String {
         let now = now_ms();
         let duration = self.settings.job_duration_ms;
+        // Jobs on one network run one at a time (the network sync queue): this one starts
+        // when the last pending one there ends — a hung one only when it is cancelled.
         let start = match &new.network_id {
             None => now,
             Some(net) => self
                 .jobs
                 .iter()
-                .rev()
-                .take_while(|j| j.created_ms + 3_600_000 > now)
                 .filter(|j| j.network_id.as_ref() == Some(net) && j.status == 0)
-                .filter_map(|j| j.finish_ms)
+                .filter_map(|j| j.finish_ms.or(j.cancel_ms))
                 .max()
                 .unwrap_or(now)
                 .max(now),
@@ -255,6 +292,7 @@ impl State {
             created_ms: now,
             start_ms: start,
             finish_ms: (!never_finishes).then_some(start + duration),
+            cancel_ms: never_finishes.then_some(start + self.settings.job_cancel_threshold_ms),
             completed_ms: None,
             injected_failure: failure.as_ref().map(ApiErrorRecord::from),
         };
@@ -266,6 +304,21 @@ impl State {
     /// A job by id.
     pub fn job(&self, id: &str) -> Option<&Job> {
         self.jobs.iter().rev().find(|j| j.id == id)
+    }
+
+    /// Cancels a job that held its queue too long (`AsyncJobManagerImpl`: status failed,
+    /// result code 0, "Job is cancelled as it has been blocking others for too long").
+    pub fn cancel_job(&mut self, id: &str) {
+        let Some(job) = self.jobs.iter_mut().rev().find(|j| j.id == id) else {
+            return;
+        };
+        job.completed = Some(now_text());
+        job.completed_ms = Some(now_ms());
+        job.status = 2;
+        job.result_code = 0;
+        job.result = Some(json!({
+            "errortext": "Job is cancelled as it has been blocking others for too long"
+        }));
     }
 
     /// Stores the outcome of a job.

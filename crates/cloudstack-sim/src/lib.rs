@@ -3,6 +3,69 @@
 //! errors and paging, async jobs serialised per network, a version knob, rate limiting,
 //! fault injection and introspection under `/sim/…`.
 //!
+//! # Fidelity: where each behaviour comes from
+//!
+//! Every rule below follows Apache CloudStack's source (class and method named); where the
+//! source and `cloudstack-api/API.md` disagree, the source wins.
+//!
+//! **Authentication first.** `ApiServer.verifyRequest` runs before anything else: a request
+//! without a command or naming a command the server does not have (also one newer than the
+//! emulated version) is a 401 "unable to verify user credentials and/or request signature"
+//! keyed `errorresponse` (`ApiServer.getSerializedApiError`), whatever its signature.
+//!
+//! **Synchronous part vs job.** `ApiServer.queueCommand` runs only parameter processing
+//! before queueing a non-create async command (`ParamProcessWorker`): UUID parameters are
+//! resolved — removed rows included (`translateUuidToInternalId` searches them), so an id
+//! that names nothing is a 431 — and `@ACL` parameters are access-checked (531; `id` of
+//! destroyVirtualMachine, expungeVirtualMachine, deleteFirewallRule). The rest runs in the
+//! job, where `ApiAsyncJobDispatcher.runJob` reports an `InvalidParameterValueException` as
+//! 431 and any other exception as 530 with its message:
+//! * assign/removeFromLoadBalancerRule, updateLoadBalancerRule, deleteLoadBalancerRule check
+//!   the caller's access to the rule in the job (530);
+//! * assignToLoadBalancerRule: every failure of `LoadBalancingRulesManagerImpl
+//!   .assignToLoadBalancer` (another account's VM via `RulesManagerImpl.checkRuleAndUserVm`,
+//!   a Destroyed VM, no NIC in the network, already mapped) → 530 "Failed to assign load
+//!   balancer rule" (`AssignToLoadBalancerRuleCmd.execute`);
+//! * removeFromLoadBalancerRule: a VM that is not mapped (or expunged) is left alone and the
+//!   job succeeds (`removeFromLoadBalancerInternal`: `listByLoadBalancerIdAndVmId` is never
+//!   null); an unmapped `vmidipmap` address → 431 "Failed to remove Instance from load
+//!   balancer rule" (`RemoveFromLoadBalancerRuleCmd.execute`);
+//! * updateLoadBalancerRule (`LoadBalancingRulesManagerImpl.updateLoadBalancerRule`): a
+//!   provider-refused protocol → 431 "Modifications in lb rule … are not supported.", an
+//!   algorithm the load balancer cannot apply → 530 "Failed to update load balancer rule: …"
+//!   with the rule rolled back, `cidrlist` stored comma-joined;
+//! * createTags/deleteTags (`TaggedResourceManagerImpl`): bad resource type or resource,
+//!   empty value, nothing to delete → 431; another account's resource → 530;
+//! * disassociateIpAddress (`NetworkServiceImpl.releaseIpAddressInternal`): an address no
+//!   longer allocated → success; a source-NAT address → 530;
+//! * associateIpAddress with a VPC tier's `networkid` → 431 "…Specify vpcId to associate ip
+//!   address to VPC" (`NetworkServiceImpl.associateIPToNetwork`), the address released.
+//!
+//! **VM lifecycle** (`UserVmManagerImpl.destroyVm`, `expungeVm`, `expunge` →
+//! `cleanupVmResources`): destroy without expunge only moves the VM to Destroyed — its
+//! `LoadBalancerVMMapVO` rows, static NAT and NICs stay, and `listLoadBalancerRuleInstances`
+//! skips it (`listLoadBalancerInstances`); expunge (admin only, "Account does not have
+//! permission for expunging.") drops the mappings (`removeVmFromLoadBalancers`), disables
+//! static NAT, releases the NICs, deletes the tags and marks the row removed. The `/sim`
+//! equivalents: `DELETE /sim/vms/{id}` expunges, `POST /sim/vms/{id}/destroy` destroys.
+//!
+//! **Scoping** (`AccountManagerImpl.buildACLSearchParameters`): project resources only with
+//! `projectid`, whatever `id`, `ipaddressid`, `publicipid` or `resourceid` say; a root admin
+//! listing by `id` sees the resource whoever owns it. `listFirewallRules ipaddressid=` of an
+//! address that is not allocated → 431 (`FirewallManagerImpl.listFirewallRules`).
+//!
+//! **Conflicts** (`FirewallManagerImpl.detectRulesConflict`, create phase): firewall rules
+//! conflict only with the same protocol, overlapping ports and a source CIDR string both
+//! lists contain (537; ICMP duplicates 431); the `openfirewall` rule is checked like any
+//! firewall rule; two load-balancer rules on one port conflict whatever their protocols.
+//!
+//! **Jobs and queues** (`BaseAsyncCmd.networkSyncObject`, `AsyncJobManagerImpl`): jobs on
+//! one network run one at a time; a rule is `Add` until its job applied it; a VM carries the
+//! `jobid`/`jobstatus` of its pending job (`UserVmJoinDaoImpl`); a job that never finishes
+//! (the `hung_networks` fault: a hung virtual router) holds its network's queue until
+//! `job.cancel.threshold.minutes` cancels it ("Job is cancelled as it has been blocking
+//! others for too long", result code 0), without undoing its create phase.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), cloudstack_sim::SimError> {
 //! let sim = cloudstack_sim::SimServer::start(cloudstack_sim::Scenario::small()).await?;

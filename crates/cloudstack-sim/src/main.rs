@@ -26,6 +26,7 @@ const AFTER: &str = "Introspection and fault injection (JSON, unauthenticated, u
   PUT  /sim/job-duration        {\"ms\": 1000}
   POST /sim/vms                 a VM like a scenario [[vm]] entry (JSON) -> {\"id\"}
   DELETE /sim/vms/ID            expunge a VM
+  POST /sim/vms/ID/destroy      destroy a VM without expunging it
   POST /sim/vms/ID/stop, /sim/vms/ID/start, PUT /sim/vms/ID/state {\"state\": \"Stopped\"}
 
 Without --scenario the built-in small scenario runs (zone1, networks net-vr, net-ns, VPC tier

@@ -75,6 +75,10 @@ pub struct Settings {
     pub throttle: Option<Throttle>,
     /// `default.page.size`: the page-size cap and the implicit page size.
     pub max_page_size: u64,
+    /// `job.cancel.threshold.minutes` (60 by default): a job that holds its network's queue
+    /// this long is cancelled and the queue moves on (`AsyncJobManagerImpl`'s cleanup task:
+    /// "Job is cancelled as it has been blocking others for too long").
+    pub job_cancel_threshold_ms: u64,
 }
 
 impl Default for Settings {
@@ -84,6 +88,7 @@ impl Default for Settings {
             call_latency_ms: 0,
             throttle: None,
             max_page_size: 500,
+            job_cancel_threshold_ms: 3_600_000,
         }
     }
 }

@@ -86,16 +86,34 @@ impl Shared {
     }
 
     /// Starts the runner of a job: it waits for the job's turn and completes it.
+    /// A job that never finishes is instead cancelled when it has blocked its queue for
+    /// [`crate::Settings::job_cancel_threshold_ms`].
     pub(crate) fn spawn_job(self: &Arc<Self>, job_id: String) {
-        let Some(finish) = lock(&self.state).job(&job_id).and_then(|j| j.finish_ms) else {
-            return;
+        let (finish, cancel) = match lock(&self.state).job(&job_id) {
+            Some(job) => (job.finish_ms, job.cancel_ms),
+            None => return,
         };
         let shared = Arc::clone(self);
-        tokio::spawn(async move {
-            let wait = finish.saturating_sub(now_ms());
-            tokio::time::sleep(Duration::from_millis(wait)).await;
-            shared.complete_job(&job_id);
-        });
+        match (finish, cancel) {
+            (Some(at), _) => {
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(at.saturating_sub(now_ms()))).await;
+                    shared.complete_job(&job_id);
+                });
+            }
+            (None, Some(at)) => {
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(at.saturating_sub(now_ms()))).await;
+                    let mut state = lock(&shared.state);
+                    if state.job(&job_id).is_some_and(|j| j.status == 0) {
+                        tracing::info!(job = %job_id, "job cancelled for blocking its queue");
+                        state.cancel_job(&job_id);
+                        shared.persist(&state);
+                    }
+                });
+            }
+            (None, None) => {}
+        }
     }
 
     fn complete_job(&self, job_id: &str) {
@@ -108,7 +126,7 @@ impl Shared {
         }
         let outcome = match &job.injected_failure {
             Some(failure) => Err(ApiError::from(failure)),
-            None => commands::run_job_action(&mut state, &job.action),
+            None => commands::run_job_action(&mut state, &job.account, &job.action),
         };
         if outcome.is_err() {
             commands::roll_back_job(&mut state, &job.action);
@@ -281,9 +299,16 @@ impl SimServer {
         crate::admin::add_vm(&self.shared, &spec)
     }
 
-    /// Expunges a VM (and its LB memberships, tags, static NAT); false when unknown.
+    /// Expunges a VM as `expungeVirtualMachine` does (its LB mappings, static NAT, NICs and
+    /// tags go); false when unknown.
     pub fn remove_vm(&self, id: &str) -> bool {
         crate::admin::remove_vm(&self.shared, id)
+    }
+
+    /// Destroys a VM without expunging it (state Destroyed; LB mappings, static NAT and NICs
+    /// stay until expunge); false when unknown.
+    pub fn destroy_vm(&self, id: &str) -> bool {
+        crate::admin::destroy_vm(&self.shared, id)
     }
 
     /// Sets a VM's state (`Running`, `Stopped`, …); false when unknown.

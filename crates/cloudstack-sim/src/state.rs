@@ -159,6 +159,20 @@ pub struct Vm {
     pub owner: Owner,
     /// Creation date.
     pub created: String,
+    /// Removal date once expunged. The row stays, as `vm_instance.removed` does on the
+    /// server: parameter processing still resolves its UUID
+    /// (`ParamProcessWorker.translateUuidToInternalId` searches removed entities too), while
+    /// every list and lookup ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<String>,
+}
+
+impl Vm {
+    /// Destroyed or being expunged: such a VM is not listed by default, not listed as a
+    /// member of a load-balancer rule and cannot be assigned to one.
+    pub fn is_destroyed(&self) -> bool {
+        matches!(self.state.as_str(), "Destroyed" | "Expunging")
+    }
 }
 
 /// A public IP address of a zone pool (free or allocated).
@@ -218,6 +232,11 @@ pub struct LbRule {
     pub protocol: String,
     /// Source CIDRs (stored, rendered space-separated).
     pub cidrs: Option<Vec<String>>,
+    /// The CIDRs were last set by updateLoadBalancerRule, which stores them comma-joined
+    /// (`StringUtils.join(cidrList, ",")`) where create joins them with spaces
+    /// (`generateCidrString`); the response echoes the stored text.
+    #[serde(default)]
+    pub cidrs_comma: bool,
     /// `Add` or `Active`.
     pub state: String,
     /// Members.
@@ -426,8 +445,13 @@ impl State {
         self.ips.iter().find(|i| i.id == id)
     }
 
-    /// A VM by id.
+    /// A VM by id (not an expunged one).
     pub fn vm(&self, id: &str) -> Option<&Vm> {
+        self.vms.iter().find(|v| v.id == id && v.removed.is_none())
+    }
+
+    /// A VM by id, expunged ones included (what parameter processing resolves).
+    pub fn vm_including_removed(&self, id: &str) -> Option<&Vm> {
         self.vms.iter().find(|v| v.id == id)
     }
 

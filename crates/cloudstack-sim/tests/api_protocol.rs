@@ -127,33 +127,55 @@ async fn expired_request_is_rejected_and_version_decides_expires_formats() {
     );
 }
 
+/// `ApiServer.verifyRequest` rejects a key-signed request for a command that is not in
+/// `s_apiNameCmdClassMap` before it checks the signature: 401 keyed `errorresponse`
+/// (`getSerializedApiError`), whether the signature is good or bad, and a request without
+/// any command likewise. The 432 "Unknown API command" of `handleRequest` is never reached.
 #[tokio::test]
-async fn unknown_command_is_432_errorresponse() {
+async fn unknown_or_missing_command_is_401_before_anything_else() {
     let sim = start(Scenario::small()).await;
     let err = client(&sim, "alice")
         .call("listFrobnicators", Params::new())
         .await
         .unwrap_err();
-    let (status, code, _, text) = api_error(err);
-    assert_eq!((status, code), (432, 432));
-    assert_eq!(text, "Unknown API command: listFrobnicators");
-    let (api_key, secret) = keys(&sim, "alice");
-    let raw = raw_get(
-        &sim,
-        &[
-            ("apikey", &api_key),
-            ("command", "listFrobnicators"),
-            ("response", "json"),
-        ],
-        &secret,
-        None,
-    )
-    .await;
-    assert!(
-        raw.json()["errorresponse"]["errorcode"] == 432,
-        "{}",
-        raw.text
+    let (status, code, cs, text) = api_error(err);
+    assert_eq!((status, code, cs), (401, 401, None));
+    assert_eq!(
+        text,
+        "unable to verify user credentials and/or request signature"
     );
+    let (api_key, secret) = keys(&sim, "alice");
+    for (params, signature) in [
+        (
+            vec![
+                ("apikey", api_key.as_str()),
+                ("command", "listFrobnicators"),
+                ("response", "json"),
+            ],
+            None,
+        ),
+        (
+            vec![
+                ("apikey", api_key.as_str()),
+                ("command", "listFrobnicators"),
+                ("response", "json"),
+            ],
+            Some("AAAAAAAAAAAAAAAAAAAAAAAAAAA="),
+        ),
+        (
+            vec![("apikey", api_key.as_str()), ("response", "json")],
+            None,
+        ),
+    ] {
+        let raw = raw_get(&sim, &params, &secret, signature).await;
+        assert_eq!(raw.status, 401, "{params:?}: {}", raw.text);
+        assert_eq!(
+            raw.json()["errorresponse"]["errorcode"],
+            401,
+            "{}",
+            raw.text
+        );
+    }
 }
 
 #[tokio::test]

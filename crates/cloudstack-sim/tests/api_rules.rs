@@ -59,10 +59,11 @@ async fn firewall_rules_with_integer_ports_comma_cidrs_and_conflicts() {
     let rule = alice.create_firewall_rule(&request).await.unwrap();
     assert_eq!((rule.startport, rule.endport), (Some(80), Some(90)));
     assert_eq!(rule.cidrlist.as_deref(), Some("10.0.0.0/8,192.168.0.0/16"));
+    // A conflict needs a source CIDR both rules list (FirewallManagerImpl.detectConflictingCidrs).
     let overlap = CreateFirewallRule {
         startport: Some(85),
         endport: Some(85),
-        cidrlist: vec![],
+        cidrlist: vec!["192.168.0.0/16".into()],
         ..request.clone()
     };
     let (status, _, cs, text) = api_error(alice.create_firewall_rule(&overlap).await.unwrap_err());
@@ -271,11 +272,10 @@ async fn tags_on_every_ownership_marker_type() {
         })
         .await
         .unwrap_err();
-    assert!(
-        common::job_error(duplicate)
-            .1
-            .contains("already on LoadBalancer")
-    );
+    // The unique key of resource_tags (resource, type, key) refuses the row: a DB error, 530.
+    let (code, text) = common::job_error(duplicate);
+    assert_eq!(code, 530);
+    assert!(text.contains("Duplicate entry"), "{text}");
     alice
         .delete_tags(&DeleteTags {
             resourceids: vec![rule.clone()],
@@ -297,7 +297,8 @@ async fn tags_on_every_ownership_marker_type() {
         })
         .await
         .unwrap_err();
-    assert_eq!(api_error(bob).0, 531);
+    // TaggedResourceManagerImpl.checkResourceAccessible in the job: PermissionDenied → 530.
+    assert_eq!(common::job_error(bob).0, 530);
 }
 
 #[tokio::test]

@@ -228,6 +228,15 @@ impl CloudWatch {
             } => format!("tags removed from {} {resource_type}", resource_ids.len()),
             JobAction::CreatePolicy { .. } => "load-balancer policy added".to_string(),
             JobAction::DeletePolicy { .. } => "load-balancer policy deleted".to_string(),
+            JobAction::DestroyVm { vm_id, expunge } => format!(
+                "VM {} destroyed{}",
+                vm_names(state, std::iter::once(vm_id.as_str())),
+                if *expunge { " and expunged" } else { "" }
+            ),
+            JobAction::ExpungeVm { vm_id } => format!(
+                "VM {} expunged",
+                vm_names(state, std::iter::once(vm_id.as_str()))
+            ),
         }
     }
 }

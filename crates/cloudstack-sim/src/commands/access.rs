@@ -61,10 +61,20 @@ impl Caller {
     }
 }
 
-/// Which owners a list call returns.
+/// Which owners a list call returns (`AccountManagerImpl.buildACLSearchParameters`):
+/// * `projectid=<id>`: that project's resources only; `projectid=-1`: every project the
+///   caller belongs to (all projects for an admin).
+/// * otherwise a normal user gets their own account's resources, whatever `id`, `listall`
+///   or `account` say — project-owned ones never (`ListProjectResourcesCriteria
+///   .SkipProjectResources` when no `id` is given, the caller's account as the only
+///   permitted account either way);
+/// * a root admin gets `account=<name>`'s, everybody's with `listall=true` (projects
+///   skipped), or — with an `id` and neither `listall` nor `account` — the resource
+///   whoever owns it, project included (no permitted account, no project criteria).
 #[derive(Clone, Debug)]
 pub struct Scope {
     all_accounts: bool,
+    all_projects: bool,
     accounts: Vec<String>,
     projects: Vec<String>,
 }
@@ -74,6 +84,7 @@ impl Scope {
     pub fn of(state: &State, caller: &Caller, params: &Params) -> Result<Self, ApiError> {
         let none = Self {
             all_accounts: false,
+            all_projects: false,
             accounts: vec![],
             projects: vec![],
         };
@@ -112,6 +123,13 @@ impl Scope {
                     ..none
                 });
             }
+            if params.text("id").is_some() {
+                return Ok(Self {
+                    all_accounts: true,
+                    all_projects: true,
+                    ..none
+                });
+            }
         }
         Ok(Self {
             accounts: vec![caller.account.clone()],
@@ -123,7 +141,17 @@ impl Scope {
     pub fn matches(&self, owner: &Owner) -> bool {
         match owner {
             Owner::Account(name) => self.all_accounts || self.accounts.contains(name),
-            Owner::Project(id) => self.projects.contains(id),
+            Owner::Project(id) => self.all_projects || self.projects.contains(id),
+        }
+    }
+
+    /// The same scope without the admin's by-id view of project resources, for lists that
+    /// skip project resources unless `projectid` is given whatever the caller
+    /// (`NetworkServiceImpl.searchForNetworks`: `skipProjectNetworks`).
+    pub fn skipping_projects(self) -> Self {
+        Self {
+            all_projects: false,
+            ..self
         }
     }
 }

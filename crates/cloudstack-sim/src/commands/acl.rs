@@ -2,7 +2,8 @@
 
 use super::firewall::check_cidr;
 use super::{
-    Ctx, create_reply, embedded_tags, job_reply, lookup, lookup_required, success, tags_match,
+    Ctx, create_reply, embedded_tags, job_reply, lookup, lookup_required, resolve, success,
+    tags_match,
 };
 use crate::error::ApiError;
 use crate::jobs::JobAction;
@@ -33,17 +34,13 @@ pub fn list_network_acl_lists(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let scope = ctx.scope()?;
     let p = ctx.params;
     let state = &*ctx.state;
-    let id = p.uuid("id")?;
-    let vpc = p.uuid("vpcid")?;
+    let id = resolve(p, "id", |i| state.acl_list(i).is_some())?;
+    let vpc = resolve(p, "vpcid", |i| state.vpc(i).is_some())?;
     let network = lookup(p, "networkid", |n| state.network(n))?;
     let items = state
         .acl_lists
         .iter()
-        .filter(|l| {
-            acl_owner(state, l).is_none_or(|o| {
-                scope.matches(&o) || id.is_some() && ctx.caller.can_access(state, &o)
-            })
-        })
+        .filter(|l| acl_owner(state, l).is_none_or(|o| scope.matches(&o)))
         .filter(|l| id.is_none_or(|i| i == l.id))
         .filter(|l| vpc.is_none_or(|v| l.vpc_id.as_deref() == Some(v) || l.vpc_id.is_none()))
         .filter(|l| network.is_none_or(|n| n.acl_id.as_deref() == Some(&l.id)))
@@ -84,16 +81,18 @@ pub fn list_network_acls(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let scope = ctx.scope()?;
     let p = ctx.params;
     let state = &*ctx.state;
-    let id = p.uuid("id")?;
-    let acl = p.uuid("aclid")?;
+    let id = resolve(p, "id", |i| state.acl_items.iter().any(|x| x.id == i))?;
+    let acl = resolve(p, "aclid", |i| state.acl_list(i).is_some())?;
     let network = lookup(p, "networkid", |n| state.network(n))?;
     let mut items = Vec::new();
     for item in &state.acl_items {
         let owner = state
             .acl_list(&item.acl_id)
             .and_then(|l| acl_owner(state, l));
+        // NetworkACLServiceImpl.listNetworkACLItems: with `aclid` the caller's access to the
+        // list's VPC is checked and the items are not filtered by account.
         let keep = owner.is_some_and(|o| {
-            scope.matches(&o) || (id.is_some() || acl.is_some()) && ctx.caller.can_access(state, &o)
+            scope.matches(&o) || acl.is_some() && ctx.caller.can_access(state, &o)
         }) && id.is_none_or(|i| i == item.id)
             && acl.is_none_or(|a| a == item.acl_id)
             && network.is_none_or(|n| n.acl_id.as_deref() == Some(&item.acl_id))

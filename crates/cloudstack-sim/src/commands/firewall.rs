@@ -1,7 +1,9 @@
 //! Firewall rules of isolated networks (API.md §3.13) and the CIDR/port checks shared with
 //! LB rules and ACL items.
 
-use super::{Ctx, create_reply, embedded_tags, job_reply, lookup_required, success, tags_match};
+use super::{
+    Ctx, create_reply, embedded_tags, job_reply, lookup_required, resolve, success, tags_match,
+};
 use crate::error::ApiError;
 use crate::jobs::JobAction;
 use crate::response::list_body;
@@ -25,31 +27,49 @@ pub fn check_cidr(text: &str) -> bool {
     prefix.is_none_or(|p| p.parse::<u32>().is_ok_and(|n| n <= max) && !p.starts_with('+'))
 }
 
-/// 537 when a firewall rule with `protocol` on the IP overlaps `start..=end`.
-pub fn port_conflict(
-    state: &State,
-    ip_id: &str,
-    protocol: &str,
-    start: Option<i64>,
-    end: Option<i64>,
-    exclude: Option<&str>,
-) -> Result<(), ApiError> {
-    let (Some(start), Some(end)) = (start, end) else {
-        return Ok(());
-    };
-    for rule in state
-        .firewall_rules
-        .iter()
-        .filter(|r| r.ip_id == ip_id && r.protocol == protocol && Some(r.id.as_str()) != exclude)
-    {
-        let (Some(s), Some(e)) = (rule.start_port, rule.end_port) else {
+/// `FirewallManagerImpl.detectRulesConflict` for a new firewall rule against the firewall
+/// rules already on its address. Two firewall rules only conflict when they have the same
+/// protocol and their source CIDR lists share an identical entry (`detectConflictingCidrs`
+/// compares the strings: `10.0.0.0/8` and `10.1.0.0/16` do not conflict, nor do disjoint
+/// lists); then
+/// * overlapping port ranges → 537 "The range specified, a-b, conflicts with rule … which
+///   has c-d";
+/// * both without ports → 537 "There is already a firewall rule specified with protocol =
+///   … and no ports";
+/// * ICMP with the same type and code → 431 "New rule conflicts with existing rule id=…".
+///
+/// Rules of other purposes (load balancing, port forwarding) never conflict with a firewall
+/// rule (`oneOfRulesIsFirewall`); tcp and udp rules on one port do not conflict either.
+pub fn firewall_conflict(state: &State, new: &FirewallRule) -> Result<(), ApiError> {
+    for rule in state.firewall_rules.iter().filter(|r| {
+        r.ip_id == new.ip_id && r.id != new.id && r.protocol.eq_ignore_ascii_case(&new.protocol)
+    }) {
+        if !rule.cidrs.iter().any(|c| new.cidrs.contains(c)) {
             continue;
-        };
-        if start <= e && s <= end {
-            return Err(ApiError::conflict(format!(
-                "The range specified, {start}-{end}, conflicts with rule {} which has {s}-{e}",
-                rule.id
-            )));
+        }
+        if new.protocol == "icmp" {
+            if rule.icmp_type == new.icmp_type && rule.icmp_code == new.icmp_code {
+                return Err(ApiError::param(format!(
+                    "New rule conflicts with existing rule id={}",
+                    rule.id
+                )));
+            }
+            continue;
+        }
+        match (new.start_port, new.end_port, rule.start_port, rule.end_port) {
+            (None, None, None, None) => {
+                return Err(ApiError::conflict(format!(
+                    "There is already a firewall rule specified with protocol = {} and no ports",
+                    new.protocol
+                )));
+            }
+            (Some(start), Some(end), Some(s), Some(e)) if start <= e && s <= end => {
+                return Err(ApiError::conflict(format!(
+                    "The range specified, {start}-{end}, conflicts with rule {} which has {s}-{e}",
+                    rule.id
+                )));
+            }
+            _ => {}
         }
     }
     Ok(())
@@ -86,13 +106,28 @@ pub fn list_firewall_rules(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let scope = ctx.scope()?;
     let p = ctx.params;
     let state = &*ctx.state;
-    let id = p.uuid("id")?;
-    let ip = p.uuid("ipaddressid")?;
-    let network = p.uuid("networkid")?;
+    let id = resolve(p, "id", |i| state.firewall_rules.iter().any(|r| r.id == i))?;
+    let ip = resolve(p, "ipaddressid", |i| state.ip(i).is_some())?;
+    let network = resolve(p, "networkid", |i| state.network(i).is_some())?;
+    if let Some(address) = ip.and_then(|i| state.ip(i)) {
+        // FirewallManagerImpl.listFirewallRules: the address must be ready to use
+        // (`IPAddressVO.readyToUse`: Allocated) and accessible to the caller.
+        let owner = address
+            .owner
+            .as_ref()
+            .filter(|_| address.state == "Allocated");
+        let owner = owner.ok_or_else(|| {
+            ApiError::param(format!(
+                "Ip address id={} not ready for firewall rules yet",
+                address.id
+            ))
+        })?;
+        ctx.caller
+            .check(state, owner, &format!("IP address {}", address.address))?;
+    }
     let mut items = Vec::new();
     for rule in &state.firewall_rules {
-        let keep = (scope.matches(&rule.owner)
-            || (id.is_some() || ip.is_some()) && ctx.caller.can_access(state, &rule.owner))
+        let keep = scope.matches(&rule.owner)
             && id.is_none_or(|i| i == rule.id)
             && ip.is_none_or(|i| i == rule.ip_id)
             && network.is_none_or(|n| {
@@ -156,7 +191,6 @@ pub fn create_firewall_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         {
             return Err(ApiError::param("Start port can't be bigger than end port"));
         }
-        port_conflict(state, &ip.id, &protocol, start, end, None)?;
     }
     let rule = FirewallRule {
         id: new_id(),
@@ -170,6 +204,7 @@ pub fn create_firewall_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         state: "Add".into(),
         owner,
     };
+    firewall_conflict(state, &rule)?;
     let rule_id = rule.id.clone();
     ctx.state.firewall_rules.push(rule);
     let job = ctx.start_job(

@@ -2,7 +2,7 @@
 //! projects, capabilities and API discovery.
 
 use super::access::owner_fields;
-use super::{COMMANDS, Ctx, embedded_tags, like, tags_match};
+use super::{COMMANDS, Ctx, embedded_tags, like, resolve, tags_match};
 use crate::error::ApiError;
 use crate::response::{Page, list_body};
 use crate::scenario::LbProvider;
@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 pub fn list_zones(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let page = ctx.page()?;
     let p = ctx.params;
-    let id = p.uuid("id")?;
+    let id = resolve(p, "id", |i| ctx.state.zone(i).is_some())?;
     let ids = p.list("ids");
     let items = ctx
         .state
@@ -164,16 +164,16 @@ pub fn render_network(state: &State, n: &Network) -> Value {
 /// listNetworks.
 pub fn list_networks(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let page = ctx.page()?;
-    let scope = ctx.scope()?;
+    let scope = ctx.scope()?.skipping_projects();
     let p = ctx.params;
     let state = &*ctx.state;
-    let id = p.uuid("id")?;
-    let zone = p.uuid("zoneid")?;
-    let vpc = p.uuid("vpcid")?;
+    let id = resolve(p, "id", |i| state.network(i).is_some())?;
+    let zone = resolve(p, "zoneid", |i| state.zone(i).is_some())?;
+    let vpc = resolve(p, "vpcid", |i| state.vpc(i).is_some())?;
     let mut items = Vec::new();
     for n in &state.networks {
         let keep = id.is_none_or(|i| i == n.id)
-            && (id.is_some() && ctx.caller.can_access(state, &n.owner) || scope.matches(&n.owner))
+            && scope.matches(&n.owner)
             && zone.is_none_or(|z| z == n.zone_id)
             && vpc.is_none_or(|v| n.vpc_id.as_deref() == Some(v))
             && p.text("name").is_none_or(|x| x == n.name)
@@ -194,7 +194,7 @@ pub fn list_projects(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let page = ctx.page()?;
     let p = ctx.params;
     let state = &*ctx.state;
-    let id = p.uuid("id")?;
+    let id = resolve(p, "id", |i| state.project(i).is_some())?;
     let items = state
         .projects
         .iter()

@@ -1,7 +1,7 @@
 //! Public IP addresses: list, associate, disassociate (API.md §3.4–§3.6).
 
-use super::access::owner_fields;
-use super::{Ctx, create_reply, embedded_tags, job_reply, lookup, success, tags_match};
+use super::access::{Caller, owner_fields};
+use super::{Ctx, create_reply, embedded_tags, job_reply, lookup, resolve, success, tags_match};
 use crate::error::ApiError;
 use crate::jobs::JobAction;
 use crate::response::list_body;
@@ -74,17 +74,15 @@ pub fn list_public_ip_addresses(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;
     let allocated_only = p.bool("allocatedonly").unwrap_or(true);
-    let id = p.uuid("id")?;
-    let network = p.uuid("associatednetworkid")?;
-    let vpc = p.uuid("vpcid")?;
-    let zone = p.uuid("zoneid")?;
+    let id = resolve(p, "id", |i| state.ip(i).is_some())?;
+    let network = resolve(p, "associatednetworkid", |i| state.network(i).is_some())?;
+    let vpc = resolve(p, "vpcid", |i| state.vpc(i).is_some())?;
+    let zone = resolve(p, "zoneid", |i| state.zone(i).is_some())?;
     let mut found: Vec<&PublicIp> = Vec::new();
     for ip in &state.ips {
         let visible = match &ip.owner {
             None => !allocated_only,
-            Some(owner) => {
-                scope.matches(owner) || id.is_some() && ctx.caller.can_access(state, owner)
-            }
+            Some(owner) => scope.matches(owner),
         };
         let keep = visible
             && id.is_none_or(|i| i == ip.id)
@@ -157,13 +155,22 @@ pub fn associate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     ip.network_id = network_id.clone();
     ip.vpc_id = vpc_id.clone();
     let ip_id = ip.id.clone();
+    // AssociateIPAddrCmd.execute → NetworkServiceImpl.associateIPToNetwork, in the job: a
+    // VPC tier's address must be associated with the VPC; the address is released again.
+    let tier = network_id.is_some() && vpc_id.is_some();
+    let failure = tier.then(|| {
+        ApiError::param(
+            "Can't assign ip to the network directly when network belongs to VPC.Specify vpcId to associate ip address to VPC",
+        )
+    });
     let queue = network_id.or(vpc_id);
-    let job = ctx.start_job(
+    let job = ctx.start_job_with(
         queue,
         Some(("IpAddress", ip_id.clone())),
         JobAction::AssociateIp {
             ip_id: ip_id.clone(),
         },
+        failure,
     );
     Ok(create_reply(&ip_id, &job))
 }
@@ -183,7 +190,10 @@ pub fn finish_associate(state: &mut State, ip_id: &str) -> Result<Value, ApiErro
     Ok(json!({"ipaddress": render_ip(state, &ip)}))
 }
 
-/// disassociateIpAddress.
+/// disassociateIpAddress. Before the job is queued the command resolves the address
+/// (`getEntityOwnerId`/`getSyncObjId` of `DisassociateIPAddrCmd`: `id` and `ipaddress` are
+/// mutually exclusive, an unknown `ipaddress` is "Unable to find IP address by IP
+/// address=…"); ownership and source NAT are checked in the job.
 pub fn disassociate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;
@@ -207,24 +217,16 @@ pub fn disassociate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         (Some(_), None) => {
             lookup(p, "id", |id| state.ip(id))?.unwrap_or_else(|| unreachable!("id was sent"))
         }
-        (None, Some(address)) => state
-            .ips
-            .iter()
-            .find(|i| i.address == address && i.owner.is_some())
-            .ok_or_else(|| ApiError::param(format!("Unable to find IP address {address}")))?,
+        (None, Some(address)) => {
+            state
+                .ips
+                .iter()
+                .find(|i| i.address == address)
+                .ok_or_else(|| {
+                    ApiError::param(format!("Unable to find IP address by IP address={address}"))
+                })?
+        }
     };
-    let owner = ip
-        .owner
-        .clone()
-        .ok_or_else(|| ApiError::param(format!("IP address id={} is not allocated", ip.id)))?;
-    ctx.caller
-        .check(state, &owner, &format!("IP address {}", ip.address))?;
-    if ip.source_nat {
-        return Err(ApiError::param(format!(
-            "IP address id={} is a source NAT address and cannot be released",
-            ip.id
-        )));
-    }
     let (ip_id, queue) = (ip.id.clone(), ip.network_id.clone().or(ip.vpc_id.clone()));
     let job = ctx.start_job(
         queue,
@@ -234,8 +236,35 @@ pub fn disassociate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(job_reply(&job))
 }
 
-/// Job: release the address and everything on it.
-pub fn finish_disassociate(state: &mut State, ip_id: &str) -> Result<Value, ApiError> {
+/// Job of disassociateIpAddress (`NetworkServiceImpl.releaseIpAddressInternal`): an address
+/// that is not allocated is done already (success); the caller must have access (530); a
+/// source-NAT address of an implemented network or a VPC cannot be released
+/// (`IllegalArgumentException`, 530 in the job); otherwise the address goes back to the pool
+/// with its rules.
+pub fn finish_disassociate(
+    state: &mut State,
+    caller: &Caller,
+    ip_id: &str,
+) -> Result<Value, ApiError> {
+    let Some(ip) = state.ip(ip_id) else {
+        return Err(ApiError::param("Unable to find ip address by id"));
+    };
+    let Some(owner) = ip.owner.clone() else {
+        return Ok(success());
+    };
+    if !caller.can_access(state, &owner) {
+        return Err(super::lb::job_denied(
+            caller,
+            &format!("IP address {}", ip.address),
+        ));
+    }
+    if ip.source_nat {
+        return Err(ApiError::new(
+            530,
+            None,
+            "ip address is used for source nat purposes and can not be disassociated.",
+        ));
+    }
     release(state, ip_id);
     Ok(success())
 }

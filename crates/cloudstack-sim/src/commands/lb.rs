@@ -1,9 +1,11 @@
 //! Load-balancer rules: list, create, update, delete (API.md §3.7–§3.10, §6).
 
+use super::access::Caller;
 use super::access::owner_fields;
-use super::firewall::{check_cidr, port_conflict};
+use super::firewall::{check_cidr, firewall_conflict};
 use super::{
-    Ctx, create_reply, embedded_tags, job_reply, like, lookup, lookup_required, success, tags_match,
+    Ctx, create_reply, embedded_tags, job_reply, like, lookup, lookup_required, resolve, success,
+    tags_match,
 };
 use crate::error::ApiError;
 use crate::jobs::JobAction;
@@ -51,7 +53,8 @@ pub fn render_rule(state: &State, rule: &LbRule) -> Value {
     }
     if state.version.at_least(4, 18) {
         if let Some(cidrs) = &rule.cidrs {
-            out.insert("cidrlist".into(), json!(cidrs.join(" ")));
+            let separator = if rule.cidrs_comma { "," } else { " " };
+            out.insert("cidrlist".into(), json!(cidrs.join(separator)));
         }
     } else {
         out.insert("cidrlist".into(), json!(""));
@@ -66,15 +69,16 @@ pub fn list_load_balancer_rules(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let scope = ctx.scope()?;
     let p = ctx.params;
     let state = &*ctx.state;
-    let id = p.uuid("id")?;
-    let ip = p.uuid("publicipid")?;
-    let vm = p.uuid("virtualmachineid")?;
-    let network = p.uuid("networkid")?;
-    let zone = p.uuid("zoneid")?;
+    let id = resolve(p, "id", |i| state.lb_rule(i).is_some())?;
+    let ip = resolve(p, "publicipid", |i| state.ip(i).is_some())?;
+    let vm = resolve(p, "virtualmachineid", |i| {
+        state.vm_including_removed(i).is_some()
+    })?;
+    let network = resolve(p, "networkid", |i| state.network(i).is_some())?;
+    let zone = resolve(p, "zoneid", |i| state.zone(i).is_some())?;
     let mut items = Vec::new();
     for rule in &state.lb_rules {
-        let keep = (scope.matches(&rule.owner)
-            || id.is_some() && ctx.caller.can_access(state, &rule.owner))
+        let keep = scope.matches(&rule.owner)
             && id.is_none_or(|i| i == rule.id)
             && p.text("name").is_none_or(|n| n == rule.name)
             && p.text("keyword").is_none_or(|k| {
@@ -213,6 +217,9 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     };
     check_provider(state, network.lb_provider, &protocol, public_port)?;
     let start = i64::from(public_port);
+    // FirewallManagerImpl.detectRulesConflict: two load-balancer rules on one address and
+    // port conflict whatever their protocols (no allowance covers LB/LB; the rules are stored
+    // with protocol tcp), so tcp and udp on one public port are a 537.
     if let Some(other) = state
         .lb_rules
         .iter()
@@ -223,8 +230,9 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             other.id
         )));
     }
+    // `createRuleForAllCidrs`: the opened firewall rule (0.0.0.0/0, the public port) goes
+    // through the same conflict detection as any firewall rule.
     let firewall = if open_firewall {
-        port_conflict(state, &ip.id, "tcp", Some(start), Some(start), None)?;
         Some(FirewallRule {
             id: new_id(),
             ip_id: ip.id.clone(),
@@ -240,6 +248,9 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     } else {
         None
     };
+    if let Some(opened) = &firewall {
+        firewall_conflict(state, opened)?;
+    }
     let rule = LbRule {
         id: new_id(),
         name,
@@ -251,6 +262,7 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         algorithm,
         protocol,
         cidrs,
+        cidrs_comma: false,
         state: "Add".into(),
         members: vec![],
         firewall_rule_id: firewall.as_ref().map(|f| f.id.clone()),
@@ -292,40 +304,24 @@ pub fn finish_create(state: &mut State, rule_id: &str) -> Result<Value, ApiError
     Ok(result)
 }
 
-/// updateLoadBalancerRule (`cidrlist` only from 4.22; ignored before, like an unknown parameter).
+/// updateLoadBalancerRule (`cidrlist` only from 4.22; ignored before, like an unknown
+/// parameter). `UpdateLoadBalancerRuleCmd` has no `@ACL` parameter and validates nothing
+/// itself: only `id` is resolved before the job is queued; everything else happens in
+/// [`finish_update`].
 pub fn update_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;
     let rule = lookup_required(p, "id", |id| state.lb_rule(id))?;
-    ctx.caller.check(
-        state,
-        &rule.owner,
-        &format!("load balancer rule {}", rule.id),
-    )?;
     let mut changes = BTreeMap::new();
     for field in ["name", "description", "algorithm", "protocol"] {
         if let Some(v) = p.text(field) {
             changes.insert(field.to_owned(), v.to_owned());
         }
     }
-    if let Some(a) = changes.get("algorithm") {
-        check_algorithm(a)?;
-    }
-    if let Some(proto) = changes.get_mut("protocol") {
-        *proto = proto.trim().to_lowercase();
-        if !PROTOCOLS.contains(&proto.as_str()) {
-            return Err(ApiError::param(format!("Invalid protocol: {proto}")));
-        }
-        let provider = state
-            .network(&rule.network_id)
-            .map(|n| n.lb_provider)
-            .unwrap_or_default();
-        check_provider(state, provider, proto, rule.public_port)?;
-    }
     if state.version.at_least(4, 22)
-        && let Some(cidrs) = cidrs_param(ctx)?
+        && let Some(cidrs) = p.list("cidrlist")
     {
-        changes.insert("cidrlist".into(), cidrs.join(" "));
+        changes.insert("cidrlist".into(), cidrs.join(","));
     }
     let (rule_id, network) = (rule.id.clone(), rule.network_id.clone());
     let job = ctx.start_job(
@@ -336,40 +332,94 @@ pub fn update_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(job_reply(&job))
 }
 
-/// Job: apply the changes.
+/// How the server prints a rule in messages (`LoadBalancerVO.toString`).
+fn rule_text(rule: &LbRule) -> String {
+    format!(
+        "LoadBalancer {{\"uuid\":\"{}\",\"name\":\"{}\"}}",
+        rule.id, rule.name
+    )
+}
+
+/// The 530 a job reports for a `PermissionDeniedException` (`ApiAsyncJobDispatcher.runJob`:
+/// not a `ServerApiException`, so `INTERNAL_ERROR` with the exception's message).
+pub fn job_denied(caller: &Caller, what: &str) -> ApiError {
+    ApiError::new(
+        530,
+        None,
+        format!(
+            "Account {} does not have permission to operate on {what}",
+            caller.account
+        ),
+    )
+}
+
+/// Job of updateLoadBalancerRule (`LoadBalancingRulesManagerImpl.updateLoadBalancerRule`):
+/// the caller's access (530); `cidrlist` entries (431 "Invalid CIDR list: …", stored
+/// comma-joined as `StringUtils.join(cidrList, ",")`); the provider's `validateLbRule` on the
+/// changed rule (UDP or port 8081 on the Virtual Router; an unknown protocol too) → 431
+/// "Modifications in lb rule … are not supported."; an algorithm the load balancer cannot
+/// run makes applying the configuration fail, the rule is rolled back and the job fails with
+/// 530 "Failed to update load balancer rule: …".
 pub fn finish_update(
     state: &mut State,
+    caller: &Caller,
     rule_id: &str,
     changes: &BTreeMap<String, String>,
 ) -> Result<Value, ApiError> {
     let rule = state
-        .lb_rules
-        .iter_mut()
-        .find(|r| r.id == rule_id)
-        .ok_or_else(|| ApiError::internal("Load balancer rule vanished"))?;
+        .lb_rule(rule_id)
+        .ok_or_else(|| ApiError::param(format!("Unable to find lb rule by id={rule_id}")))?;
+    if !caller.can_access(state, &rule.owner) {
+        return Err(job_denied(caller, &format!("load balancer rule {rule_id}")));
+    }
+    let mut updated = rule.clone();
     for (field, value) in changes {
         match field.as_str() {
-            "name" => rule.name = value.clone(),
-            "description" => rule.description = Some(value.clone()),
-            "algorithm" => rule.algorithm = value.clone(),
-            "protocol" => rule.protocol = value.clone(),
-            "cidrlist" => rule.cidrs = Some(value.split(' ').map(str::to_owned).collect()),
+            "name" => updated.name = value.clone(),
+            "description" => updated.description = Some(value.clone()),
+            "algorithm" => updated.algorithm = value.clone(),
+            "protocol" => updated.protocol = value.trim().to_lowercase(),
+            "cidrlist" => {
+                if value.split(',').any(|c| !check_cidr(c)) {
+                    return Err(ApiError::param(format!("Invalid CIDR list: {value}")));
+                }
+                updated.cidrs = Some(value.split(',').map(str::to_owned).collect());
+                updated.cidrs_comma = true;
+            }
             _ => {}
         }
     }
-    let rule = rule.clone();
-    Ok(json!({"loadbalancer": render_rule(state, &rule)}))
+    let provider = state
+        .network(&rule.network_id)
+        .map(|n| n.lb_provider)
+        .unwrap_or_default();
+    if !PROTOCOLS.contains(&updated.protocol.as_str())
+        || check_provider(state, provider, &updated.protocol, updated.public_port).is_err()
+    {
+        return Err(ApiError::param(format!(
+            "Modifications in lb rule {} are not supported.",
+            rule_text(rule)
+        )));
+    }
+    if check_algorithm(&updated.algorithm).is_err() {
+        return Err(ApiError::new(
+            530,
+            None,
+            format!("Failed to update load balancer rule: {}", rule_text(rule)),
+        ));
+    }
+    let rendered = render_rule(state, &updated);
+    if let Some(slot) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
+        *slot = updated;
+    }
+    Ok(json!({"loadbalancer": rendered}))
 }
 
-/// deleteLoadBalancerRule.
+/// deleteLoadBalancerRule: `id` resolved before the job is queued; ownership checked in the
+/// job (`DeleteLoadBalancerRuleCmd` has no `@ACL` parameter).
 pub fn delete_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let state = &*ctx.state;
     let rule = lookup_required(ctx.params, "id", |id| state.lb_rule(id))?;
-    ctx.caller.check(
-        state,
-        &rule.owner,
-        &format!("load balancer rule {}", rule.id),
-    )?;
     let (rule_id, network) = (rule.id.clone(), rule.network_id.clone());
     let job = ctx.start_job(
         Some(network),
@@ -379,12 +429,18 @@ pub fn delete_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(job_reply(&job))
 }
 
-/// Job: remove the rule.
-pub fn finish_delete(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
-    if state.lb_rule(rule_id).is_none() {
+/// Job of deleteLoadBalancerRule (`DeleteLoadBalancerRuleCmd.execute`:
+/// `revokeRelatedFirewallRule` then `deleteLoadBalancerRule`): the caller's access (530),
+/// then the rule goes with its mappings, policies and the firewall rule `openfirewall`
+/// created.
+pub fn finish_delete(state: &mut State, caller: &Caller, rule_id: &str) -> Result<Value, ApiError> {
+    let Some(rule) = state.lb_rule(rule_id) else {
         return Err(ApiError::param(format!(
             "Unable to find load balancer rule {rule_id}"
         )));
+    };
+    if !caller.can_access(state, &rule.owner) {
+        return Err(job_denied(caller, &format!("load balancer rule {rule_id}")));
     }
     remove_rule(state, rule_id);
     Ok(success())

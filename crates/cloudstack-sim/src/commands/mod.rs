@@ -10,7 +10,10 @@ mod lb;
 mod lb_members;
 mod policies;
 mod tags;
+mod vm_lifecycle;
 mod vms;
+
+pub use vm_lifecycle::{destroy_vm, expunge_vm};
 
 use crate::error::ApiError;
 use crate::jobs::{JobAction, NewJob};
@@ -27,6 +30,8 @@ pub struct JobFaults {
     pub failure_rate: f64,
     /// Probability that a job never finishes.
     pub never_finish_rate: f64,
+    /// Networks (ids or names) on which every job hangs.
+    pub hung_networks: Vec<String>,
 }
 
 /// Everything a command handler needs.
@@ -72,7 +77,14 @@ impl Ctx<'_> {
         action: JobAction,
         failure: Option<ApiError>,
     ) -> String {
-        let never = rand::random::<f64>() < self.job_faults.never_finish_rate;
+        let hung = network_id.as_ref().is_some_and(|id| {
+            let name = self.state.network(id).map(|n| n.name.as_str());
+            self.job_faults
+                .hung_networks
+                .iter()
+                .any(|h| h == id || Some(h.as_str()) == name)
+        });
+        let never = hung || rand::random::<f64>() < self.job_faults.never_finish_rate;
         let failure = failure.or_else(|| {
             (rand::random::<f64>() < self.job_faults.failure_rate).then(|| {
                 ApiError::internal(format!("Simulated failure of job {}", self.params.command))
@@ -110,7 +122,7 @@ pub struct Command {
     pub run: Handler,
     /// Async (returns a job id).
     pub is_async: bool,
-    /// First version with the command (older versions answer 432 as for an unknown command).
+    /// First version with the command (older versions do not have it: 401, as for any unknown command).
     pub since: Option<(u32, u32)>,
     /// Only root admins may call it (others get 401 "…is not available for user").
     pub admin_only: bool,
@@ -147,6 +159,14 @@ const fn job(name: &'static str, run: Handler) -> Command {
 /// Every supported command.
 pub const COMMANDS: &[Command] = &[
     sync("listVirtualMachines", vms::list_virtual_machines),
+    job(
+        "destroyVirtualMachine",
+        vm_lifecycle::destroy_virtual_machine,
+    ),
+    job(
+        "expungeVirtualMachine",
+        vm_lifecycle::expunge_virtual_machine,
+    ),
     sync("listZones", infra::list_zones),
     sync("listNetworks", infra::list_networks),
     sync("listProjects", infra::list_projects),
@@ -220,19 +240,32 @@ pub fn is_mutating(name: &str) -> bool {
     !(name.starts_with("list") || name.starts_with("query"))
 }
 
-/// Runs the work of a job at its completion time.
-pub fn run_job_action(state: &mut State, action: &JobAction) -> Result<Value, ApiError> {
+/// Runs the work of a job at its completion time, on behalf of the account that started it.
+pub fn run_job_action(
+    state: &mut State,
+    account: &str,
+    action: &JobAction,
+) -> Result<Value, ApiError> {
+    let caller = Caller {
+        account: account.to_owned(),
+        role: state
+            .account(account)
+            .map(|a| a.role)
+            .unwrap_or(crate::scenario::Role::User),
+    };
     match action {
         JobAction::AssociateIp { ip_id } => ips::finish_associate(state, ip_id),
-        JobAction::DisassociateIp { ip_id } => ips::finish_disassociate(state, ip_id),
+        JobAction::DisassociateIp { ip_id } => ips::finish_disassociate(state, &caller, ip_id),
         JobAction::CreateLbRule { rule_id } => lb::finish_create(state, rule_id),
-        JobAction::UpdateLbRule { rule_id, changes } => lb::finish_update(state, rule_id, changes),
-        JobAction::DeleteLbRule { rule_id } => lb::finish_delete(state, rule_id),
+        JobAction::UpdateLbRule { rule_id, changes } => {
+            lb::finish_update(state, &caller, rule_id, changes)
+        }
+        JobAction::DeleteLbRule { rule_id } => lb::finish_delete(state, &caller, rule_id),
         JobAction::AssignToLbRule { rule_id, members } => {
-            lb_members::finish_assign(state, rule_id, members)
+            lb_members::finish_assign(state, &caller, rule_id, members)
         }
         JobAction::RemoveFromLbRule { rule_id, members } => {
-            lb_members::finish_remove(state, rule_id, members)
+            lb_members::finish_remove(state, &caller, rule_id, members)
         }
         JobAction::CreateFirewallRule { rule_id } => firewall::finish_create(state, rule_id),
         JobAction::DeleteFirewallRule { rule_id } => firewall::finish_delete(state, rule_id),
@@ -243,14 +276,18 @@ pub fn run_job_action(state: &mut State, action: &JobAction) -> Result<Value, Ap
             resource_ids,
             tags,
             customer,
-        } => tags::finish_create(state, resource_type, resource_ids, tags, customer),
+        } => tags::finish_create(state, &caller, resource_type, resource_ids, tags, customer),
         JobAction::DeleteTags {
             resource_type,
             resource_ids,
             tags,
-        } => tags::finish_delete(state, resource_type, resource_ids, tags),
+        } => tags::finish_delete(state, &caller, resource_type, resource_ids, tags),
         JobAction::CreatePolicy { policy_id } => policies::finish_create(state, policy_id),
         JobAction::DeletePolicy { policy_id } => policies::finish_delete(state, policy_id),
+        JobAction::DestroyVm { vm_id, expunge } => {
+            vm_lifecycle::finish_destroy(state, &caller, vm_id, *expunge)
+        }
+        JobAction::ExpungeVm { vm_id } => vm_lifecycle::finish_expunge(state, &caller, vm_id),
     }
 }
 
@@ -332,6 +369,21 @@ pub fn lookup<'s, T>(
         Some(id) => find(id)
             .map(Some)
             .ok_or_else(|| ApiError::invalid_uuid(&params.command, name, id)),
+    }
+}
+
+/// A UUID filter of a list call, resolved as parameter processing does before any command
+/// runs (`ParamProcessWorker.translateUuidToInternalId`): an id that names no entity —
+/// unknown, or deleted where the server deletes rows — is a 431, not an empty list.
+pub fn resolve<'p>(
+    params: &'p Params,
+    name: &str,
+    exists: impl FnOnce(&str) -> bool,
+) -> Result<Option<&'p str>, ApiError> {
+    match params.uuid(name)? {
+        None => Ok(None),
+        Some(id) if exists(id) => Ok(Some(id)),
+        Some(id) => Err(ApiError::invalid_uuid(&params.command, name, id)),
     }
 }
 

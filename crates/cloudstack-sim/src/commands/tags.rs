@@ -1,6 +1,6 @@
 //! Resource tags: createTags, deleteTags, listTags (API.md §3.15).
 
-use super::access::owner_fields;
+use super::access::{Caller, owner_fields};
 use super::acl::acl_owner;
 use super::{Ctx, job_reply, success};
 use crate::error::ApiError;
@@ -20,13 +20,14 @@ const TYPES: &[&str] = &[
     "Project",
 ];
 
-/// The canonical resource type name (matched case-insensitively like the server).
-fn resource_type(text: &str) -> Result<&'static str, ApiError> {
+/// The canonical resource type name, matched case-insensitively
+/// (`TaggedResourceManagerImpl.getResourceType`: "Invalid resource type …").
+fn resource_type_named(text: &str) -> Result<&'static str, ApiError> {
     TYPES
         .iter()
         .find(|t| t.eq_ignore_ascii_case(text))
         .copied()
-        .ok_or_else(|| ApiError::param(format!("Invalid resource type: {text}")))
+        .ok_or_else(|| ApiError::param(format!("Invalid resource type {text}")))
 }
 
 /// Owner of a taggable resource, if it exists.
@@ -67,40 +68,31 @@ pub fn render_tag(state: &State, tag: &Tag) -> Value {
     Value::Object(out)
 }
 
-/// Checks `resourceids` + `resourcetype` and returns them.
+/// The required `resourceids` and `resourcetype` as sent. `CreateTagsCmd`/`DeleteTagsCmd`
+/// take both as plain strings, so nothing about them is checked before the job.
 fn resources(ctx: &Ctx<'_>) -> Result<(String, Vec<String>), ApiError> {
     let p = ctx.params;
     let ids = p
         .list("resourceids")
         .ok_or_else(|| ApiError::missing(&p.command, "resourceids"))?;
-    let kind = resource_type(p.required("resourcetype")?)?;
-    for id in &ids {
-        let owner = resource_owner(ctx.state, kind, id).ok_or_else(|| {
-            ApiError::param(format!(
-                "Unable to find resource by id {id} and type {kind}"
-            ))
-        })?;
-        ctx.caller
-            .check(ctx.state, &owner, &format!("{kind} {id}"))?;
-    }
+    let kind = p.required("resourcetype")?;
     Ok((kind.to_owned(), ids))
 }
 
-/// createTags.
+/// createTags: only the required parameters are checked before the job is queued.
 pub fn create_tags(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let (resource_type, resource_ids) = resources(ctx)?;
     let map = ctx.params.map("tags")?;
     if map.is_empty() {
         return Err(ApiError::missing(&ctx.params.command, "tags"));
     }
-    let mut tags = Vec::new();
-    for pair in map.values() {
-        let key = pair
-            .get("key")
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| ApiError::param("Tag key can't be empty"))?;
-        tags.push((key.clone(), pair.get("value").cloned().unwrap_or_default()));
-    }
+    let tags = map
+        .values()
+        .filter_map(|pair| {
+            pair.get("key")
+                .map(|k| (k.clone(), pair.get("value").cloned().unwrap_or_default()))
+        })
+        .collect();
     let customer = ctx.params.text("customer").map(str::to_owned);
     let job = ctx.start_job(
         None,
@@ -115,38 +107,64 @@ pub fn create_tags(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(job_reply(&job))
 }
 
-/// Job: add the tags (a key already on a resource fails the job).
+/// Job of createTags (`TaggedResourceManagerImpl.createTags`, all or nothing): the resource
+/// type must be one of `ResourceObjectType` (431 "Invalid resource type …"), every resource
+/// must exist (431 "Unable to find resource by uuid … and type …") and be the caller's
+/// (`checkResourceAccessible`, a `PermissionDeniedException`: 530), every value non-empty
+/// (431); a key already on a resource breaks the unique key of `resource_tags` (530).
 pub fn finish_create(
     state: &mut State,
+    caller: &Caller,
     resource_type: &str,
     resource_ids: &[String],
     tags: &[(String, String)],
     customer: &Option<String>,
 ) -> Result<Value, ApiError> {
+    let kind = resource_type_named(resource_type)?;
     let mut added = Vec::new();
-    for id in resource_ids {
-        let owner = resource_owner(state, resource_type, id).ok_or_else(|| {
-            ApiError::param(format!(
-                "Unable to find resource by id {id} and type {resource_type}"
-            ))
-        })?;
-        for (key, value) in tags {
-            if state
+    for (key, value) in tags {
+        for id in resource_ids {
+            let owner = resource_owner(state, kind, id).ok_or_else(|| {
+                ApiError::param(format!(
+                    "Unable to find resource by uuid {id} and type {kind}"
+                ))
+            })?;
+            if !caller.can_access(state, &owner) {
+                return Err(ApiError::new(
+                    530,
+                    None,
+                    format!(
+                        "Account '{}' doesn't have permissions to create tags for resource '{id}({key})'.",
+                        caller.account
+                    ),
+                ));
+            }
+            if value.is_empty() {
+                return Err(ApiError::param(format!(
+                    "Value for the key {key} is either null or empty"
+                )));
+            }
+            let duplicate = state
                 .tags
                 .iter()
-                .any(|t| &t.resource_id == id && &t.key == key)
-            {
-                return Err(ApiError::param(format!(
-                    "tag {key} already on {resource_type} with id {id}"
-                )));
+                .chain(&added)
+                .any(|t| &t.resource_id == id && t.resource_type == kind && &t.key == key);
+            if duplicate {
+                return Err(ApiError::new(
+                    530,
+                    None,
+                    format!(
+                        "DB Exception on: INSERT INTO resource_tags: Duplicate entry for key {key} on {kind} {id}"
+                    ),
+                ));
             }
             added.push(Tag {
                 key: key.clone(),
                 value: value.clone(),
                 resource_id: id.clone(),
-                resource_type: resource_type.to_owned(),
+                resource_type: kind.to_owned(),
                 customer: customer.clone(),
-                owner: owner.clone(),
+                owner,
             });
         }
     }
@@ -154,7 +172,7 @@ pub fn finish_create(
     Ok(success())
 }
 
-/// deleteTags.
+/// deleteTags: only the required parameters are checked before the job is queued.
 pub fn delete_tags(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let (resource_type, resource_ids) = resources(ctx)?;
     let tags = ctx
@@ -178,21 +196,43 @@ pub fn delete_tags(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(job_reply(&job))
 }
 
-/// Job: remove matching tags (all of the resources' tags when no pair is given).
+/// Job of deleteTags (`TaggedResourceManagerImpl.deleteTags`): the tags of the resources
+/// whose key (and value, when given) match case-insensitively — all of them when no pair is
+/// given. The caller must own each (530); when nothing matches the job fails with 431
+/// "Unable to find any tags which conform to specified delete parameters.".
 pub fn finish_delete(
     state: &mut State,
+    caller: &Caller,
     resource_type: &str,
     resource_ids: &[String],
     tags: &[(String, Option<String>)],
 ) -> Result<Value, ApiError> {
-    state.tags.retain(|t| {
-        let on_resource = t.resource_type == resource_type && resource_ids.contains(&t.resource_id);
-        let selected = tags.is_empty()
-            || tags
-                .iter()
-                .any(|(k, v)| k == &t.key && v.as_ref().is_none_or(|v| v == &t.value));
-        !(on_resource && selected)
-    });
+    let kind = resource_type_named(resource_type)?;
+    let selected = |t: &Tag| {
+        t.resource_type == kind
+            && resource_ids.contains(&t.resource_id)
+            && (tags.is_empty()
+                || tags.iter().any(|(k, v)| {
+                    k.eq_ignore_ascii_case(&t.key)
+                        && v.as_ref().is_none_or(|v| v.eq_ignore_ascii_case(&t.value))
+                }))
+    };
+    if let Some(t) = state
+        .tags
+        .iter()
+        .find(|t| selected(t) && !caller.can_access(state, &t.owner))
+    {
+        return Err(super::lb::job_denied(
+            caller,
+            &format!("{kind} {}", t.resource_id),
+        ));
+    }
+    if !state.tags.iter().any(&selected) {
+        return Err(ApiError::param(
+            "Unable to find any tags which conform to specified delete parameters.",
+        ));
+    }
+    state.tags.retain(|t| !selected(t));
     Ok(success())
 }
 
@@ -202,14 +242,14 @@ pub fn list_tags(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let scope = ctx.scope()?;
     let p = ctx.params;
     let state = &*ctx.state;
-    let kind = p.text("resourcetype").map(resource_type).transpose()?;
+    let kind = p
+        .text("resourcetype")
+        .map(resource_type_named)
+        .transpose()?;
     let items = state
         .tags
         .iter()
-        .filter(|t| {
-            scope.matches(&t.owner)
-                || p.text("resourceid").is_some() && ctx.caller.can_access(state, &t.owner)
-        })
+        .filter(|t| scope.matches(&t.owner))
         .filter(|t| kind.is_none_or(|k| k == t.resource_type))
         .filter(|t| p.text("resourceid").is_none_or(|r| r == t.resource_id))
         .filter(|t| p.text("key").is_none_or(|k| k == t.key))

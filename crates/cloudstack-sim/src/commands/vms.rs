@@ -1,11 +1,12 @@
 //! listVirtualMachines and the `virtualmachine` object with its `details` groups (API.md §3.1).
 
 use super::access::owner_fields;
-use super::{Ctx, embedded_tags, like, tags_match};
+use super::{Ctx, embedded_tags, like, resolve, tags_match};
 use crate::error::ApiError;
 use crate::response::list_body;
 use crate::state::{State, Vm};
 use serde_json::{Map, Value, json};
+use std::collections::HashMap;
 
 const DETAILS: &[&str] = &[
     "all", "group", "nics", "stats", "secgrp", "tmpl", "servoff", "diskoff", "backoff", "iso",
@@ -88,8 +89,29 @@ fn render_nics(state: &State, vm: &Vm) -> Value {
     Value::Array(nics.collect())
 }
 
+/// VM id → id of the pending job whose instance it is. `user_vm_view` joins the pending
+/// async job of each VM and the response carries it (`UserVmJoinDaoImpl.newUserVmResponse`:
+/// `setJobId`/`setJobStatus`).
+pub type PendingVmJobs<'s> = HashMap<&'s str, &'s str>;
+
+/// The pending jobs of VMs, for [`render_vm`].
+pub fn pending_vm_jobs(state: &State) -> PendingVmJobs<'_> {
+    state
+        .jobs
+        .iter()
+        .filter(|j| j.status == 0 && j.instance_type.as_deref() == Some("VirtualMachine"))
+        .filter_map(|j| j.instance_id.as_deref().map(|vm| (vm, j.id.as_str())))
+        .collect()
+}
+
 /// The `virtualmachine` object.
-pub fn render_vm(state: &State, vm: &Vm, details: VmDetails, admin: bool) -> Value {
+pub fn render_vm(
+    state: &State,
+    vm: &Vm,
+    details: VmDetails,
+    admin: bool,
+    pending: &PendingVmJobs<'_>,
+) -> Value {
     let zone = state
         .zone(&vm.zone_id)
         .map(|z| z.name.clone())
@@ -114,6 +136,10 @@ pub fn render_vm(state: &State, vm: &Vm, details: VmDetails, admin: bool) -> Val
         out.insert(k.into(), v);
     }
     owner_fields(state, &vm.owner, &mut out);
+    if let Some(job) = pending.get(vm.id.as_str()) {
+        out.insert("jobid".into(), json!(job));
+        out.insert("jobstatus".into(), json!(0));
+    }
     if let Some(account) = state
         .accounts
         .iter()
@@ -188,19 +214,27 @@ pub fn list_virtual_machines(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;
     let details = VmDetails::parse(p.list("details"))?;
-    let id = p.uuid("id")?;
+    let id = resolve(p, "id", |i| state.vm_including_removed(i).is_some())?;
     if id.is_some() && p.text("ids").is_some() {
         return Err(ApiError::param(
             "id and ids are mutually exclusive, specify only one",
         ));
     }
     let ids = p.list("ids");
-    let zone = p.uuid("zoneid")?;
-    let network = p.uuid("networkid")?;
-    let vpc = p.uuid("vpcid")?;
+    if let Some(bad) = ids
+        .iter()
+        .flatten()
+        .find(|i| !crate::params::is_uuid(i) || state.vm_including_removed(i).is_none())
+    {
+        return Err(ApiError::invalid_uuid(&p.command, "ids", bad));
+    }
+    let zone = resolve(p, "zoneid", |i| state.zone(i).is_some())?;
+    let network = resolve(p, "networkid", |i| state.network(i).is_some())?;
+    let vpc = resolve(p, "vpcid", |i| state.vpc(i).is_some())?;
     let exact_name = state.version.at_least(4, 19);
+    let pending = pending_vm_jobs(state);
     let mut items = Vec::new();
-    for vm in &state.vms {
+    for vm in state.vms.iter().filter(|vm| vm.removed.is_none()) {
         let keep = scope.matches(&vm.owner)
             && id.is_none_or(|i| i == vm.id)
             && ids.as_ref().is_none_or(|l| l.contains(&vm.id))
@@ -226,7 +260,13 @@ pub fn list_virtual_machines(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             })
             && tags_match(state, p, "UserVm", &vm.id)?;
         if keep {
-            items.push(render_vm(state, vm, details, ctx.caller.is_admin()));
+            items.push(render_vm(
+                state,
+                vm,
+                details,
+                ctx.caller.is_admin(),
+                &pending,
+            ));
         }
     }
     Ok(list_body("virtualmachine", items, page))

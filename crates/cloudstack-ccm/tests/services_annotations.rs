@@ -186,7 +186,7 @@ async fn health_checks_only_when_asked_and_never_on_udp() {
         (!checked.is_empty()).then_some(checked)
     })
     .await;
-    assert_eq!(checked, [tcp.id.clone()], "only the TCP rule");
+    assert_eq!(checked, std::slice::from_ref(&tcp.id), "only the TCP rule");
     t.wait_event("checked", "LoadBalancerWarning", "UDP port 53")
         .await;
     t.stop().await;

@@ -83,13 +83,19 @@ async fn a_failed_step_is_reported_and_the_retry_finishes_the_job() {
 async fn an_invalid_annotation_is_reported_and_nothing_is_created() {
     let t = LbTest::start(Scenario::small(), &NODES, Duration::from_secs(100)).await;
     t.h.reset_cloudstack_counts();
+    // Source ranges decide who may connect: a new load balancer with unreadable ones is
+    // not built (other annotations fall back to their defaults, services_annotations.rs).
     t.create(&with_annotations(
         lb_service("bad", &[("TCP", 80, 30080)]),
-        &[(annotations::ALGORITHM.key, "fastest")],
+        &[(annotations::K8S_SOURCE_RANGES.key, "10.0.0.0/8,fastest")],
     ))
     .await;
     let event = t
-        .wait_event("bad", "SyncLoadBalancerFailed", annotations::ALGORITHM.key)
+        .wait_event(
+            "bad",
+            "SyncLoadBalancerFailed",
+            annotations::K8S_SOURCE_RANGES.key,
+        )
         .await;
     assert!(
         common::event_note(&event).contains("fastest"),

@@ -95,7 +95,14 @@ pub struct NetworkCapabilities {
     pub health_check: bool,
     /// Stickiness methods the provider accepts.
     pub stickiness_methods: BTreeSet<StickinessMethod>,
+    /// Public ports the provider keeps for itself: the Virtual Router's HAProxy listens
+    /// for its statistics on `network.loadbalancer.haproxy.stats.port` (8081 unless an
+    /// operator changed it) and refuses rules there (`validateHAProxyLBRule`).
+    pub reserved_ports: BTreeSet<u16>,
 }
+
+/// The HAProxy statistics port of the Virtual Router (CloudStack's default).
+pub const HAPROXY_STATS_PORT: u16 = 8081;
 
 impl NetworkCapabilities {
     /// Derives the capabilities of a network on a server.
@@ -156,6 +163,11 @@ impl NetworkCapabilities {
             lb_algorithms,
             health_check,
             stickiness_methods,
+            reserved_ports: if virtual_router {
+                [HAPROXY_STATS_PORT].into()
+            } else {
+                BTreeSet::new()
+            },
         }
     }
 

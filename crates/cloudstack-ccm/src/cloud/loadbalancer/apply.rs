@@ -215,6 +215,7 @@ pub async fn apply(
             }
         }
         if let Some(err) = failed {
+            roll_back_new_ip(&run, plan, &err).await;
             return (
                 run.state.into_inner().unwrap_or_else(|e| e.into_inner()),
                 Err(err),
@@ -225,6 +226,50 @@ pub async fn apply(
         run.state.into_inner().unwrap_or_else(|e| e.into_inner()),
         Ok(()),
     )
+}
+
+/// After a step CloudStack refused for good (a parameter error or a rule conflict: the
+/// provider cannot do it, and a retry will not either), releases the IP this plan has
+/// just associated and forgets its record, so a load balancer that cannot be built holds
+/// no address. Only while no rule of the plan stands on it; a failed release is logged
+/// and leaves the IP recorded (released with the Service, as before).
+async fn roll_back_new_ip(run: &Run<'_>, plan: &Plan, err: &ApplyError) {
+    /// CloudStack's PARAM_ERROR and NETWORK_RULE_CONFLICT_ERROR.
+    const REFUSED: [u32; 2] = [431, 537];
+    let refused = matches!(err, ApplyError::CloudStack { source, .. }
+        if source.code().is_some_and(|code| REFUSED.contains(&code)));
+    let associated_here = plan
+        .steps()
+        .any(|step| matches!(step, Step::AssociateIp { .. }));
+    let (ip, rules_stand) = {
+        let state = lock(&run.state);
+        (state.associated_ip.clone(), !state.created_rules.is_empty())
+    };
+    let Some((id, address)) = ip.filter(|_| refused && associated_here && !rules_stand) else {
+        return;
+    };
+    let step = Step::ReleaseIp {
+        id: id.clone(),
+        address,
+    };
+    let release = DisassociateIpAddress {
+        id: Some(id.clone()),
+        ..Default::default()
+    };
+    if let Err(release_err) = run.queued_delete(&step, &release).await {
+        tracing::warn!(ip_id = %id, error = %release_err, "cannot release the IP of a refused load balancer");
+        return;
+    }
+    lock(&run.state).associated_ip = None;
+    let record = RecordedIp {
+        ip_id: id.clone(),
+        associated_by_controller: true,
+        network_id: None,
+    };
+    if let Err(detail) = run.recorder.forget(&record).await {
+        tracing::warn!(ip_id = %id, error = %detail, "cannot forget a released IP");
+    }
+    tracing::info!(ip_id = %id, %address, "released the IP of a load balancer CloudStack refused");
 }
 
 /// Shorthand: wraps a CloudStack error with the step's name.

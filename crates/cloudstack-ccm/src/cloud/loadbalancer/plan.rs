@@ -145,6 +145,18 @@ pub enum PlanError {
         /// Provider name or "unknown".
         provider: String,
     },
+    /// The provider keeps this public port for itself.
+    #[error(
+        "port {port}: the load balancer of network {network} (provider {provider}) keeps this public port for itself (HAProxy statistics); use another port"
+    )]
+    PortReserved {
+        /// Public port.
+        port: u16,
+        /// Network label.
+        network: String,
+        /// Provider name or "unknown".
+        provider: String,
+    },
     /// The provider does not take this algorithm.
     #[error("algorithm {algorithm} is not supported by the load balancer of network {network}")]
     UnsupportedAlgorithm {
@@ -558,6 +570,13 @@ fn check_capabilities(
         return Err(PlanError::NoLoadBalancing { network });
     }
     for rule in &spec.rules {
+        if caps.reserved_ports.contains(&rule.public_port) {
+            return Err(PlanError::PortReserved {
+                port: rule.public_port,
+                network,
+                provider: caps.lb_provider.clone().unwrap_or_else(|| "unknown".into()),
+            });
+        }
         if !caps.lb_protocols.contains(&rule.protocol) {
             return Err(PlanError::UnsupportedProtocol {
                 port: rule.public_port,

@@ -126,6 +126,7 @@ async fn tour<W: Write>(
         cloudstack_sim::SMALL_TIER,
         world.apiserver.url()
     ))?;
+    progress.say(&style.legend())?;
     let mut clock = PhaseClock::new(progress.start_ms(), Instant::now() - progress.elapsed());
     clock.finish(world, "start-up");
 

@@ -200,6 +200,25 @@ fn check_deployment(deployment: &Value) -> Result<()> {
             .any(|t| t["key"] == "node-role.kubernetes.io/control-plane"),
         "the control-plane taint must be tolerated"
     );
+    // A fresh cluster's Nodes are NotReady until the CNI runs, and the CNI may wait for
+    // the CCM: it must be scheduled on a NotReady node.
+    ensure!(
+        tolerations.iter().any(|t| {
+            t["key"] == "node.kubernetes.io/not-ready"
+                && t["operator"] == "Exists"
+                && t["effect"] == "NoSchedule"
+        }),
+        "the not-ready NoSchedule taint must be tolerated"
+    );
+    ensure!(
+        tolerations.iter().any(|t| {
+            t["key"] == "node.kubernetes.io/not-ready"
+                && t["effect"] == "NoExecute"
+                && t["tolerationSeconds"].as_u64().is_some()
+        }),
+        "the not-ready NoExecute taint must be tolerated for a bounded time, so a replica \
+         on a node that stays NotReady moves"
+    );
 
     let container = container(deployment);
     let args = strings(&container["args"]);
@@ -287,10 +306,14 @@ fn every_deploy_document_parses_and_has_a_known_kind() -> Result<()> {
         "Service",
         "Secret",
         "Kustomization",
+        "Component",
     ]
     .into();
     assert_eq!(kinds, expected);
-    for document in documents.iter().filter(|d| kind(d) != "Kustomization") {
+    for document in documents
+        .iter()
+        .filter(|d| !matches!(kind(d), "Kustomization" | "Component"))
+    {
         ensure!(
             document["apiVersion"].is_string(),
             "{document:?} lacks apiVersion"
@@ -799,5 +822,54 @@ async fn served_kinds_pass_kubectl_client_dry_run() -> Result<()> {
         .map(|d| format!("{}/{}", kind(d).to_lowercase(), name(d)))
         .collect();
     assert_eq!(applied, wanted);
+    Ok(())
+}
+
+#[test]
+fn the_host_network_component_changes_only_the_pod_network() -> Result<()> {
+    let component = load_documents(&repo_root().join("deploy/host-network/kustomization.yaml"))?;
+    ensure!(kind(&component[0]) == "Component");
+    // A kustomization of the operator's own, as the component's header shows.
+    let dir = tempfile::tempdir()?;
+    // kustomize takes relative paths only: up to `/` from the temporary directory, then
+    // down to deploy/.
+    let up = "../".repeat(dir.path().canonicalize()?.components().count() - 1);
+    let deploy = PathBuf::from(up).join(
+        repo_root()
+            .join("deploy")
+            .canonicalize()?
+            .strip_prefix("/")?,
+    );
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             resources:\n  - {}\ncomponents:\n  - {}\n",
+            deploy.display(),
+            deploy.join("host-network").display()
+        ),
+    )?;
+    let target = dir.path().to_str().context("a UTF-8 path")?;
+    let Some(output) = run_tool("kubectl", &["kustomize", target])? else {
+        return Ok(());
+    };
+    let rendered = parse_documents(
+        &stdout_of(output, "kubectl kustomize with deploy/host-network")?,
+        "kustomize",
+    )?;
+    check_rbac(&rendered)?;
+    let deployment = find(&rendered, "Deployment", "cloud-controller-manager")?;
+    check_deployment(deployment)?;
+    let pod = &deployment["spec"]["template"]["spec"];
+    ensure!(pod["hostNetwork"] == true, "hostNetwork: {pod:?}");
+    ensure!(
+        pod["dnsPolicy"] == "ClusterFirstWithHostNet",
+        "cluster DNS on the host network"
+    );
+    // Both replicas bind port 10258 of their node: a surge replica could not start on a
+    // single control-plane node, so the update replaces instead of surging.
+    let update = &deployment["spec"]["strategy"]["rollingUpdate"];
+    ensure!(update["maxSurge"].as_u64() == Some(0), "{update:?}");
+    ensure!(update["maxUnavailable"].as_u64() == Some(1), "{update:?}");
     Ok(())
 }

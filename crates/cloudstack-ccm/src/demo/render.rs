@@ -61,8 +61,10 @@ const DIM: &str = "\x1b[2m";
 const GREEN: &str = "\x1b[32m";
 const YELLOW: &str = "\x1b[33m";
 const CYAN: &str = "\x1b[36m";
-/// Column where a line's detail starts.
+/// Width of a line's text column.
 const TEXT_WIDTH: usize = 58;
+/// Column where a line's detail starts: time (9), mark, text, one space each between.
+const DETAIL_COLUMN: usize = 9 + 1 + 1 + 1 + TEXT_WIDTH + 1;
 
 impl Style {
     /// Fancy when stdout is a terminal and `NO_COLOR` is unset or empty.
@@ -91,19 +93,44 @@ impl Style {
         };
         let symbol = if self.fancy { symbol } else { plain };
         let at = format!("{:>+8.3}s", line.at.as_secs_f64());
+        // A text longer than its column would push the detail out of line: the detail
+        // then goes on a line of its own, in its column.
+        let overflows = line.text.chars().count() > TEXT_WIDTH && !line.detail.is_empty();
         let text = format!("{:<TEXT_WIDTH$}", line.text);
         let text = match line.mark {
             Mark::Action => self.paint(BOLD, &text),
             _ => text,
         };
-        let out = format!(
-            "{} {} {} {}",
+        let head = format!(
+            "{} {} {}",
             self.paint(DIM, &at),
             self.paint(colour, symbol),
-            text,
-            self.paint(DIM, &line.detail)
+            text
         );
-        out.trim_end().to_string()
+        if overflows {
+            let indent = " ".repeat(DETAIL_COLUMN);
+            return format!(
+                "{}\n{indent}{}",
+                head.trim_end(),
+                self.paint(DIM, &line.detail)
+            );
+        }
+        format!("{head} {}", self.paint(DIM, &line.detail))
+            .trim_end()
+            .to_string()
+    }
+
+    /// What the marks at the start of the lines mean.
+    pub fn legend(&self) -> String {
+        let mark = |fancy: &str, plain: &str| if self.fancy { fancy } else { plain }.to_string();
+        format!(
+            "Marks: {} the demo acts (creates, changes, deletes)   {} a change the controllers made, \
+             seen in CloudStack or Kubernetes   {} a Normal Event   {} a Warning Event or a failed job",
+            mark("▶", ">"),
+            mark("✓", "+"),
+            mark("·", "-"),
+            mark("⚠", "!")
+        )
     }
 
     /// A phase heading.
@@ -202,6 +229,32 @@ mod tests {
         assert!(text.starts_with("  +1.520s + IP associated"), "{text}");
         assert!(text.ends_with("associateIpAddress"), "{text}");
         assert!(text.is_ascii(), "{text}");
+    }
+
+    #[test]
+    fn a_long_text_keeps_the_detail_in_its_column() {
+        let style = Style { fancy: false };
+        let short = style.line(&Line::new(Duration::ZERO, Mark::Done, "short", "detail"));
+        let long_text = "x".repeat(TEXT_WIDTH + 20);
+        let long = style.line(&Line::new(Duration::ZERO, Mark::Done, &long_text, "detail"));
+        let column = |text: &str| text.lines().last().unwrap().find("detail").unwrap();
+        assert_eq!(column(&short), DETAIL_COLUMN, "{short:?}");
+        assert_eq!(column(&long), column(&short), "{long}");
+        assert!(long.lines().next().unwrap().ends_with(&long_text), "{long}");
+        assert!(!long.lines().next().unwrap().contains("detail"));
+    }
+
+    #[test]
+    fn the_legend_explains_every_plain_mark() {
+        let legend = Style { fancy: false }.legend();
+        for mark in [
+            "> the demo acts",
+            "+ a change",
+            "- a Normal Event",
+            "! a Warning",
+        ] {
+            assert!(legend.contains(mark), "{legend}");
+        }
     }
 
     #[test]

@@ -43,7 +43,9 @@ impl ServeFiles {
     }
 }
 
-/// The command lines to poke both servers.
+/// The command lines to poke both servers. Each works as printed (the test runs them):
+/// `kubectl` with the written kubeconfig, Debian's `python3-cs` as `python3 -m cs` (the
+/// package installs no `cs` command), `curl` for the simulator's call counters.
 pub fn instructions(world: &World, files: &ServeFiles) -> Vec<String> {
     let kube = world.apiserver.url();
     let api = world.sim.api_url();
@@ -55,21 +57,22 @@ pub fn instructions(world: &World, files: &ServeFiles) -> Vec<String> {
         .map(|path| path.display().to_string())
         .unwrap_or_else(|_| "cloudstack-ccm".to_string());
     let shown = |path: &Path| path.display().to_string();
+    let kubectl = format!("kubectl --kubeconfig {}", shown(&files.kubeconfig));
     vec![
         "Both servers keep running and the controllers keep reconciling; Ctrl-C stops them."
             .to_string(),
         String::new(),
         format!("Kubernetes API server: {kube}"),
-        format!("  kubectl --server {kube} get nodes,services -o wide"),
-        format!(
-            "  kubectl --kubeconfig {} get events -A",
-            shown(&files.kubeconfig)
-        ),
-        format!("  kubectl --server {kube} delete service {SERVICE}"),
+        format!("  {kubectl} get nodes,services -o wide"),
+        format!("  {kubectl} get events -A"),
+        format!("  {kubectl} describe service {SERVICE}"),
+        format!("  {kubectl} delete service {SERVICE}"),
         String::new(),
         format!("CloudStack simulator: {api}  (demo keys: api key {key}, secret key {secret})"),
+        "  with python3-cs (Debian/Ubuntu: apt install python3-cs; else pip install cs):"
+            .to_string(),
         format!(
-            "  CLOUDSTACK_ENDPOINT={api} CLOUDSTACK_KEY={key} CLOUDSTACK_SECRET={secret} cs listLoadBalancerRules"
+            "  CLOUDSTACK_ENDPOINT={api} CLOUDSTACK_KEY={key} CLOUDSTACK_SECRET={secret} python3 -m cs listLoadBalancerRules"
         ),
         format!(
             "  python3 -c 'from cs import CloudStack; print(CloudStack(endpoint=\"{api}\", key=\"{key}\", secret=\"{secret}\").listPublicIpAddresses())'"
@@ -81,7 +84,7 @@ pub fn instructions(world: &World, files: &ServeFiles) -> Vec<String> {
         String::new(),
         "Dry run against both:".to_string(),
         format!(
-            "  {exe} --cloud-config {} --kubeconfig {} plan",
+            "  {exe} plan --cloud-config {} --kubeconfig {}",
             shown(&files.cloud_config),
             shown(&files.kubeconfig)
         ),

@@ -41,6 +41,21 @@ fn main() -> ExitCode {
                 }
             });
         }
+        Some(Command::Orphans(orphans)) => {
+            init_tracing(&args);
+            return run_tool(async move {
+                let report = cloudstack_ccm::orphans::run(
+                    &args,
+                    orphans.delete,
+                    &mut std::io::stdout().lock(),
+                )
+                .await?;
+                match report.failed() {
+                    0 => Ok(()),
+                    n => Err(anyhow::anyhow!("{n} orphan(s) could not be deleted")),
+                }
+            });
+        }
         None => {}
     }
     init_tracing(&args);

@@ -91,6 +91,7 @@ pub async fn run(args: &ManagerArgs, out: &mut impl Write) -> Result<PlanReport,
         concurrent_service_syncs: 1,
         load_balancer_class: args.load_balancer_class.clone(),
         routes: crate::controllers::route::RouteSettings::from_args(args),
+        delete_orphans: false,
     };
     let report = plan_context(&ctx).await?;
     write_report(&report, out)?;

@@ -177,6 +177,7 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
         concurrent_service_syncs: usize::try_from(args.concurrent_service_syncs.get()).unwrap_or(1),
         load_balancer_class: args.load_balancer_class.clone(),
         routes: cloudstack_ccm::controllers::route::RouteSettings::from_args(&args),
+        delete_orphans: args.delete_orphans,
     });
     let result = if args.leader_elect {
         run_elected(&args, kube, status, ctx, enabled, shutdown.clone()).await

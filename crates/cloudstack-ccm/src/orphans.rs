@@ -117,10 +117,10 @@ pub async fn report(
     cluster: &str,
     delete: bool,
 ) -> Result<OrphanReport, OrphansError> {
-    let owners = owners(kube).await?;
-    let orphans = orphans::find(cloudstack, cluster, &owners)
+    let tagged = orphans::observe(cloudstack, cluster)
         .await
         .map_err(OrphansError::CloudStack)?;
+    let orphans = orphans::classify(&tagged, &owners(kube).await?);
     let deleted = if delete {
         orphans::delete(cloudstack, &orphans)
             .await

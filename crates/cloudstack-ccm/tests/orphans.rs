@@ -272,3 +272,103 @@ async fn user_and_kept_addresses_stay_and_foreign_objects_are_not_listed() {
     });
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_delete_orphans_a_service_force_deleted_while_down_is_cleaned_up_on_start() {
+    // The cloud as a controller left it: a load balancer of a Service that existed then.
+    let mut scenario = Scenario::small();
+    scenario.settings.job_duration_ms = 2;
+    let h = common::Harness::start_with(common::HarnessOptions {
+        scenario,
+        delete_orphans: true,
+        ..Default::default()
+    })
+    .await;
+    for name in ["node-1", "node-2"] {
+        add_node(&h, name).await;
+    }
+    let client = &h.ctx.cloudstack;
+    let network = h.sim.with_state(|s| {
+        s.networks
+            .iter()
+            .find(|n| n.name == "net-vr")
+            .unwrap()
+            .id
+            .clone()
+    });
+    let ip = client
+        .associate_ip_address(&AssociateIpAddress {
+            networkid: Some(network),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    let rule = client
+        .create_load_balancer_rule(&CreateLoadBalancerRule {
+            name: "agone-tcp-80".into(),
+            algorithm: "roundrobin".into(),
+            privateport: 30080,
+            publicport: 80,
+            publicipid: Some(ip.clone()),
+            openfirewall: Some(true),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    for (id, kind, tags) in [
+        (
+            &ip,
+            "PublicIpAddress",
+            vec![
+                ("cloudstack-ccm/cluster", CLUSTER),
+                ("cloudstack-ccm/associated", "true"),
+            ],
+        ),
+        (
+            &rule,
+            "LoadBalancer",
+            vec![
+                ("cloudstack-ccm/cluster", CLUSTER),
+                ("cloudstack-ccm/service-uid", GONE_UID),
+            ],
+        ),
+    ] {
+        client
+            .create_tags(&CreateTags {
+                resourceids: vec![id.clone()],
+                resourcetype: kind.into(),
+                tags: tags
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                customer: None,
+            })
+            .await
+            .unwrap();
+    }
+
+    let mut t = LbTest { h };
+    t.start_controller(Duration::from_secs(100));
+    common::eventually("the orphans are deleted", common::WAIT, || async {
+        (ip_state(&t.h, &ip).as_deref() == Some("Free")
+            && t.h
+                .sim
+                .with_state(|s| s.lb_rules.iter().all(|r| r.id != rule)))
+        .then_some(())
+    })
+    .await;
+    // The pass counts what it found (then deleted).
+    common::eventually("the orphan metric", common::WAIT, || async {
+        let metrics = t.h.ctx.metrics.encode();
+        (metrics.contains("cloudstack_ccm_orphaned_resources{kind=\"load_balancer_rule\"} 1")
+            && metrics.contains("cloudstack_ccm_orphaned_resources{kind=\"public_ip\"} 1")
+            && metrics.contains("cloudstack_ccm_orphaned_resources{kind=\"static_route\"} 0"))
+        .then_some(())
+    })
+    .await;
+    t.stop().await;
+}

@@ -114,23 +114,83 @@ fn service_gone(tags: &[Tag], owners: &Owners) -> Option<String> {
     (!owners.service_uids.contains(uid)).then(|| format!("Service {uid} no longer exists"))
 }
 
-/// Lists the orphans of `cluster`.
+/// Everything tagged for a cluster, as listed (one call per kind).
+#[derive(Debug, Clone, Default)]
+pub struct Tagged {
+    /// Load-balancer rules.
+    pub rules: Vec<cloudstack::LoadBalancerRule>,
+    /// Firewall rules.
+    pub firewall_rules: Vec<cloudstack::FirewallRule>,
+    /// Network ACL items.
+    pub acl_items: Vec<cloudstack::NetworkAcl>,
+    /// Static routes.
+    pub routes: Vec<cloudstack::StaticRoute>,
+    /// Public IP addresses.
+    pub ips: Vec<cloudstack::PublicIpAddress>,
+}
+
+/// Lists what is tagged for `cluster`. Read this before the Services and Nodes
+/// ([`Owners`]): an object tagged for a Service created meanwhile is then never taken for
+/// an orphan.
+pub async fn observe(
+    client: &cloudstack::Client,
+    cluster: &str,
+) -> Result<Tagged, cloudstack::Error> {
+    Ok(Tagged {
+        rules: client
+            .list_load_balancer_rules(&ListLoadBalancerRules {
+                listall: Some(true),
+                tags: cluster_filter(cluster),
+                ..Default::default()
+            })
+            .await?,
+        firewall_rules: client
+            .list_firewall_rules(&ListFirewallRules {
+                listall: Some(true),
+                tags: cluster_filter(cluster),
+                ..Default::default()
+            })
+            .await?,
+        acl_items: client
+            .list_network_acls(&ListNetworkAcls {
+                listall: Some(true),
+                tags: cluster_filter(cluster),
+                ..Default::default()
+            })
+            .await?,
+        routes: client
+            .list_static_routes(&ListStaticRoutes {
+                listall: Some(true),
+                tags: cluster_filter(cluster),
+                ..Default::default()
+            })
+            .await?,
+        ips: client
+            .list_public_ip_addresses(&ListPublicIpAddresses {
+                listall: Some(true),
+                tags: cluster_filter(cluster),
+                ..Default::default()
+            })
+            .await?,
+    })
+}
+
+/// Lists the orphans of `cluster` (reading CloudStack, then judging with `owners`).
 pub async fn find(
     client: &cloudstack::Client,
     cluster: &str,
     owners: &Owners,
 ) -> Result<Vec<Orphan>, cloudstack::Error> {
+    Ok(classify(&observe(client, cluster).await?, owners))
+}
+
+/// The orphans among `tagged`, judged against what exists.
+pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
     let mut out = Vec::new();
-    let rules = client
-        .list_load_balancer_rules(&ListLoadBalancerRules {
-            listall: Some(true),
-            tags: cluster_filter(cluster),
-            ..Default::default()
-        })
-        .await?;
+    let rules = &tagged.rules;
     let mut ips_with_orphaned_rules = BTreeSet::new();
     let mut ips_with_live_rules = BTreeSet::new();
-    for rule in &rules {
+    for rule in rules {
         let ip = rule.publicipid.clone().unwrap_or_default();
         match service_gone(&rule.tags, owners) {
             Some(reason) => {
@@ -148,14 +208,8 @@ pub async fn find(
             }
         }
     }
-    let firewall = client
-        .list_firewall_rules(&ListFirewallRules {
-            listall: Some(true),
-            tags: cluster_filter(cluster),
-            ..Default::default()
-        })
-        .await?;
-    for rule in &firewall {
+    let firewall = &tagged.firewall_rules;
+    for rule in firewall {
         if let Some(reason) = service_gone(&rule.tags, owners) {
             out.push(Orphan {
                 kind: OrphanKind::FirewallRule,
@@ -171,14 +225,8 @@ pub async fn find(
             });
         }
     }
-    let acl_items = client
-        .list_network_acls(&ListNetworkAcls {
-            listall: Some(true),
-            tags: cluster_filter(cluster),
-            ..Default::default()
-        })
-        .await?;
-    for item in &acl_items {
+    let acl_items = &tagged.acl_items;
+    for item in acl_items {
         if let Some(reason) = service_gone(&item.tags, owners) {
             out.push(Orphan {
                 kind: OrphanKind::AclItem,
@@ -194,14 +242,8 @@ pub async fn find(
             });
         }
     }
-    let routes = client
-        .list_static_routes(&ListStaticRoutes {
-            listall: Some(true),
-            tags: cluster_filter(cluster),
-            ..Default::default()
-        })
-        .await?;
-    for route in &routes {
+    let routes = &tagged.routes;
+    for route in routes {
         let node = tag_value(&route.tags, TAG_NODE).unwrap_or_default();
         if !owners.nodes.contains(node) {
             out.push(Orphan {
@@ -217,14 +259,8 @@ pub async fn find(
             });
         }
     }
-    let ips = client
-        .list_public_ip_addresses(&ListPublicIpAddresses {
-            listall: Some(true),
-            tags: cluster_filter(cluster),
-            ..Default::default()
-        })
-        .await?;
-    for ip in &ips {
+    let ips = &tagged.ips;
+    for ip in ips {
         let id = ip.id.clone().unwrap_or_default();
         let address = ip.ipaddress.clone().unwrap_or_default();
         if owners.service_addresses.contains(&id)
@@ -259,7 +295,7 @@ pub async fn find(
             deletable,
         });
     }
-    Ok(out)
+    out
 }
 
 /// Deletes the deletable `orphans`, rules and routes before addresses; an object already

@@ -64,6 +64,8 @@ pub struct HarnessOptions {
     pub cluster_name: String,
     /// The route controller's flags.
     pub routes: cloudstack_ccm::controllers::route::RouteSettings,
+    /// `--delete-orphans`.
+    pub delete_orphans: bool,
 }
 
 impl Default for HarnessOptions {
@@ -82,6 +84,7 @@ impl Default for HarnessOptions {
             project_id: None,
             cluster_name: "kubernetes".to_string(),
             routes: Default::default(),
+            delete_orphans: false,
         }
     }
 }
@@ -186,6 +189,7 @@ impl Harness {
             concurrent_service_syncs: 4,
             load_balancer_class: None,
             routes: options.routes,
+            delete_orphans: options.delete_orphans,
         });
         let (trigger, shutdown) = shutdown_channel();
         Self {

@@ -48,6 +48,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Print the load-balancer and route changes that would be made, without making them.
     Plan(PlanArgs),
+    /// List CloudStack objects tagged for this cluster whose Service or Node is gone.
+    Orphans(OrphansArgs),
 }
 
 /// Arguments of `cloudstack-ccm demo`.
@@ -74,6 +76,14 @@ impl Default for DemoArgs {
 /// Arguments of `cloudstack-ccm plan`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct PlanArgs {}
+
+/// Arguments of `cloudstack-ccm orphans`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct OrphansArgs {
+    /// Delete the orphans (never an address the user brought or may have kept).
+    #[arg(long)]
+    pub delete: bool,
+}
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -458,6 +468,10 @@ mod tests {
         assert_eq!(args.route_reconciliation_period, Duration::from_secs(60));
         assert!(parse(&["--cluster-cidr=10.244.0.0"]).is_err());
         assert!(parse(&["--allocate-node-cidrs=maybe"]).is_err());
+        assert!(matches!(
+            parse(&["orphans", "--delete"]).unwrap().cli.command,
+            Some(Command::Orphans(super::OrphansArgs { delete: true }))
+        ));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `cloudstack-ccm plan`: the dry run. With the controller manager's `--cloud-config` and
 //! `--kubeconfig`, it lists the LoadBalancer Services and the Nodes, observes CloudStack
 //! (read calls only) and prints, per Service, the [`Plan`] the service controller would
-//! apply — without applying anything.
+//! apply, then the route changes of the route controller — without applying anything.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use crate::cloud::loadbalancer::ensure::Engine;
 use crate::cloud::loadbalancer::plan::Plan;
 use crate::config::{CloudConfig, ConfigError};
 use crate::controllers::Context;
+use crate::controllers::route::{self, RouteController};
 use crate::controllers::service::{Settings, plan_services, settings};
 use crate::leader::LeaderStatus;
 use crate::metrics::Metrics;
@@ -90,10 +91,42 @@ pub async fn run(args: &ManagerArgs, out: &mut impl Write) -> Result<PlanReport,
         concurrent_service_syncs: 1,
         load_balancer_class: args.load_balancer_class.clone(),
         routes: crate::controllers::route::RouteSettings::from_args(args),
+        delete_orphans: false,
     };
     let report = plan_context(&ctx).await?;
     write_report(&report, out)?;
+    write_route_plan(Arc::new(ctx), out).await?;
     Ok(report)
+}
+
+/// Prints the route changes the route controller would make (or why it would not run).
+pub async fn write_route_plan(ctx: Arc<Context>, out: &mut impl Write) -> std::io::Result<()> {
+    if let Some(reason) = route::not_started_reason(&ctx) {
+        writeln!(out, "Routes: not managed ({reason}).")?;
+        return out.flush();
+    }
+    let instances = crate::controllers::node::instances_for(&ctx);
+    match RouteController::new(ctx, instances).plan().await {
+        Ok((wanted, _)) if wanted.on_vpc == 0 && !wanted.isolated_networks.is_empty() => writeln!(
+            out,
+            "Routes: not managed (the Nodes' VMs are on isolated networks)."
+        )?,
+        Ok((wanted, plan)) => {
+            writeln!(
+                out,
+                "Routes: {} change(s). Dry run: nothing was changed.",
+                plan.steps.len()
+            )?;
+            for line in wanted.skipped.iter() {
+                writeln!(out, "  warning: {line}")?;
+            }
+            for line in plan.to_string().lines() {
+                writeln!(out, "  {line}")?;
+            }
+        }
+        Err(error) => writeln!(out, "Routes: cannot plan: {error}")?,
+    }
+    out.flush()
 }
 
 /// Plans every Service of the cluster behind `ctx` without changing anything.

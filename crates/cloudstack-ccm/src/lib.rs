@@ -13,4 +13,5 @@ pub mod demo;
 pub mod dry_run;
 pub mod leader;
 pub mod metrics;
+pub mod orphans;
 pub mod server;

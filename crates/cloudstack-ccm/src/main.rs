@@ -48,6 +48,21 @@ fn main() -> ExitCode {
                 }
             });
         }
+        Some(Command::Orphans(orphans)) => {
+            init_tracing(&args);
+            return run_tool(async move {
+                let report = cloudstack_ccm::orphans::run(
+                    &args,
+                    orphans.delete,
+                    &mut std::io::stdout().lock(),
+                )
+                .await?;
+                match report.failed() {
+                    0 => Ok(()),
+                    n => Err(anyhow::anyhow!("{n} orphan(s) could not be deleted")),
+                }
+            });
+        }
         None => {}
     }
     init_tracing(&args);
@@ -197,6 +212,7 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
         concurrent_service_syncs: usize::try_from(args.concurrent_service_syncs.get()).unwrap_or(1),
         load_balancer_class: args.load_balancer_class.clone(),
         routes: cloudstack_ccm::controllers::route::RouteSettings::from_args(&args),
+        delete_orphans: args.delete_orphans,
     });
     let result = if args.leader_elect {
         run_elected(&args, kube, status, ctx, enabled, shutdown.clone()).await

@@ -57,6 +57,12 @@ struct ControllerLabel {
     controller: String,
 }
 
+/// Label `kind`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// Buckets from 5 ms to about 20 s, for API calls and reconciliations.
@@ -80,6 +86,7 @@ pub struct Metrics {
     reconciles: Family<ControllerResult, Counter>,
     reconcile_duration: HistogramFamily<ControllerLabel>,
     leader: Gauge,
+    orphans: Family<KindLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -107,6 +114,7 @@ impl Metrics {
             reconciles: Family::default(),
             reconcile_duration: Family::new_with_constructor(call_histogram),
             leader: Gauge::default(),
+            orphans: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -149,10 +157,22 @@ impl Metrics {
             "Whether this replica holds the leader lease (1) or not (0)",
             metrics.leader.clone(),
         );
+        registry.register(
+            "orphaned_resources",
+            "CloudStack objects tagged for this cluster whose Service or Node is gone, by kind",
+            metrics.orphans.clone(),
+        );
         Metrics {
             registry,
             ..metrics
         }
+    }
+
+    /// Sets the number of orphaned objects of `kind` (`public_ip`, `static_route`, …).
+    pub fn set_orphans(&self, kind: &'static str, count: usize) {
+        self.orphans
+            .get_or_create(&KindLabel { kind })
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// Counts one reconciliation of `controller` (`"node"`, `"node-lifecycle"`, `"service"`)

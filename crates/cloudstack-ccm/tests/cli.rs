@@ -69,6 +69,7 @@ fn help_lists_every_flag() {
         "--delete-orphans",
         "demo",
         "plan",
+        "orphans",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }

@@ -289,6 +289,16 @@ async fn the_plan_names_each_route_change() {
         text.contains("create static route 10.244.1.0/24 via 10.100.1.11"),
         "{text}"
     );
+    let mut printed = Vec::new();
+    cloudstack_ccm::dry_run::write_route_plan(h.ctx.clone(), &mut printed)
+        .await
+        .unwrap();
+    let printed = String::from_utf8(printed).unwrap();
+    assert!(printed.starts_with("Routes: 1 change(s)."), "{printed}");
+    assert!(
+        printed.contains("create static route 10.244.1.0/24 via 10.100.1.11"),
+        "{printed}"
+    );
     assert!(routes(&h).is_empty(), "planning changes nothing");
     h.stop().await;
 }

@@ -4,5 +4,6 @@ pub mod capabilities;
 pub mod instances;
 pub mod inventory;
 pub mod loadbalancer;
+pub mod orphans;
 pub mod provider_id;
 pub mod routes;

@@ -58,6 +58,8 @@ pub struct Context {
     pub load_balancer_class: Option<String>,
     /// The route controller's flags.
     pub routes: route::RouteSettings,
+    /// `--delete-orphans`: the service controller deletes the orphans it counts.
+    pub delete_orphans: bool,
 }
 
 impl std::fmt::Debug for Context {
@@ -77,6 +79,7 @@ impl std::fmt::Debug for Context {
             .field("concurrent_service_syncs", &self.concurrent_service_syncs)
             .field("load_balancer_class", &self.load_balancer_class)
             .field("routes", &self.routes)
+            .field("delete_orphans", &self.delete_orphans)
             .finish_non_exhaustive()
     }
 }

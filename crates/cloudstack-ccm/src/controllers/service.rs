@@ -13,6 +13,7 @@ pub mod events;
 pub mod finalizer;
 mod ip_record;
 mod node_watch;
+mod orphan_count;
 mod reconcile;
 pub mod settings;
 pub mod status;
@@ -92,6 +93,11 @@ pub async fn run_with(
         }
     });
 
+    let orphans = tokio::spawn(orphan_count::run(
+        ctx.clone(),
+        settings.resync_period,
+        shutdown.clone(),
+    ));
     let stop = shutdown.clone();
     Controller::new(Api::<Service>::all(client), watcher::Config::default())
         .with_config(ControllerConfig::default().concurrency(settings.concurrency))
@@ -105,5 +111,6 @@ pub async fn run_with(
         })
         .await;
     drop(nodes.tasks);
+    orphans.abort();
     Ok(())
 }

@@ -80,6 +80,7 @@ impl World {
                 .unwrap_or(1),
             load_balancer_class: None,
             routes: Default::default(),
+            delete_orphans: false,
         });
         let (trigger, shutdown) = shutdown_channel();
         let controllers = tokio::spawn(controllers::run(ctx, ControllerSet::all(), shutdown));

@@ -84,6 +84,8 @@ pub struct HarnessOptions {
     pub rbac: bool,
     /// The route controller's flags.
     pub routes: cloudstack_ccm::controllers::route::RouteSettings,
+    /// `--delete-orphans`.
+    pub delete_orphans: bool,
 }
 
 impl Default for HarnessOptions {
@@ -103,6 +105,7 @@ impl Default for HarnessOptions {
             cluster_name: "kubernetes".to_string(),
             rbac: false,
             routes: Default::default(),
+            delete_orphans: false,
         }
     }
 }
@@ -261,6 +264,7 @@ impl Harness {
             concurrent_service_syncs: 4,
             load_balancer_class: None,
             routes: options.routes,
+            delete_orphans: options.delete_orphans,
         });
         let (trigger, shutdown) = shutdown_channel();
         Self {
@@ -546,6 +550,7 @@ impl Harness {
             concurrent_service_syncs: 4,
             load_balancer_class: None,
             routes: options.routes,
+            delete_orphans: options.delete_orphans,
         });
         let (trigger, shutdown) = shutdown_channel();
         Self {

@@ -86,6 +86,7 @@ pub fn fast_context(h: &Harness) -> Arc<Context> {
         concurrent_service_syncs: 4,
         load_balancer_class: None,
         routes: Default::default(),
+        delete_orphans: false,
     })
 }
 

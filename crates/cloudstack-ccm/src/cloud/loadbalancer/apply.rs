@@ -31,7 +31,9 @@ use serde_json::Value;
 use super::annotations::Cidr;
 use super::job_queue::{PlanTicket, QueuedJob};
 use super::observe::details::read_members;
-use super::plan::{AssociateTarget, IpRef, POLICY_DESCRIPTION, Plan, ResourceRef, RuleRef, Step};
+use super::plan::{
+    AssociateTarget, IpRef, POLICY_DESCRIPTION, Plan, ResourceRef, RuleRef, Step, TagResourceType,
+};
 
 /// The public IP a plan associated, as recorded on the Service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,6 +158,9 @@ struct Run<'a> {
     /// The zone of the plan's network, where a new address is claimed.
     zone_id: Option<&'a str>,
     state: Mutex<Applied>,
+    /// The plan's ownership tags of its rules, also put on the firewall rules and ACL
+    /// items it creates (so orphans are found).
+    ownership: Vec<(String, String)>,
 }
 
 impl Run<'_> {
@@ -165,6 +170,26 @@ impl Run<'_> {
             .run(self.client, R::COMMAND, request.to_params())
             .await
             .map_err(failed(step))
+    }
+
+    /// Puts the ownership tags on the object a create job made (`key` of its result); a
+    /// failure only costs finding it as an orphan later, so it is logged, not raised.
+    async fn tag_created(&self, reply: &Value, key: &str, resource_type: &str) {
+        let Some(id) = reply[key]["id"]
+            .as_str()
+            .filter(|_| !self.ownership.is_empty())
+        else {
+            return;
+        };
+        let request = CreateTags {
+            resourceids: vec![id.to_string()],
+            resourcetype: resource_type.to_string(),
+            tags: self.ownership.clone(),
+            ..Default::default()
+        };
+        if let Err(error) = self.client.create_tags(&request).await {
+            tracing::warn!(%error, id, resource_type, "cannot tag a created object");
+        }
     }
 
     /// Like [`Run::queued`] for a delete: finding nothing to delete is fine.
@@ -200,6 +225,17 @@ pub async fn apply(
         recorder,
         zone_id,
         state: Mutex::new(Applied::default()),
+        ownership: plan
+            .steps()
+            .find_map(|s| match s {
+                Step::TagResources {
+                    resource_type: TagResourceType::LoadBalancer,
+                    tags,
+                    ..
+                } => Some(tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+                _ => None,
+            })
+            .unwrap_or_default(),
     };
     let state = &run.state;
     for phase in &plan.phases {
@@ -460,7 +496,10 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
                 cidrlist: cidr_strings(cidrs),
                 ..Default::default()
             };
-            run.queued(step, &request).await.map(drop)
+            let reply = run.queued(step, &request).await?;
+            run.tag_created(&reply, "firewallrule", "FirewallRule")
+                .await;
+            Ok(())
         }
         Step::DeleteFirewallRule { id, .. } => {
             run.queued_delete(step, &DeleteFirewallRule { id: id.clone() })
@@ -486,7 +525,9 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
                 reason: Some(reason.clone()),
                 ..Default::default()
             };
-            run.queued(step, &request).await.map(drop)
+            let reply = run.queued(step, &request).await?;
+            run.tag_created(&reply, "networkacl", "NetworkACL").await;
+            Ok(())
         }
         Step::DeleteAclItem { id, .. } => {
             run.queued_delete(step, &DeleteNetworkAcl { id: id.clone() })

@@ -1,0 +1,364 @@
+//! Orphans: CloudStack objects tagged for this cluster whose Service or Node is gone (a
+//! Service deleted while the controller was down for good, a force-removed finalizer, a
+//! Node removed while no route controller ran).
+//!
+//! [`find`] lists, with one tag-filtered list call per kind, the public IPs, load-balancer
+//! rules, firewall rules, network ACL items and static routes carrying this cluster's tag,
+//! and says why each one whose owner no longer exists is an orphan. [`delete`] removes
+//! them — rules and routes first, then addresses — but never an address the user brought
+//! (only addresses the controller associated carry its tag) and never one without rules
+//! of a gone Service (it may have been kept with `keep-ip`).
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use cloudstack::{
+    DeleteFirewallRule, DeleteLoadBalancerRule, DeleteNetworkAcl, DeleteStaticRoute,
+    DisassociateIpAddress, ListFirewallRules, ListLoadBalancerRules, ListNetworkAcls,
+    ListPublicIpAddresses, ListStaticRoutes, Tag, tag_value,
+};
+
+use crate::cloud::loadbalancer::observe::{TAG_ASSOCIATED, TAG_CLUSTER, TAG_SERVICE_UID};
+use crate::cloud::routes::TAG_NODE;
+
+/// The kind of an orphaned object (the `kind` label of the orphan metric).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OrphanKind {
+    /// A public IP address.
+    PublicIp,
+    /// A load-balancer rule.
+    LoadBalancerRule,
+    /// A firewall rule.
+    FirewallRule,
+    /// A network ACL item.
+    AclItem,
+    /// A VPC static route.
+    StaticRoute,
+}
+
+impl OrphanKind {
+    /// Every kind, in deletion order (addresses last).
+    pub const ALL: [OrphanKind; 5] = [
+        OrphanKind::LoadBalancerRule,
+        OrphanKind::FirewallRule,
+        OrphanKind::AclItem,
+        OrphanKind::StaticRoute,
+        OrphanKind::PublicIp,
+    ];
+
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrphanKind::PublicIp => "public_ip",
+            OrphanKind::LoadBalancerRule => "load_balancer_rule",
+            OrphanKind::FirewallRule => "firewall_rule",
+            OrphanKind::AclItem => "acl_item",
+            OrphanKind::StaticRoute => "static_route",
+        }
+    }
+}
+
+impl fmt::Display for OrphanKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What still exists in the cluster.
+#[derive(Debug, Clone, Default)]
+pub struct Owners {
+    /// UIDs of every Service.
+    pub service_uids: BTreeSet<String>,
+    /// IP ids and addresses any Service names (annotations, `loadBalancerIP`, status).
+    pub service_addresses: BTreeSet<String>,
+    /// Names of every Node.
+    pub nodes: BTreeSet<String>,
+}
+
+/// A tagged object whose owner is gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Orphan {
+    /// Kind.
+    pub kind: OrphanKind,
+    /// CloudStack id.
+    pub id: String,
+    /// What it is (rule name, address, CIDR).
+    pub what: String,
+    /// Why it is an orphan.
+    pub reason: String,
+    /// Whether [`delete`] removes it (`false`: listed only, e.g. an address maybe kept).
+    pub deletable: bool,
+}
+
+impl fmt::Display for Orphan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} ({}): {}",
+            self.kind, self.id, self.what, self.reason
+        )?;
+        if !self.deletable {
+            f.write_str("; not deleted automatically")?;
+        }
+        Ok(())
+    }
+}
+
+fn cluster_filter(cluster: &str) -> Vec<(String, String)> {
+    vec![(TAG_CLUSTER.to_string(), cluster.to_string())]
+}
+
+/// Why an object tagged with a Service UID is an orphan, if it is.
+fn service_gone(tags: &[Tag], owners: &Owners) -> Option<String> {
+    let uid = tag_value(tags, TAG_SERVICE_UID)?;
+    (!owners.service_uids.contains(uid)).then(|| format!("Service {uid} no longer exists"))
+}
+
+/// Everything tagged for a cluster, as listed (one call per kind).
+#[derive(Debug, Clone, Default)]
+pub struct Tagged {
+    /// Load-balancer rules.
+    pub rules: Vec<cloudstack::LoadBalancerRule>,
+    /// Firewall rules.
+    pub firewall_rules: Vec<cloudstack::FirewallRule>,
+    /// Network ACL items.
+    pub acl_items: Vec<cloudstack::NetworkAcl>,
+    /// Static routes.
+    pub routes: Vec<cloudstack::StaticRoute>,
+    /// Public IP addresses.
+    pub ips: Vec<cloudstack::PublicIpAddress>,
+}
+
+/// Lists what is tagged for `cluster`. Read this before the Services and Nodes
+/// ([`Owners`]): an object tagged for a Service created meanwhile is then never taken for
+/// an orphan.
+pub async fn observe(
+    client: &cloudstack::Client,
+    cluster: &str,
+) -> Result<Tagged, cloudstack::Error> {
+    Ok(Tagged {
+        rules: client
+            .list_load_balancer_rules(&ListLoadBalancerRules {
+                listall: Some(true),
+                tags: cluster_filter(cluster),
+                ..Default::default()
+            })
+            .await?,
+        firewall_rules: client
+            .list_firewall_rules(&ListFirewallRules {
+                listall: Some(true),
+                tags: cluster_filter(cluster),
+                ..Default::default()
+            })
+            .await?,
+        acl_items: client
+            .list_network_acls(&ListNetworkAcls {
+                listall: Some(true),
+                tags: cluster_filter(cluster),
+                ..Default::default()
+            })
+            .await?,
+        routes: client
+            .list_static_routes(&ListStaticRoutes {
+                listall: Some(true),
+                tags: cluster_filter(cluster),
+                ..Default::default()
+            })
+            .await?,
+        ips: client
+            .list_public_ip_addresses(&ListPublicIpAddresses {
+                listall: Some(true),
+                tags: cluster_filter(cluster),
+                ..Default::default()
+            })
+            .await?,
+    })
+}
+
+/// Lists the orphans of `cluster` (reading CloudStack, then judging with `owners`).
+pub async fn find(
+    client: &cloudstack::Client,
+    cluster: &str,
+    owners: &Owners,
+) -> Result<Vec<Orphan>, cloudstack::Error> {
+    Ok(classify(&observe(client, cluster).await?, owners))
+}
+
+/// The orphans among `tagged`, judged against what exists.
+pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
+    let mut out = Vec::new();
+    let rules = &tagged.rules;
+    let mut ips_with_orphaned_rules = BTreeSet::new();
+    let mut ips_with_live_rules = BTreeSet::new();
+    for rule in rules {
+        let ip = rule.publicipid.clone().unwrap_or_default();
+        match service_gone(&rule.tags, owners) {
+            Some(reason) => {
+                ips_with_orphaned_rules.insert(ip);
+                out.push(Orphan {
+                    kind: OrphanKind::LoadBalancerRule,
+                    id: rule.id.clone().unwrap_or_default(),
+                    what: rule.name.clone().unwrap_or_default(),
+                    reason,
+                    deletable: true,
+                });
+            }
+            None => {
+                ips_with_live_rules.insert(ip);
+            }
+        }
+    }
+    let firewall = &tagged.firewall_rules;
+    for rule in firewall {
+        if let Some(reason) = service_gone(&rule.tags, owners) {
+            out.push(Orphan {
+                kind: OrphanKind::FirewallRule,
+                id: rule.id.clone().unwrap_or_default(),
+                what: format!(
+                    "{} {} on {}",
+                    rule.protocol.as_deref().unwrap_or_default(),
+                    rule.startport.map(|p| p.to_string()).unwrap_or_default(),
+                    rule.ipaddress.as_deref().unwrap_or_default()
+                ),
+                reason,
+                deletable: true,
+            });
+        }
+    }
+    let acl_items = &tagged.acl_items;
+    for item in acl_items {
+        if let Some(reason) = service_gone(&item.tags, owners) {
+            out.push(Orphan {
+                kind: OrphanKind::AclItem,
+                id: item.id.clone().unwrap_or_default(),
+                what: format!(
+                    "{} {} in list {}",
+                    item.protocol.as_deref().unwrap_or_default(),
+                    item.startport.map(|p| p.to_string()).unwrap_or_default(),
+                    item.aclname.as_deref().unwrap_or_default()
+                ),
+                reason,
+                deletable: true,
+            });
+        }
+    }
+    let routes = &tagged.routes;
+    for route in routes {
+        let node = tag_value(&route.tags, TAG_NODE).unwrap_or_default();
+        if !owners.nodes.contains(node) {
+            out.push(Orphan {
+                kind: OrphanKind::StaticRoute,
+                id: route.id.clone().unwrap_or_default(),
+                what: format!(
+                    "{} via {}",
+                    route.cidr.as_deref().unwrap_or_default(),
+                    route.nexthop.as_deref().unwrap_or("a private gateway")
+                ),
+                reason: format!("Node {node} no longer exists"),
+                deletable: true,
+            });
+        }
+    }
+    let ips = &tagged.ips;
+    for ip in ips {
+        let id = ip.id.clone().unwrap_or_default();
+        let address = ip.ipaddress.clone().unwrap_or_default();
+        if owners.service_addresses.contains(&id)
+            || owners.service_addresses.contains(&address)
+            || ips_with_live_rules.contains(&id)
+        {
+            continue;
+        }
+        let associated = tag_value(&ip.tags, TAG_ASSOCIATED) == Some("true");
+        let (reason, deletable) = if ips_with_orphaned_rules.contains(&id) && associated {
+            (
+                "no Service uses it; its rules belong to deleted Services".to_string(),
+                true,
+            )
+        } else if associated {
+            (
+                "no Service uses it and it has no rules (it may have been kept with keep-ip)"
+                    .to_string(),
+                false,
+            )
+        } else {
+            (
+                "no Service uses it; the controller did not associate it".to_string(),
+                false,
+            )
+        };
+        out.push(Orphan {
+            kind: OrphanKind::PublicIp,
+            id,
+            what: address,
+            reason,
+            deletable,
+        });
+    }
+    out
+}
+
+/// Deletes the deletable `orphans`, rules and routes before addresses; an object already
+/// gone counts as deleted.
+pub async fn delete(
+    client: &cloudstack::Client,
+    orphans: &[Orphan],
+) -> Vec<(Orphan, Result<(), cloudstack::Error>)> {
+    let mut results = Vec::new();
+    for kind in OrphanKind::ALL {
+        for orphan in orphans.iter().filter(|o| o.kind == kind && o.deletable) {
+            let id = orphan.id.clone();
+            let result = match kind {
+                OrphanKind::LoadBalancerRule => {
+                    client
+                        .delete_load_balancer_rule(&DeleteLoadBalancerRule { id })
+                        .await
+                }
+                OrphanKind::FirewallRule => {
+                    client
+                        .delete_firewall_rule(&DeleteFirewallRule { id })
+                        .await
+                }
+                OrphanKind::AclItem => client.delete_network_acl(&DeleteNetworkAcl { id }).await,
+                OrphanKind::StaticRoute => {
+                    client.delete_static_route(&DeleteStaticRoute { id }).await
+                }
+                OrphanKind::PublicIp => {
+                    client
+                        .disassociate_ip_address(&DisassociateIpAddress {
+                            id: Some(id),
+                            ..Default::default()
+                        })
+                        .await
+                }
+            };
+            let result = match result {
+                Err(error) if error.is_not_found() => Ok(()),
+                other => other,
+            };
+            results.push((orphan.clone(), result));
+        }
+    }
+    results
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_and_display() {
+        assert_eq!(OrphanKind::ALL.last(), Some(&OrphanKind::PublicIp));
+        let orphan = Orphan {
+            kind: OrphanKind::PublicIp,
+            id: "ip-1".into(),
+            what: "203.0.113.10".into(),
+            reason: "no Service uses it".into(),
+            deletable: false,
+        };
+        assert_eq!(
+            orphan.to_string(),
+            "public_ip ip-1 (203.0.113.10): no Service uses it; not deleted automatically"
+        );
+    }
+}

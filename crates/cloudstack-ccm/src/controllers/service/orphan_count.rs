@@ -1,0 +1,80 @@
+//! The service controller's orphan pass: at start and then on every tenth resync (at most
+//! once every five minutes, as it lists five kinds of objects), the objects
+//! tagged for this cluster whose Service or Node is gone are counted
+//! (`cloudstack_ccm_orphaned_resources{kind}`), one log line says so when the counts
+//! change, and with `--delete-orphans` they are deleted ([`crate::orphans::report`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cloud::orphans::OrphanKind;
+use crate::controllers::{Context, Shutdown};
+
+/// Resyncs between two orphan passes.
+const RESYNCS_PER_PASS: u32 = 10;
+
+/// The shortest time between two orphan passes.
+const MIN_PERIOD: Duration = Duration::from_secs(300);
+
+/// Runs the pass until `shutdown` (`resync_period`: the service controller's).
+pub async fn run(ctx: Arc<Context>, resync_period: Duration, shutdown: Shutdown) {
+    let period = (resync_period * RESYNCS_PER_PASS).max(MIN_PERIOD);
+    let mut last: Option<BTreeMap<OrphanKind, usize>> = None;
+    loop {
+        pass(&ctx, &mut last).await;
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+    }
+}
+
+async fn pass(ctx: &Context, last: &mut Option<BTreeMap<OrphanKind, usize>>) {
+    let report = match crate::orphans::report(
+        &ctx.cloudstack,
+        &ctx.kube,
+        &ctx.cluster_name,
+        ctx.delete_orphans,
+    )
+    .await
+    {
+        Ok(report) => report,
+        Err(error) => {
+            tracing::warn!(%error, "cannot look for orphaned CloudStack objects");
+            return;
+        }
+    };
+    let mut counts: BTreeMap<OrphanKind, usize> =
+        OrphanKind::ALL.into_iter().map(|kind| (kind, 0)).collect();
+    for orphan in &report.orphans {
+        *counts.entry(orphan.kind).or_default() += 1;
+    }
+    for (kind, count) in &counts {
+        ctx.metrics.set_orphans(kind.as_str(), *count);
+    }
+    if last.as_ref() != Some(&counts) {
+        let total: usize = counts.values().sum();
+        let summary: Vec<String> = counts
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(kind, n)| format!("{kind}={n}"))
+            .collect();
+        tracing::info!(
+            total,
+            "orphaned CloudStack objects tagged for this cluster: {}",
+            if summary.is_empty() {
+                "none".to_string()
+            } else {
+                summary.join(", ")
+            }
+        );
+        *last = Some(counts);
+    }
+    for (orphan, error) in &report.deleted {
+        match error {
+            None => tracing::info!("deleted orphan {orphan}"),
+            Some(error) => tracing::warn!(%error, "cannot delete orphan {orphan}"),
+        }
+    }
+}

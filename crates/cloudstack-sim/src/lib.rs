@@ -57,7 +57,9 @@
 //! **Conflicts** (`FirewallManagerImpl.detectRulesConflict`, create phase): firewall rules
 //! conflict only with the same protocol, overlapping ports and a source CIDR string both
 //! lists contain (537; ICMP duplicates 431); the `openfirewall` rule is checked like any
-//! firewall rule; two load-balancer rules on one port conflict whatever their protocols.
+//! firewall rule; a load-balancer rule conflicts with any load-balancer or port-forwarding
+//! rule on its port whatever the protocols, two port-forwarding rules only with the same
+//! protocol (`allowPf`).
 //!
 //! **Jobs and queues** (`BaseAsyncCmd.networkSyncObject`, `AsyncJobManagerImpl`): jobs on
 //! one network run one at a time; a rule is `Add` until its job applied it; a VM carries the

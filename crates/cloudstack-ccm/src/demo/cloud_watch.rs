@@ -237,6 +237,8 @@ impl CloudWatch {
                 "VM {} expunged",
                 vm_names(state, std::iter::once(vm_id.as_str()))
             ),
+            JobAction::CreatePfRule { .. } => "port forwarding opened".to_string(),
+            JobAction::DeletePfRule { .. } => "port forwarding closed".to_string(),
         }
     }
 }

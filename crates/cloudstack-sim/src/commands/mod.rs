@@ -9,6 +9,7 @@ mod jobs_cmd;
 mod lb;
 mod lb_members;
 mod policies;
+mod port_forwarding;
 mod tags;
 mod vm_lifecycle;
 mod vms;
@@ -201,6 +202,18 @@ pub const COMMANDS: &[Command] = &[
     sync("listFirewallRules", firewall::list_firewall_rules),
     job("createFirewallRule", firewall::create_firewall_rule),
     job("deleteFirewallRule", firewall::delete_firewall_rule),
+    sync(
+        "listPortForwardingRules",
+        port_forwarding::list_port_forwarding_rules,
+    ),
+    job(
+        "createPortForwardingRule",
+        port_forwarding::create_port_forwarding_rule,
+    ),
+    job(
+        "deletePortForwardingRule",
+        port_forwarding::delete_port_forwarding_rule,
+    ),
     sync("listNetworkACLLists", acl::list_network_acl_lists),
     sync("listNetworkACLs", acl::list_network_acls),
     job("createNetworkACL", acl::create_network_acl),
@@ -288,6 +301,8 @@ pub fn run_job_action(
             vm_lifecycle::finish_destroy(state, &caller, vm_id, *expunge)
         }
         JobAction::ExpungeVm { vm_id } => vm_lifecycle::finish_expunge(state, &caller, vm_id),
+        JobAction::CreatePfRule { rule_id } => port_forwarding::finish_create(state, rule_id),
+        JobAction::DeletePfRule { rule_id } => port_forwarding::finish_delete(state, rule_id),
     }
 }
 
@@ -296,6 +311,7 @@ pub fn roll_back_job(state: &mut State, action: &JobAction) {
     match action {
         JobAction::AssociateIp { ip_id } => ips::release(state, ip_id),
         JobAction::CreateLbRule { rule_id } => lb::remove_rule(state, rule_id),
+        JobAction::CreatePfRule { rule_id } => port_forwarding::remove_rule(state, rule_id),
         JobAction::CreateFirewallRule { rule_id } => {
             state.firewall_rules.retain(|r| &r.id != rule_id)
         }

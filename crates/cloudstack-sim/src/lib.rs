@@ -48,6 +48,8 @@
 //! permission for expunging.") drops the mappings (`removeVmFromLoadBalancers`), disables
 //! static NAT, releases the NICs, deletes the tags and marks the row removed. The `/sim`
 //! equivalents: `DELETE /sim/vms/{id}` expunges, `POST /sim/vms/{id}/destroy` destroys.
+//! Without `state`, `listVirtualMachines` shows Destroyed VMs to admins only
+//! (`QueryManagerImpl.searchForUserVMsInternal`, `allow.user.view.destroyed.vm` off).
 //!
 //! **Scoping** (`AccountManagerImpl.buildACLSearchParameters`): project resources only with
 //! `projectid`, whatever `id`, `ipaddressid`, `publicipid` or `resourceid` say; a root admin

@@ -123,6 +123,16 @@ pub enum JobAction {
         /// Route id.
         route_id: String,
     },
+    /// Activate a port-forwarding rule (and its firewall rule).
+    CreatePfRule {
+        /// Rule id.
+        rule_id: String,
+    },
+    /// Delete a port-forwarding rule.
+    DeletePfRule {
+        /// Rule id.
+        rule_id: String,
+    },
 }
 
 /// A VM named by `virtualmachineids` or `vmidipmap` of assign/removeFromLoadBalancerRule,
@@ -229,7 +239,7 @@ fn command_class(command: &str) -> String {
     }
     let package = match command {
         c if c.contains("LoadBalancer") || c.contains("LB") => "loadbalancer",
-        c if c.contains("Firewall") => "firewall",
+        c if c.contains("Firewall") || c.contains("PortForwarding") => "firewall",
         c if c.contains("NetworkACL") => "network",
         c if c.contains("Tags") => "tag",
         _ => "address",

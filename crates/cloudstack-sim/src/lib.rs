@@ -48,6 +48,8 @@
 //! permission for expunging.") drops the mappings (`removeVmFromLoadBalancers`), disables
 //! static NAT, releases the NICs, deletes the tags and marks the row removed. The `/sim`
 //! equivalents: `DELETE /sim/vms/{id}` expunges, `POST /sim/vms/{id}/destroy` destroys.
+//! Without `state`, `listVirtualMachines` shows Destroyed VMs to admins only
+//! (`QueryManagerImpl.searchForUserVMsInternal`, `allow.user.view.destroyed.vm` off).
 //!
 //! **Scoping** (`AccountManagerImpl.buildACLSearchParameters`): project resources only with
 //! `projectid`, whatever `id`, `ipaddressid`, `publicipid` or `resourceid` say; a root admin
@@ -57,7 +59,9 @@
 //! **Conflicts** (`FirewallManagerImpl.detectRulesConflict`, create phase): firewall rules
 //! conflict only with the same protocol, overlapping ports and a source CIDR string both
 //! lists contain (537; ICMP duplicates 431); the `openfirewall` rule is checked like any
-//! firewall rule; two load-balancer rules on one port conflict whatever their protocols.
+//! firewall rule; a load-balancer rule conflicts with any load-balancer or port-forwarding
+//! rule on its port whatever the protocols, two port-forwarding rules only with the same
+//! protocol (`allowPf`).
 //!
 //! **Jobs and queues** (`BaseAsyncCmd.networkSyncObject`, `AsyncJobManagerImpl`): jobs on
 //! one network run one at a time; a rule is `Add` until its job applied it; a VM carries the

@@ -247,6 +247,33 @@ pub struct LbRule {
     pub owner: Owner,
 }
 
+/// A port-forwarding rule: a public port range of an address to a VM's guest address.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PfRule {
+    /// Id.
+    pub id: String,
+    /// Public IP id.
+    pub ip_id: String,
+    /// Network id (the address's).
+    pub network_id: String,
+    /// Target VM.
+    pub vm_id: String,
+    /// The VM's guest address in the network.
+    pub vm_ip: String,
+    /// `tcp` or `udp`.
+    pub protocol: String,
+    /// Public port range.
+    pub public_ports: (u16, u16),
+    /// Private port range.
+    pub private_ports: (u16, u16),
+    /// `Add` or `Active`.
+    pub state: String,
+    /// Firewall rule created by `openfirewall`.
+    pub firewall_rule_id: Option<String>,
+    /// Owner.
+    pub owner: Owner,
+}
+
 /// A firewall rule on an isolated network's public IP.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FirewallRule {
@@ -422,6 +449,9 @@ pub struct State {
     pub lb_rules: Vec<LbRule>,
     /// Firewall rules.
     pub firewall_rules: Vec<FirewallRule>,
+    /// Port-forwarding rules.
+    #[serde(default)]
+    pub pf_rules: Vec<PfRule>,
     /// ACL items.
     pub acl_items: Vec<AclItem>,
     /// Tags.

@@ -210,3 +210,95 @@ async fn load_balancer_rules_against_lb_and_firewall_rules() {
         "the refused rule is not stored"
     );
 }
+
+fn forward(ip: &str, vm: &str, protocol: &str, port: u32) -> cloudstack::Params {
+    cloudstack::Params::new()
+        .set("ipaddressid", ip)
+        .set("virtualmachineid", vm)
+        .set("protocol", protocol)
+        .set("publicport", port)
+        .set("privateport", port)
+}
+
+/// Load balancing against port forwarding (`detectRulesConflict`): an LB rule and a
+/// port-forwarding rule on one port conflict whatever their protocols; two port-forwarding
+/// rules only with the same protocol (`allowPf`). A VM's forwarding rules go when it is
+/// expunged (`cleanupVmResources` → `revokePortForwardingRulesForVm`).
+#[tokio::test]
+async fn load_balancer_and_port_forwarding_rules_on_one_port() {
+    let sim = start(Scenario::small()).await;
+    let alice = client(&sim, "alice");
+    let ip = ip_on(&sim, "net-vr").await;
+    let vm = id_of(&sim, "vms", "node-1");
+    let pf = alice
+        .call_async("createPortForwardingRule", forward(&ip, &vm, "tcp", 8080))
+        .await
+        .expect("port forwarding tcp 8080");
+    let pf_id = pf["portforwardingrule"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(pf["portforwardingrule"]["state"], "Active");
+    assert_eq!(pf["portforwardingrule"]["publicport"], "8080");
+    alice
+        .call_async("createPortForwardingRule", forward(&ip, &vm, "udp", 8080))
+        .await
+        .expect("the same port with another protocol is allowed between forwarding rules");
+    let (status, _, _, text) = api_error(
+        alice
+            .call_async("createPortForwardingRule", forward(&ip, &vm, "tcp", 8080))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 537);
+    assert_eq!(
+        text,
+        format!("The range specified, 8080-8080, conflicts with rule {pf_id} which has 8080-8080")
+    );
+    let (status, code, cs, _) = api_error(
+        alice
+            .create_load_balancer_rule(&lb(&ip, "a-tcp-8080", "tcp", 8080, false))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (status, code, cs),
+        (537, 537, Some(4360)),
+        "LB vs port forwarding"
+    );
+
+    let lb_rule = alice
+        .create_load_balancer_rule(&lb(&ip, "a-tcp-9000", "tcp", 9000, false))
+        .await
+        .expect("LB on 9000")
+        .id
+        .expect("id");
+    let (status, _, _, text) = api_error(
+        alice
+            .call_async("createPortForwardingRule", forward(&ip, &vm, "udp", 9000))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 537, "port forwarding vs LB, other protocol");
+    assert_eq!(
+        text,
+        format!(
+            "The range specified, 9000-9000, conflicts with rule {lb_rule} which has 9000-9000"
+        )
+    );
+
+    let listed = alice
+        .call(
+            "listPortForwardingRules",
+            cloudstack::Params::new().set("ipaddressid", &ip),
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed["count"], 2);
+    assert!(sim.remove_vm(&vm));
+    assert!(
+        sim.with_state(|s| s.pf_rules.is_empty()),
+        "expunge revokes the VM's forwarding rules"
+    );
+    assert!(
+        sim.with_state(|s| s.firewall_rules.is_empty()),
+        "and the firewall rules their openfirewall created"
+    );
+}

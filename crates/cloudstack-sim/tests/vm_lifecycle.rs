@@ -470,3 +470,76 @@ async fn destroy_checks_the_id_before_queueing() {
     assert!(text.starts_with("Unable to execute API command expungevirtualmachine due to invalid value. Invalid parameter id value="), "{text}");
     assert!(sim.with_state(|s| s.vm(&n1).is_some_and(|v| v.state == "Running")));
 }
+
+/// `QueryManagerImpl.searchForUserVMsInternal`: without `state` an admin lists Destroyed VMs
+/// too; a non-admin never sees them (`allow.user.view.destroyed.vm` off), not even with
+/// `state=Destroyed`; `state=Present` hides them; an expunged VM is listed to nobody.
+#[tokio::test]
+async fn destroyed_vms_are_listed_to_admins_only() {
+    let sim = start(Scenario::small()).await;
+    let n1 = id_of(&sim, "vms", "node-1");
+    assert!(sim.destroy_vm(&n1));
+    let names = |list: Value| -> Vec<String> {
+        list["virtualmachine"]
+            .as_array()
+            .map(|vms| {
+                vms.iter()
+                    .map(|v| {
+                        format!(
+                            "{}={}",
+                            v["name"].as_str().unwrap_or(""),
+                            v["state"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let alice = client(&sim, "alice");
+    let admin = client(&sim, "admin");
+    let mine = names(
+        alice
+            .call("listVirtualMachines", Params::new())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(mine, vec!["node-2=Running", "node-3=Running"]);
+    let asked = names(
+        alice
+            .call(
+                "listVirtualMachines",
+                Params::new().set("state", "Destroyed"),
+            )
+            .await
+            .unwrap(),
+    );
+    assert!(asked.is_empty(), "{asked:?}");
+    let all = names(
+        admin
+            .call("listVirtualMachines", Params::new().set("listall", true))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        all,
+        vec!["node-1=Destroyed", "node-2=Running", "node-3=Running"]
+    );
+    let present = names(
+        admin
+            .call(
+                "listVirtualMachines",
+                Params::new().set("listall", true).set("state", "Present"),
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(present, vec!["node-2=Running", "node-3=Running"]);
+    assert!(sim.remove_vm(&n1));
+    let after = names(
+        admin
+            .call("listVirtualMachines", Params::new().set("listall", true))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(after, vec!["node-2=Running", "node-3=Running"]);
+}

@@ -246,6 +246,8 @@ impl CloudWatch {
                 None => "static route added".to_string(),
             },
             JobAction::DeleteStaticRoute { .. } => "static route deleted".to_string(),
+            JobAction::CreatePfRule { .. } => "port forwarding opened".to_string(),
+            JobAction::DeletePfRule { .. } => "port forwarding closed".to_string(),
         }
     }
 }

@@ -223,6 +223,7 @@ pub fn list_projects(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 /// listCapabilities.
 pub fn list_capabilities(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let state = &*ctx.state;
+    let admin = ctx.caller.is_admin();
     let mut capability = json!({
         "cloudstackversion": state.version.text,
         "securitygroupsenabled": false,
@@ -235,9 +236,10 @@ pub fn list_capabilities(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         "customdiskofferingmaxsize": 1024,
         "regionsecondaryenabled": false,
         "kvmsnapshotenabled": true,
-        "allowuserviewdestroyedvm": false,
-        "allowuserexpungerecovervm": false,
-        "allowuserexpungerecovervolume": false,
+        // ManagementServerImpl.listCapabilities: the setting, or true for an admin caller.
+        "allowuserviewdestroyedvm": admin,
+        "allowuserexpungerecovervm": admin,
+        "allowuserexpungerecovervolume": admin,
         "allowuserviewalldomainaccounts": false,
         "kubernetesserviceenabled": true,
         "kubernetesclusterexperimentalfeaturesenabled": false,

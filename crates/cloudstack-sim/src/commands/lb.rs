@@ -3,6 +3,7 @@
 use super::access::Caller;
 use super::access::owner_fields;
 use super::firewall::{check_cidr, firewall_conflict};
+use super::port_forwarding::forwarding_conflict;
 use super::{
     Ctx, create_reply, embedded_tags, job_reply, like, lookup, lookup_required, resolve, success,
     tags_match,
@@ -217,19 +218,11 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     };
     check_provider(state, network.lb_provider, &protocol, public_port)?;
     let start = i64::from(public_port);
-    // FirewallManagerImpl.detectRulesConflict: two load-balancer rules on one address and
-    // port conflict whatever their protocols (no allowance covers LB/LB; the rules are stored
-    // with protocol tcp), so tcp and udp on one public port are a 537.
-    if let Some(other) = state
-        .lb_rules
-        .iter()
-        .find(|r| r.ip_id == ip.id && r.public_port == public_port)
-    {
-        return Err(ApiError::conflict(format!(
-            "The range specified, {start}-{start}, conflicts with rule {} which has {start}-{start}",
-            other.id
-        )));
-    }
+    // FirewallManagerImpl.detectRulesConflict: a load-balancer rule conflicts with any
+    // load-balancer or port-forwarding rule on the same address and port, whatever their
+    // protocols (no allowance covers LB/LB or LB/PF), so tcp and udp on one public port are a
+    // 537.
+    forwarding_conflict(state, &ip.id, (public_port, public_port), None)?;
     // `createRuleForAllCidrs`: the opened firewall rule (0.0.0.0/0, the public port) goes
     // through the same conflict detection as any firewall rule.
     let firewall = if open_firewall {

@@ -10,6 +10,7 @@ mod lb;
 mod lb_members;
 mod policies;
 mod routes;
+mod port_forwarding;
 mod tags;
 mod vm_lifecycle;
 mod vms;
@@ -202,6 +203,18 @@ pub const COMMANDS: &[Command] = &[
     sync("listFirewallRules", firewall::list_firewall_rules),
     job("createFirewallRule", firewall::create_firewall_rule),
     job("deleteFirewallRule", firewall::delete_firewall_rule),
+    sync(
+        "listPortForwardingRules",
+        port_forwarding::list_port_forwarding_rules,
+    ),
+    job(
+        "createPortForwardingRule",
+        port_forwarding::create_port_forwarding_rule,
+    ),
+    job(
+        "deletePortForwardingRule",
+        port_forwarding::delete_port_forwarding_rule,
+    ),
     sync("listNetworkACLLists", acl::list_network_acl_lists),
     sync("listNetworkACLs", acl::list_network_acls),
     job("createNetworkACL", acl::create_network_acl),
@@ -294,6 +307,8 @@ pub fn run_job_action(
         JobAction::ExpungeVm { vm_id } => vm_lifecycle::finish_expunge(state, &caller, vm_id),
         JobAction::CreateStaticRoute { route_id } => routes::finish_create(state, route_id),
         JobAction::DeleteStaticRoute { route_id } => routes::finish_delete(state, route_id),
+        JobAction::CreatePfRule { rule_id } => port_forwarding::finish_create(state, rule_id),
+        JobAction::DeletePfRule { rule_id } => port_forwarding::finish_delete(state, rule_id),
     }
 }
 
@@ -302,6 +317,7 @@ pub fn roll_back_job(state: &mut State, action: &JobAction) {
     match action {
         JobAction::AssociateIp { ip_id } => ips::release(state, ip_id),
         JobAction::CreateLbRule { rule_id } => lb::remove_rule(state, rule_id),
+        JobAction::CreatePfRule { rule_id } => port_forwarding::remove_rule(state, rule_id),
         JobAction::CreateFirewallRule { rule_id } => {
             state.firewall_rules.retain(|r| &r.id != rule_id)
         }

@@ -16,6 +16,7 @@ const TYPES: &[&str] = &[
     "LoadBalancer",
     "PublicIpAddress",
     "FirewallRule",
+    "PortForwardingRule",
     "NetworkACL",
     "StaticRoute",
     "Project",
@@ -41,6 +42,11 @@ fn resource_owner(state: &State, kind: &str, id: &str) -> Option<Owner> {
         "PublicIpAddress" => state.ip(id).and_then(|i| i.owner.clone()),
         "FirewallRule" => state
             .firewall_rules
+            .iter()
+            .find(|r| r.id == id)
+            .map(|r| r.owner.clone()),
+        "PortForwardingRule" => state
+            .pf_rules
             .iter()
             .find(|r| r.id == id)
             .map(|r| r.owner.clone()),

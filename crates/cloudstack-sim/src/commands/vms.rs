@@ -196,13 +196,17 @@ pub fn render_vm(
     Value::Object(out)
 }
 
-/// True when `vm` passes the `state` filter (`Present` = not Destroyed/Expunging).
-fn state_matches(vm: &Vm, wanted: Option<&str>) -> bool {
+/// True when `vm` passes the `state` filter (`QueryManagerImpl.searchForUserVMsInternal`):
+/// `Present` = not Destroyed/Expunging; without `state` an admin sees every state, while a
+/// non-admin never sees Destroyed or Expunging VMs (`allow.user.view.destroyed.vm` is off),
+/// not even when asking for that state.
+fn state_matches(vm: &Vm, wanted: Option<&str>, admin: bool) -> bool {
+    if !admin && vm.is_destroyed() {
+        return false;
+    }
     match wanted {
-        None => !matches!(vm.state.as_str(), "Destroyed" | "Expunging"),
-        Some(w) if w.eq_ignore_ascii_case("present") => {
-            !matches!(vm.state.as_str(), "Destroyed" | "Expunging")
-        }
+        None => true,
+        Some(w) if w.eq_ignore_ascii_case("present") => !vm.is_destroyed(),
         Some(w) => w.eq_ignore_ascii_case(&vm.state),
     }
 }
@@ -238,7 +242,7 @@ pub fn list_virtual_machines(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         let keep = scope.matches(&vm.owner)
             && id.is_none_or(|i| i == vm.id)
             && ids.as_ref().is_none_or(|l| l.contains(&vm.id))
-            && state_matches(vm, p.text("state"))
+            && state_matches(vm, p.text("state"), ctx.caller.is_admin())
             && zone.is_none_or(|z| z == vm.zone_id)
             && network.is_none_or(|n| vm.nics.iter().any(|nic| nic.network_id == n))
             && vpc.is_none_or(|v| {

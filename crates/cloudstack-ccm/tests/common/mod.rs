@@ -134,6 +134,8 @@ pub struct Remote {
     pub requests: KubeRequestLog,
     /// Nodes this test created (deleted at stop).
     pub created_nodes: Mutex<Vec<String>>,
+    /// Set by [`Harness::skip_after_start`]: the test stops without having passed.
+    pub skipped: std::sync::atomic::AtomicBool,
 }
 
 /// A running simulator + fake API server (or remote endpoints) + controller context.
@@ -321,7 +323,9 @@ impl Harness {
                 .expect("controller task does not panic");
             result.expect("controller ends without error");
         }
-        if matches!(self.target, Target::Remote(_)) {
+        if let Target::Remote(remote) = &self.target
+            && !remote.skipped.load(std::sync::atomic::Ordering::Relaxed)
+        {
             println!("{PASS_LINE}: {}", target::current_test());
         }
     }
@@ -407,6 +411,20 @@ impl Harness {
             Target::InProcess => self.cluster().reset_request_counts(),
             Target::Remote(remote) => remote.requests.reset(),
         }
+    }
+
+    /// In remote mode, for a test that learns only from the endpoints that it cannot run
+    /// (e.g. the server's version): prints `skipped in real-endpoint mode: <why>`, marks the
+    /// test as not passed, and returns true; the caller then stops the harness (to clean
+    /// up) and returns. False in process.
+    pub fn skip_after_start(&self, why: &str) -> bool {
+        let Target::Remote(remote) = &self.target else {
+            return false;
+        };
+        remote
+            .skipped
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        skip_in_remote_mode(why)
     }
 
     /// True in remote mode.
@@ -564,6 +582,7 @@ impl Harness {
                 calls,
                 requests,
                 created_nodes: Mutex::new(Vec::new()),
+                skipped: std::sync::atomic::AtomicBool::new(false),
             })),
             kube,
             ctx,

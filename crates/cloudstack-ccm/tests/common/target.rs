@@ -348,24 +348,21 @@ pub async fn environment_vms(
         details: vec!["min".into(), "nics".into(), "servoff".into()],
         ..ListVirtualMachines::default()
     };
-    let listed: Vec<VmFacts> = client
-        .list_virtual_machines(&request)
-        .await
-        .expect("listing the account's VMs")
-        .iter()
-        .filter_map(VmFacts::from_api)
-        .collect();
-    let mut chosen: Vec<VmFacts> = if settings.vms.is_empty() {
-        let mut running: Vec<VmFacts> = client
-            .list_virtual_machines(&ListVirtualMachines {
-                state: Some("Running".into()),
-                ..request.clone()
-            })
+    let list = |request: ListVirtualMachines| async move {
+        client
+            .list_virtual_machines(&request)
             .await
-            .expect("listing the account's Running VMs")
+            .expect("listing the account's VMs")
             .iter()
             .filter_map(VmFacts::from_api)
-            .collect();
+            .collect::<Vec<_>>()
+    };
+    let mut chosen: Vec<VmFacts> = if settings.vms.is_empty() {
+        let mut running = list(ListVirtualMachines {
+            state: Some("Running".into()),
+            ..request
+        })
+        .await;
         running.sort_by(|a, b| a.name.cmp(&b.name));
         let network = settings
             .network
@@ -380,6 +377,7 @@ pub async fn environment_vms(
             })
             .collect()
     } else {
+        let listed = list(request).await;
         settings
             .vms
             .iter()

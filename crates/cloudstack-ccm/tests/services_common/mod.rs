@@ -361,13 +361,16 @@ async fn remote_rules(client: &cloudstack::Client, prefix: &str) -> Vec<RuleView
         if !name.starts_with(prefix) {
             continue;
         }
-        let instances = client
-            .list_load_balancer_rule_instances(&cloudstack::ListLoadBalancerRuleInstances {
-                id: id.clone(),
-                ..Default::default()
-            })
-            .await
-            .expect("listing a rule's members");
+        let request = cloudstack::ListLoadBalancerRuleInstances {
+            id: id.clone(),
+            ..Default::default()
+        };
+        let instances = match client.list_load_balancer_rule_instances(&request).await {
+            Ok(instances) => instances,
+            // The rule went between the two reads (the API gives no snapshot): not listed.
+            Err(error) if error.code() == Some(431) => continue,
+            Err(error) => panic!("listing the members of rule {name}: {error}"),
+        };
         let mut members: Vec<String> = instances.iter().filter_map(|vm| vm.name.clone()).collect();
         members.sort();
         rules.push(RuleView {

@@ -656,6 +656,15 @@ fn with_last_applied_access(
                 .iter()
                 .find(|f| ports.contains(&(f.protocol, f.start_port)))
                 .map(|f| f.cidrs.clone()),
+            // No item is ever added on a default list (or without a list): nothing to keep.
+            PortAccess::NetworkAcl { acl_id, acl_name }
+                if acl_id.is_none()
+                    || acl_name
+                        .as_deref()
+                        .is_some_and(|n| DEFAULT_ACL_LISTS.contains(&n)) =>
+            {
+                Some(vec![Cidr::ANY_V4])
+            }
             PortAccess::NetworkAcl { .. } => observed
                 .acl_items
                 .iter()

@@ -1437,3 +1437,48 @@ fn a_firewall_rule_openfirewall_made_goes_with_its_rule() {
         "{p}"
     );
 }
+
+#[test]
+fn unreadable_access_keeps_what_cloudstack_shows_applied() {
+    let recorded = |key: &str, value: &str| json!({(ann::IP_ID.key): "0a1b2c3d-0000-4000-8000-000000000001", (key): value});
+    let ctx = isolated((4, 22, 0));
+    // Source ranges: the firewall rules stay, a new port gets the same ranges.
+    let kept = spec(
+        recorded(ann::K8S_SOURCE_RANGES.key, "198.51.100.0/240"),
+        &[("TCP", 80, 30080), ("TCP", 443, 30443)],
+        json!({}),
+    );
+    assert!(kept.keep_source_ranges);
+    let mut observed = applied(&simple(&[("TCP", 80, 30080)]), &["vm1"]);
+    observed.firewall_rules = vec![fw(80, &["198.51.100.0/24"])];
+    let p = plan(&kept, &observed, &backends(&["vm1"]), &ctx).unwrap();
+    let opened: Vec<(u16, Vec<String>)> = p
+        .steps()
+        .filter_map(|s| match s {
+            Step::CreateFirewallRule { port, cidrs, .. } => {
+                Some((*port, cidrs.iter().map(Cidr::to_string).collect()))
+            }
+            Step::DeleteFirewallRule { .. } => panic!("nothing applied is removed: {p}"),
+            Step::CreateRule { open_firewall, .. } => {
+                assert!(!open_firewall, "never opened to everyone: {p}");
+                None
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(opened, vec![(443, vec!["198.51.100.0/24".to_string()])]);
+    // Nothing applied to keep: refused, nothing opened.
+    let err = plan(&kept, &ObservedLb::default(), &backends(&["vm1"]), &ctx).unwrap_err();
+    assert!(matches!(err, PlanError::LastAppliedUnknown { .. }), "{err}");
+
+    // Source CIDRs: the rules keep their cidrlist.
+    let cidrs = spec(
+        recorded(ann::SOURCE_CIDRS.key, "everyone"),
+        &[("TCP", 80, 30080)],
+        json!({}),
+    );
+    let mut observed = applied(&simple(&[("TCP", 80, 30080)]), &["vm1"]);
+    observed.rules[0].cidrs = vec![Cidr::parse("10.0.0.0/8").unwrap()];
+    let p = plan(&cidrs, &observed, &backends(&["vm1"]), &ctx).unwrap();
+    assert!(p.is_empty(), "{p}");
+}

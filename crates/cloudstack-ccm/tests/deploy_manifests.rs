@@ -438,7 +438,11 @@ fn dockerfile_ships_the_static_binary_and_runs_it_as_non_root() -> Result<()> {
         "the image starts FROM scratch: {instructions:?}"
     );
     ensure!(
-        instructions.iter().filter(|l| l.starts_with("FROM ")).count() == 1,
+        instructions
+            .iter()
+            .filter(|l| l.starts_with("FROM "))
+            .count()
+            == 1,
         "a single stage: {instructions:?}"
     );
     ensure!(instructions.contains(&"COPY cloudstack-ccm /usr/local/bin/cloudstack-ccm"));
@@ -456,7 +460,9 @@ fn dockerfile_ships_the_static_binary_and_runs_it_as_non_root() -> Result<()> {
     // without the demo (the simulator and the fake API server stay out of the image).
     let script = read(&repo_root().join("deploy/build-image.sh"))?;
     ensure!(script.contains("target-feature=+crt-static"));
-    ensure!(script.contains("cargo build --release --locked -p cloudstack-ccm --no-default-features"));
+    ensure!(
+        script.contains("cargo build --release --locked -p cloudstack-ccm --no-default-features")
+    );
     ensure!(script.contains("ca-certificates.crt") && script.contains("-f Dockerfile"));
     let manifest = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))?;
     ensure!(manifest.contains("name = \"cloudstack-ccm\"\npath = \"src/main.rs\""));

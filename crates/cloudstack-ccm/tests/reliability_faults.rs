@@ -251,9 +251,7 @@ async fn api_server_faults_are_survived_without_duplicate_cloudstack_work() {
             .times(3),
         Fault::error(500).on(Verb::List, "services").times(2),
         Fault::error(500).on(Verb::List, "nodes").times(2),
-        Fault::error(500)
-            .on(Verb::Create, "events")
-            .rate(0.5),
+        Fault::error(500).on(Verb::Create, "events").rate(0.5),
     ]);
     h.sim.reset_counts();
     cluster.reset_request_counts();

@@ -817,9 +817,16 @@ async fn served_kinds_pass_kubectl_client_dry_run() -> Result<()> {
         .context("kubectl did not finish within 60 s")??;
     let stdout = stdout_of(output, "kubectl apply --dry-run=client")?;
     let applied: BTreeSet<String> = stdout.lines().map(str::to_owned).collect();
+    // `-o name` prints `<kind>.<group>/<name>`, with no group for the core API.
     let wanted: BTreeSet<String> = to_apply
         .iter()
-        .map(|d| format!("{}/{}", kind(d).to_lowercase(), name(d)))
+        .map(|d| {
+            let kind = kind(d).to_lowercase();
+            match d["apiVersion"].as_str().and_then(|v| v.split_once('/')) {
+                Some((group, _)) => format!("{kind}.{group}/{}", name(d)),
+                None => format!("{kind}/{}", name(d)),
+            }
+        })
         .collect();
     assert_eq!(applied, wanted);
     Ok(())

@@ -151,7 +151,7 @@ async fn controllers_run_without_a_403(objects: Vec<(String, Option<String>, Val
         json!({ "metadata": { "annotations": { annotations::ALGORITHM.key: "fastest" } } }),
     )
     .await;
-    t.wait_event("web", "SyncLoadBalancerFailed", annotations::ALGORITHM.key)
+    t.wait_event("web", "LoadBalancerWarning", annotations::ALGORITHM.key)
         .await;
     // Another change of the Service reconciles it again: the same Warning repeats.
     t.patch(
@@ -161,7 +161,7 @@ async fn controllers_run_without_a_403(objects: Vec<(String, Option<String>, Val
     .await;
     let repeated = eventually("the first cause counted twice", WAIT, || async {
         t.h.events_about("web").into_iter().find(|e| {
-            common::event_reason(e) == Some("SyncLoadBalancerFailed")
+            common::event_reason(e) == Some("LoadBalancerWarning")
                 && common::event_note(e).contains(annotations::ALGORITHM.key)
                 && e["count"].as_i64().unwrap_or(0) >= 2
         })
@@ -175,12 +175,8 @@ async fn controllers_run_without_a_403(objects: Vec<(String, Option<String>, Val
         } } }),
     )
     .await;
-    t.wait_event(
-        "web",
-        "SyncLoadBalancerFailed",
-        annotations::SOURCE_CIDRS.key,
-    )
-    .await;
+    t.wait_event("web", "LoadBalancerWarning", annotations::SOURCE_CIDRS.key)
+        .await;
     assert_eq!(
         repeated["apiVersion"], "v1",
         "posted through the core API: {repeated}"
@@ -221,7 +217,7 @@ async fn the_newest_event_names_the_current_cause() {
         &[(annotations::ALGORITHM.key, "fastest")],
     ))
     .await;
-    t.wait_event("web", "SyncLoadBalancerFailed", annotations::ALGORITHM.key)
+    t.wait_event("web", "LoadBalancerWarning", annotations::ALGORITHM.key)
         .await;
     t.patch(
         "web",
@@ -231,12 +227,12 @@ async fn the_newest_event_names_the_current_cause() {
         } } }),
     )
     .await;
-    // What `kubectl describe service web` shows last: the newest SyncLoadBalancerFailed.
+    // What `kubectl describe service web` shows last: the newest LoadBalancerWarning.
     let newest = eventually("an Event naming the new cause", WAIT, || async {
         let mut failures: Vec<Value> =
             t.h.events_about("web")
                 .into_iter()
-                .filter(|e| common::event_reason(e) == Some("SyncLoadBalancerFailed"))
+                .filter(|e| common::event_reason(e) == Some("LoadBalancerWarning"))
                 .collect();
         failures.sort_by_key(|e| {
             e["metadata"]["resourceVersion"]
@@ -256,7 +252,7 @@ async fn the_newest_event_names_the_current_cause() {
     let causes: Vec<String> =
         t.h.events_about("web")
             .iter()
-            .filter(|e| common::event_reason(e) == Some("SyncLoadBalancerFailed"))
+            .filter(|e| common::event_reason(e) == Some("LoadBalancerWarning"))
             .map(|e| common::event_note(e).to_string())
             .collect();
     assert!(
@@ -270,8 +266,8 @@ async fn the_newest_event_names_the_current_cause() {
         let events_section = described.split("Events:").nth(1).unwrap_or_default();
         let last = events_section
             .lines()
-            .rfind(|line| line.contains("SyncLoadBalancerFailed"))
-            .unwrap_or_else(|| panic!("no SyncLoadBalancerFailed in:\n{described}"));
+            .rfind(|line| line.contains("LoadBalancerWarning"))
+            .unwrap_or_else(|| panic!("no LoadBalancerWarning in:\n{described}"));
         assert!(
             last.contains(annotations::SOURCE_CIDRS.key),
             "the last Event shown names the current cause:\n{described}"

@@ -16,11 +16,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, NodeAddress as K8sNodeAddress, Taint};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{
+    Node, NodeAddress as K8sNodeAddress, NodeSpec, NodeStatus, Taint,
+};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
 use super::backoff::RetryBackoff;
@@ -193,9 +195,16 @@ impl CloudNode {
         let nodes: Api<Node> = Api::all(self.client.clone());
         // Bounded like the Kubernetes cloud-node controller's workers: every node of a large
         // cluster at once would hold thousands of requests (and their memory) in flight.
-        let controller = Controller::new(nodes, watcher::Config::default())
+        let (store, writer) = reflector::store();
+        let feed = reflector::reflector(
+            writer,
+            watcher(nodes, watcher::Config::default())
+                .default_backoff()
+                .modify(keep_node_cache_fields),
+        )
+        .touched_objects();
+        let controller = Controller::for_stream(feed, store.clone())
             .with_config(ControllerConfig::default().concurrency(NODE_SYNC_CONCURRENCY));
-        let store = controller.store();
         if let Some(handoff) = handoff {
             handoff.send_replace(Some(store.clone()));
         }
@@ -291,10 +300,10 @@ impl CloudNode {
             .await?
             .ok_or_else(|| NodeError::VmNotFound { node: name.clone() })?;
         let api: Api<Node> = Api::all(self.client.clone());
-        let initialised = initialised_node(node, &metadata);
-        api.replace(&name, &PostParams::default(), &initialised)
+        let patch = initialisation_patch(node, &metadata);
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(NodeError::kube(&name, "update"))?;
+            .map_err(NodeError::kube(&name, "patch"))?;
         self.patch_addresses(&name, &to_k8s_addresses(&metadata.addresses))
             .await?;
         tracing::info!(node = %name, provider_id = %metadata.provider_id, "node initialised");
@@ -413,32 +422,72 @@ pub fn taints(node: &Node) -> &[Taint] {
         .unwrap_or_default()
 }
 
-/// The node as initialisation leaves it: providerID (if empty), labels, no
-/// uninitialized taint. Status is left alone (it is patched separately).
-pub fn initialised_node(node: &Node, metadata: &InstanceMetadata) -> Node {
-    let mut node = node.clone();
-    let labels = node.metadata.labels.get_or_insert_with(BTreeMap::new);
-    let pairs = [
+/// The merge patch that initialises `node`: the instance-type / zone / region labels
+/// (non-empty values only; the Node's other labels stay, a merge patch only adds keys),
+/// `spec.providerID` when empty, and the taints without the uninitialized one. It carries
+/// the cached resourceVersion, so a Node changed since (say, a taint added) is refused
+/// with a conflict and retried from the new state instead of being overwritten.
+pub fn initialisation_patch(node: &Node, metadata: &InstanceMetadata) -> serde_json::Value {
+    let labels: BTreeMap<&str, &str> = [
         (LABEL_INSTANCE_TYPE, &metadata.instance_type),
         (LABEL_INSTANCE_TYPE_BETA, &metadata.instance_type),
         (LABEL_ZONE, &metadata.zone),
         (LABEL_ZONE_BETA, &metadata.zone),
         (LABEL_REGION, &metadata.region),
         (LABEL_REGION_BETA, &metadata.region),
-    ];
-    for (key, value) in pairs {
-        if !value.is_empty() {
-            labels.insert(key.to_string(), value.clone());
-        }
+    ]
+    .into_iter()
+    .filter(|(_, value)| !value.is_empty())
+    .map(|(key, value)| (key, value.as_str()))
+    .collect();
+    let taints: Vec<&Taint> = taints(node)
+        .iter()
+        .filter(|taint| taint.key != UNINITIALIZED_TAINT)
+        .collect();
+    let mut spec = serde_json::json!({ "taints": taints });
+    let provider_id = node
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.provider_id.as_deref());
+    if provider_id.is_none_or(str::is_empty) {
+        spec["providerID"] = serde_json::json!(metadata.provider_id);
     }
-    let spec = node.spec.get_or_insert_with(Default::default);
-    if spec.provider_id.as_deref().is_none_or(str::is_empty) {
-        spec.provider_id = Some(metadata.provider_id.clone());
-    }
-    if let Some(taints) = spec.taints.as_mut() {
-        taints.retain(|taint| taint.key != UNINITIALIZED_TAINT);
-    }
-    node
+    serde_json::json!({
+        "metadata": { "resourceVersion": node.metadata.resource_version, "labels": labels },
+        "spec": spec,
+    })
+}
+
+/// Trims a Node to what the Node controllers read, for the one Node cache they share:
+/// name, uid, resourceVersion, deletionTimestamp, the provided node IP annotation,
+/// providerID, taints, the Ready condition and the addresses. A kubelet's Node is mostly
+/// managedFields, images, nodeInfo, capacity and conditions nobody here reads; keeping
+/// only this is what makes the cache small at thousands of Nodes.
+pub fn keep_node_cache_fields(node: &mut Node) {
+    let metadata = std::mem::take(&mut node.metadata);
+    node.metadata.name = metadata.name;
+    node.metadata.uid = metadata.uid;
+    node.metadata.resource_version = metadata.resource_version;
+    node.metadata.deletion_timestamp = metadata.deletion_timestamp;
+    node.metadata.annotations = metadata.annotations.and_then(|mut annotations| {
+        let node_ip = annotations.remove(PROVIDED_NODE_IP_ANNOTATION)?;
+        Some([(PROVIDED_NODE_IP_ANNOTATION.to_string(), node_ip)].into())
+    });
+    node.spec = node.spec.take().map(|spec| NodeSpec {
+        provider_id: spec.provider_id,
+        taints: spec.taints,
+        ..NodeSpec::default()
+    });
+    node.status = node.status.take().map(|status| NodeStatus {
+        conditions: status.conditions.map(|conditions| {
+            conditions
+                .into_iter()
+                .filter(|c| c.type_ == "Ready")
+                .collect()
+        }),
+        addresses: status.addresses,
+        ..NodeStatus::default()
+    });
 }
 
 /// Converts addresses to the Kubernetes type.
@@ -501,35 +550,41 @@ mod tests {
     }
 
     #[test]
-    fn initialised_node_sets_labels_provider_id_and_drops_the_taint() {
-        let node = initialised_node(&tainted_node(None), &metadata("Small-Instance"));
-        let labels = node.metadata.labels.as_ref().unwrap();
+    fn initialisation_sets_labels_provider_id_and_drops_the_taint() {
+        let mut node = tainted_node(None);
+        node.metadata.resource_version = Some("7".into());
+        let patch = initialisation_patch(&node, &metadata("Small-Instance"));
+        let labels = &patch["metadata"]["labels"];
         for key in [LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA] {
             assert_eq!(labels[key], "Small-Instance");
         }
         for key in [LABEL_ZONE, LABEL_ZONE_BETA, LABEL_REGION, LABEL_REGION_BETA] {
             assert_eq!(labels[key], "zone-1");
         }
-        assert_eq!(labels["keep"], "me");
+        // Other labels are not in the merge patch, so the API server keeps them.
+        assert!(labels.get("keep").is_none());
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
         assert_eq!(
-            node.spec.as_ref().unwrap().provider_id.as_deref(),
-            Some("external-cloudstack://8a0b4f3e-1c2d-4e5f-9a8b-7c6d5e4f3a2b")
+            patch["spec"]["providerID"],
+            "external-cloudstack://8a0b4f3e-1c2d-4e5f-9a8b-7c6d5e4f3a2b"
         );
-        assert!(!has_taint(&node, UNINITIALIZED_TAINT));
-        assert!(has_taint(&node, "dedicated"));
+        let taints: Vec<&str> = patch["spec"]["taints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["key"].as_str().unwrap())
+            .collect();
+        assert_eq!(taints, vec!["dedicated"]);
     }
 
     #[test]
-    fn initialised_node_keeps_an_existing_provider_id_and_skips_empty_labels() {
+    fn initialisation_keeps_an_existing_provider_id_and_skips_empty_labels() {
         let existing = "cloudstack:///8a0b4f3e-1c2d-4e5f-9a8b-7c6d5e4f3a2b";
-        let node = initialised_node(&tainted_node(Some(existing)), &metadata(""));
-        assert_eq!(
-            node.spec.as_ref().unwrap().provider_id.as_deref(),
-            Some(existing)
-        );
-        let labels = node.metadata.labels.as_ref().unwrap();
-        assert!(!labels.contains_key(LABEL_INSTANCE_TYPE));
-        assert!(!labels.contains_key(LABEL_INSTANCE_TYPE_BETA));
+        let patch = initialisation_patch(&tainted_node(Some(existing)), &metadata(""));
+        assert!(patch["spec"].get("providerID").is_none());
+        let labels = &patch["metadata"]["labels"];
+        assert!(labels.get(LABEL_INSTANCE_TYPE).is_none());
+        assert!(labels.get(LABEL_INSTANCE_TYPE_BETA).is_none());
         assert_eq!(labels[LABEL_ZONE], "zone-1");
     }
 

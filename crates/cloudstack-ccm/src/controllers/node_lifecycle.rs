@@ -17,14 +17,14 @@
 //! `cloudstack_ccm_reconciles_total{controller="node-lifecycle",result="deletion_refused"}`.
 //! Allowed deletions are rate-limited: at most one Node in ten of the initialised ones
 //! (at least one) per monitor period; the rest wait for the next period. The cache keeps each Node reduced to what these
-//! decisions read ([`keep_lifecycle_fields`]); taints are changed with a merge patch
+//! decisions read ([`keep_node_cache_fields`]); taints are changed with a merge patch
 //! guarded by the Node's resourceVersion, so nothing the cache dropped is written back.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -32,7 +32,7 @@ use kube::{Resource, ResourceExt};
 
 use super::events::{Event, EventType, Recorder};
 use super::node::{
-    PROVIDED_NODE_IP_ANNOTATION, UNINITIALIZED_TAINT, has_taint, instances_for, node_ref, reporter,
+    UNINITIALIZED_TAINT, has_taint, instances_for, keep_node_cache_fields, node_ref, reporter,
 };
 use super::{Context, Shutdown};
 use crate::cloud::instances::{InstanceError, Instances};
@@ -185,7 +185,7 @@ impl NodeLifecycle {
         let (store, writer) = reflector::store();
         let nodes = watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(keep_lifecycle_fields);
+            .modify(keep_node_cache_fields);
         let feed = reflector::reflector(writer, nodes)
             .touched_objects()
             .for_each(|event| async move {
@@ -476,34 +476,6 @@ pub fn is_ready(node: &Node) -> bool {
         .is_some_and(|ready| ready.status == "True")
 }
 
-/// Reduces `node` to what the lifecycle decisions and the taint patch read: name, uid
-/// and resourceVersion (Events, the patch's precondition), the provided-node-ip
-/// annotation and providerID (the VM lookup), taints, and the `Ready` condition.
-pub fn keep_lifecycle_fields(node: &mut Node) {
-    let metadata = std::mem::take(&mut node.metadata);
-    node.metadata.name = metadata.name;
-    node.metadata.uid = metadata.uid;
-    node.metadata.resource_version = metadata.resource_version;
-    node.metadata.annotations = metadata.annotations.and_then(|mut annotations| {
-        let node_ip = annotations.remove(PROVIDED_NODE_IP_ANNOTATION)?;
-        Some([(PROVIDED_NODE_IP_ANNOTATION.to_string(), node_ip)].into())
-    });
-    node.spec = node.spec.take().map(|spec| NodeSpec {
-        provider_id: spec.provider_id,
-        taints: spec.taints,
-        ..NodeSpec::default()
-    });
-    node.status = node.status.take().map(|status| NodeStatus {
-        conditions: status.conditions.map(|conditions| {
-            conditions
-                .into_iter()
-                .filter(|c| c.type_ == "Ready")
-                .collect()
-        }),
-        ..NodeStatus::default()
-    });
-}
-
 /// A merge patch setting the node's taints to those of `node`, valid only while the Node
 /// still has `node`'s resourceVersion (a concurrent change makes it fail with a conflict,
 /// as an update would).
@@ -536,7 +508,8 @@ pub fn set_shutdown_taint(node: &mut Node, present: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+    use crate::controllers::node::PROVIDED_NODE_IP_ANNOTATION;
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
 
     fn node_with_ready(status: Option<&str>) -> Node {
         Node {
@@ -592,7 +565,7 @@ mod tests {
         });
         status.images = Some(Vec::new());
         let mut trimmed = node.clone();
-        keep_lifecycle_fields(&mut trimmed);
+        keep_node_cache_fields(&mut trimmed);
         assert_eq!(is_ready(&trimmed), is_ready(&node));
         assert!(has_taint(&trimmed, SHUTDOWN_TAINT));
         assert_eq!(node_ref(&trimmed), node_ref(&node));

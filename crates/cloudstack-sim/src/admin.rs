@@ -110,7 +110,7 @@ pub(crate) fn add_vm(shared: &Shared, spec: &VmSpec) -> Result<String, ScenarioE
     let mut state = lock(&shared.state);
     if let Some(id) = &spec.id {
         // An expunged VM's record only keeps its UUID resolvable; a new VM may take it.
-        state.vms.retain(|v| !(&v.id == id && v.removed.is_some()));
+        state.expunged_vms.retain(|v| &v.id != id);
     }
     if spec.id.as_ref().is_some_and(|id| state.vm(id).is_some()) {
         return Err(ScenarioError::Invalid(format!(
@@ -167,11 +167,7 @@ pub(crate) fn destroy_vm(shared: &Shared, id: &str) -> bool {
 /// Sets a VM's state.
 pub(crate) fn set_vm_state(shared: &Shared, id: &str, new_state: &str) -> bool {
     let mut state = lock(&shared.state);
-    let Some(vm) = state
-        .vms
-        .iter_mut()
-        .find(|v| v.id == id && v.removed.is_none())
-    else {
+    let Some(vm) = state.vms.iter_mut().find(|v| v.id == id) else {
         return false;
     };
     vm.state = new_state.to_owned();

@@ -33,6 +33,7 @@ impl State {
             ips: vec![],
             lb_rules: vec![],
             firewall_rules: vec![],
+            expunged_vms: vec![],
             pf_rules: vec![],
             acl_items: vec![],
             tags: vec![],

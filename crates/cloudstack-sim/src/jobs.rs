@@ -145,6 +145,7 @@ pub struct MemberRequest {
     pub ip: Option<String>,
     /// From `vmidipmap` (resolved in the job) rather than `virtualmachineids` (resolved
     /// by parameter processing before the job is queued).
+    #[serde(default)]
     pub from_map: bool,
 }
 

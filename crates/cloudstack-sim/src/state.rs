@@ -159,10 +159,7 @@ pub struct Vm {
     pub owner: Owner,
     /// Creation date.
     pub created: String,
-    /// Removal date once expunged. The row stays, as `vm_instance.removed` does on the
-    /// server: parameter processing still resolves its UUID
-    /// (`ParamProcessWorker.translateUuidToInternalId` searches removed entities too), while
-    /// every list and lookup ignores it.
+    /// Removal date once expunged (the VM then lives in [`State::expunged_vms`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removed: Option<String>,
 }
@@ -441,8 +438,14 @@ pub struct State {
     pub networks: Vec<Network>,
     /// Offerings.
     pub offerings: Vec<Offering>,
-    /// VMs.
+    /// VMs (not expunged).
     pub vms: Vec<Vm>,
+    /// Expunged VMs. Their rows stay, as `vm_instance.removed` does on the server:
+    /// parameter processing still resolves their UUIDs
+    /// (`ParamProcessWorker.translateUuidToInternalId` searches removed entities too), while
+    /// every list and lookup ignores them.
+    #[serde(default)]
+    pub expunged_vms: Vec<Vm>,
     /// Public IPs (every pool address).
     pub ips: Vec<PublicIp>,
     /// LB rules.
@@ -521,12 +524,13 @@ impl State {
 
     /// A VM by id (not an expunged one).
     pub fn vm(&self, id: &str) -> Option<&Vm> {
-        self.vms.iter().find(|v| v.id == id && v.removed.is_none())
+        self.vms.iter().find(|v| v.id == id)
     }
 
     /// A VM by id, expunged ones included (what parameter processing resolves).
     pub fn vm_including_removed(&self, id: &str) -> Option<&Vm> {
-        self.vms.iter().find(|v| v.id == id)
+        self.vm(id)
+            .or_else(|| self.expunged_vms.iter().find(|v| v.id == id))
     }
 
     /// An LB rule by id.

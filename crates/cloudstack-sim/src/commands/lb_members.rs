@@ -285,7 +285,7 @@ pub fn list_load_balancer_rule_instances(ctx: &mut Ctx<'_>) -> Result<Value, Api
     let with_ips = p.bool("lbvmips").unwrap_or(false);
     let pending = pending_vm_jobs(state);
     let mut items = Vec::new();
-    for vm in state.vms.iter().filter(|vm| vm.removed.is_none()) {
+    for vm in &state.vms {
         if matches!(
             vm.state.as_str(),
             "Destroyed" | "Expunging" | "Error" | "Unknown"

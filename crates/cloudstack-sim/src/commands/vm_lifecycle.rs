@@ -135,16 +135,14 @@ pub fn finish_expunge(state: &mut State, caller: &Caller, vm_id: &str) -> Result
 /// its static NAT, releases its NICs, deletes its tags and marks the row removed. False
 /// when no such (unexpunged) VM exists.
 pub fn expunge_vm(state: &mut State, vm_id: &str) -> bool {
-    let Some(vm) = state
-        .vms
-        .iter_mut()
-        .find(|v| v.id == vm_id && v.removed.is_none())
-    else {
+    let Some(pos) = state.vms.iter().position(|v| v.id == vm_id) else {
         return false;
     };
+    let mut vm = state.vms.remove(pos);
     vm.state = "Expunging".into();
     vm.removed = Some(now_text());
     vm.nics.clear();
+    state.expunged_vms.push(vm);
     for rule in &mut state.lb_rules {
         rule.members.retain(|m| m.vm_id != vm_id);
     }
@@ -173,11 +171,7 @@ pub fn expunge_vm(state: &mut State, vm_id: &str) -> bool {
 /// Destroys a VM without expunging it (`destroyVirtualMachine` without `expunge`): state
 /// Destroyed; mappings, static NAT and NICs stay. False when no such VM exists.
 pub fn destroy_vm(state: &mut State, vm_id: &str) -> bool {
-    match state
-        .vms
-        .iter_mut()
-        .find(|v| v.id == vm_id && v.removed.is_none())
-    {
+    match state.vms.iter_mut().find(|v| v.id == vm_id) {
         Some(vm) => {
             if !vm.is_destroyed() {
                 vm.state = "Destroyed".into();

@@ -238,7 +238,7 @@ pub fn list_virtual_machines(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let exact_name = state.version.at_least(4, 19);
     let pending = pending_vm_jobs(state);
     let mut items = Vec::new();
-    for vm in state.vms.iter().filter(|vm| vm.removed.is_none()) {
+    for vm in &state.vms {
         let keep = scope.matches(&vm.owner)
             && id.is_none_or(|i| i == vm.id)
             && ids.as_ref().is_none_or(|l| l.contains(&vm.id))

@@ -37,7 +37,7 @@ async fn harness_with_node_controller(options: HarnessOptions) -> Harness {
 }
 
 #[tokio::test]
-async fn initialises_a_node_in_one_update_and_one_status_patch() {
+async fn initialises_a_node_in_one_patch_and_one_status_patch() {
     let h = harness_with_node_controller(HarnessOptions::default()).await;
     let vm = h.vm("node-1");
     h.create_node(TestNode::new("node-1")).await;
@@ -81,9 +81,9 @@ async fn initialises_a_node_in_one_update_and_one_status_patch() {
     let synced = h.wait_for_event("node-1", "Synced").await;
     assert_eq!(synced["type"], "Normal");
 
-    assert_eq!(h.kube_request_count(Verb::Update, "nodes"), 1);
+    assert_eq!(h.kube_request_count(Verb::Patch, "nodes"), 1);
     assert_eq!(h.kube_request_count(Verb::Patch, "nodes/status"), 1);
-    assert_eq!(h.kube_request_count(Verb::Patch, "nodes"), 0);
+    assert_eq!(h.kube_request_count(Verb::Update, "nodes"), 0);
 
     if h.is_remote() {
         skip_check_in_remote_mode(
@@ -378,7 +378,7 @@ async fn initialising_100_nodes_costs_at_most_3_cloudstack_calls() {
         vec!["listVirtualMachines"]
     );
     let cluster = h.cluster();
-    assert_eq!(cluster.request_count(Verb::Update, "nodes"), 100);
+    assert_eq!(cluster.request_count(Verb::Patch, "nodes"), 100);
     assert_eq!(cluster.request_count(Verb::Patch, "nodes/status"), 100);
     h.stop().await;
 }
@@ -478,5 +478,35 @@ async fn the_periodic_refresh_restores_drifted_addresses() {
         .wait_for_node("node-1", "restored", |n| addresses(n) == expected)
         .await;
     assert!(initialised(&node));
+    h.stop().await;
+}
+
+/// A Node replaced by a VM of the same name while the old VM is only Destroyed (it stays
+/// listed, to admin keys, until `expunge.delay` passes: `UserVmManagerImpl.destroyVm`):
+/// the Node is matched to the live VM, never to the destroyed one.
+#[tokio::test]
+async fn a_destroyed_vm_of_the_same_name_is_not_the_nodes_vm() {
+    if skip_in_remote_mode("destroys a VM and adds one in the simulator") {
+        return;
+    }
+    let h = harness_with_node_controller(HarnessOptions {
+        account: "admin".to_string(),
+        ..HarnessOptions::default()
+    })
+    .await;
+    let old = h.vm_id("node-1");
+    assert!(h.sim.destroy_vm(&old), "the old VM is destroyed");
+    let new = h.add_vm("node-1", "10.1.1.80");
+    h.create_node(TestNode::new("node-1")).await;
+    let node = h.wait_for_node("node-1", "initialised", initialised).await;
+    assert_eq!(provider_id(&node), format!("external-cloudstack://{new}"));
+    let node = h
+        .wait_for_node("node-1", "given addresses", |n| !addresses(n).is_empty())
+        .await;
+    assert!(
+        addresses(&node).contains(&("InternalIP".to_string(), "10.1.1.80".to_string())),
+        "{:?}",
+        addresses(&node)
+    );
     h.stop().await;
 }

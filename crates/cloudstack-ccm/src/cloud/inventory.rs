@@ -84,6 +84,13 @@ impl From<&cloudstack::VmSummary> for VmRecord {
     }
 }
 
+/// Whether a VM in this state is gone for Kubernetes: `Destroyed` (kept, and listed to
+/// admin keys, until `expunge.delay` passes; a replacement VM may already carry its name)
+/// or `Expunging`. Such a VM is left out of the inventory, so no Node matches it.
+fn is_destroyed(state: Option<&str>) -> bool {
+    matches!(state, Some("Destroyed" | "Expunging"))
+}
+
 /// Error listing the VMs.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("listing virtual machines: {0}")]
@@ -136,7 +143,11 @@ impl VmSource for CloudStackVms {
                 )
                 .await
                 .map_err(InventoryError::new)?;
-            Ok(vms.iter().map(VmRecord::from).collect())
+            Ok(vms
+                .iter()
+                .filter(|vm| !is_destroyed(vm.state.as_deref()))
+                .map(VmRecord::from)
+                .collect())
         })
     }
 }

@@ -18,8 +18,9 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use crate::cloud::loadbalancer::annotations::Cidr;
 use values::{parse_duration, parse_go_bool};
 
-/// The provider name the binary answers to (`--cloud-provider`).
-pub const PROVIDER_NAME: &str = "external-cloudstack";
+/// The provider name the binary answers to (`--cloud-provider`), also the scheme of the
+/// providerIDs it writes.
+pub use crate::cloud::provider_id::PROVIDER_NAME;
 
 /// The only supported `--leader-elect-resource-lock`.
 pub const LEASE_LOCK: &str = "leases";

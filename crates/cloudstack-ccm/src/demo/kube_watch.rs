@@ -10,8 +10,7 @@ use serde_json::Value;
 use super::render::{Line, Mark};
 use crate::controllers::node::{LABEL_INSTANCE_TYPE, LABEL_ZONE, UNINITIALIZED_TAINT};
 
-/// The Service's finalizer (the Kubernetes service controller's).
-pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+pub use crate::controllers::service::finalizer::FINALIZER;
 
 /// What the demo observed of its objects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -13,8 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 /// Taint the cluster autoscaler puts on a Node it is about to delete.
 pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
-/// Taint a Node carries until the cloud-node controller has initialised it.
-pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+pub use crate::controllers::node::UNINITIALIZED_TAINT;
 
 /// What eligibility reads of a Node: metadata (deletion, the exclusion label, the name),
 /// providerID and taints. Implemented by [`Node`] and by the compact [`EligibilityNode`]

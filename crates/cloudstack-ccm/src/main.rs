@@ -24,6 +24,12 @@ fn main() -> ExitCode {
     };
     let args = parsed.cli.manager;
     match parsed.cli.command {
+        Some(Command::Demo(demo)) if demo.vpc => {
+            return run_tool(async move {
+                cloudstack_ccm::demo::vpc::run(&demo, std::io::stdout().lock()).await?;
+                Ok(())
+            });
+        }
         Some(Command::Demo(demo)) => {
             return run_tool(async move {
                 cloudstack_ccm::demo::run(&demo, std::io::stdout().lock()).await?;

@@ -63,6 +63,9 @@ pub struct DemoArgs {
     /// Give up when the scenario has not converged after this long.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// Show routed pod networks instead: Nodes on a VPC tier get static routes.
+    #[arg(long, conflicts_with = "serve")]
+    pub vpc: bool,
 }
 
 impl Default for DemoArgs {
@@ -70,6 +73,7 @@ impl Default for DemoArgs {
         DemoArgs {
             serve: false,
             timeout: Duration::from_secs(60),
+            vpc: false,
         }
     }
 }

@@ -10,6 +10,7 @@ mod progress;
 pub mod render;
 pub mod scenario;
 mod serve;
+pub mod vpc;
 mod world;
 
 use std::collections::BTreeMap;

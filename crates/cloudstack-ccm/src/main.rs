@@ -25,6 +25,13 @@ fn main() -> ExitCode {
     let args = parsed.cli.manager;
     match parsed.cli.command {
         #[cfg(feature = "demo")]
+        Some(Command::Demo(demo)) if demo.vpc => {
+            return run_tool(async move {
+                cloudstack_ccm::demo::vpc::run(&demo, std::io::stdout().lock()).await?;
+                Ok(())
+            });
+        }
+        #[cfg(feature = "demo")]
         Some(Command::Demo(demo)) => {
             return run_tool(async move {
                 cloudstack_ccm::demo::run(&demo, std::io::stdout().lock()).await?;

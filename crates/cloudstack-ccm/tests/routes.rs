@@ -350,3 +350,26 @@ async fn nodes_on_isolated_networks_stop_the_controller() {
     assert!(routes(&h).is_empty());
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vpc_demo_shows_routes_appear_and_go() {
+    init();
+    let args = cloudstack_ccm::cli::DemoArgs {
+        vpc: true,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    cloudstack_ccm::demo::vpc::run(&args, &mut out)
+        .await
+        .expect("the demo converges");
+    let out = String::from_utf8(out).unwrap();
+    for line in [
+        "Node worker-1 registers with pod CIDR 10.244.1.0/24",
+        "static route 10.244.1.0/24 -> next hop 10.100.1.11",
+        "Node worker-1: NetworkUnavailable=False (RouteCreated)",
+        "static route 10.244.2.0/24 removed",
+        "Done: 1 route(s) left",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in:\n{out}");
+    }
+}

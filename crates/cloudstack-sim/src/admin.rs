@@ -142,9 +142,9 @@ pub(crate) fn remove_vm(shared: &Shared, id: &str) -> bool {
 /// UUID no longer resolves. False when no expunged VM has this id.
 pub(crate) fn purge_vm(shared: &Shared, id: &str) -> bool {
     let mut state = lock(&shared.state);
-    let before = state.vms.len();
-    state.vms.retain(|v| !(v.id == id && v.removed.is_some()));
-    let found = state.vms.len() != before;
+    let before = state.expunged_vms.len();
+    state.expunged_vms.retain(|v| v.id != id);
+    let found = state.expunged_vms.len() != before;
     if found {
         for rule in &mut state.lb_rules {
             rule.members.retain(|m| m.vm_id != id);

@@ -275,6 +275,9 @@ async fn wrong_project_harness() -> Harness {
 
 #[tokio::test]
 async fn a_vm_list_holding_none_of_the_nodes_deletes_nothing_and_warns_once_per_node() {
+    if skip_in_remote_mode("scopes the controllers to a simulator project holding no VM") {
+        return;
+    }
     let mut h = wrong_project_harness().await;
     let names = ["node-1", "node-2", "node-3"];
     for name in names {
@@ -319,6 +322,9 @@ async fn a_vm_list_holding_none_of_the_nodes_deletes_nothing_and_warns_once_per_
 
 #[tokio::test]
 async fn fewer_than_half_of_the_nodes_in_the_vm_list_deletes_nothing() {
+    if skip_in_remote_mode("removes VMs (destructive on a real environment)") {
+        return;
+    }
     let h = harness_with_lifecycle_controller().await;
     add_healthy_node(&h, "node-3").await;
     for name in ["node-1", "node-2"] {
@@ -334,6 +340,9 @@ async fn fewer_than_half_of_the_nodes_in_the_vm_list_deletes_nothing() {
 
 #[tokio::test]
 async fn deletions_are_rate_limited_to_one_node_in_ten_per_period() {
+    if skip_in_remote_mode("adds and removes simulator VMs") {
+        return;
+    }
     let mut scenario = cloudstack_sim::Scenario::small();
     scenario.add_vms(cloudstack_sim::SMALL_NETWORK, "worker-", 7);
     let period = Duration::from_millis(400);

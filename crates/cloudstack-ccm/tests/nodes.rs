@@ -273,6 +273,9 @@ async fn honours_the_provided_node_ip() {
 
 #[tokio::test]
 async fn a_node_ip_on_a_second_nic_initialises_the_node_and_every_nic_is_listed() {
+    if skip_in_remote_mode("needs a simulator VM with a second NIC") {
+        return;
+    }
     let mut scenario = Scenario::small();
     // node-1 also sits on the NetScaler network, on a NIC that is not its default one.
     scenario.vms[0].nics.push(cloudstack_sim::NicSpec {

@@ -126,6 +126,9 @@ async fn a_resync_of_fifty_unchanged_services_costs_a_handful_of_reads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_restart_reads_policies_only_where_one_may_exist() {
+    if common::skip_in_remote_mode("reads the simulator's policies and call counters") {
+        return;
+    }
     const PLAIN: usize = 10;
     let nodes = ["node-1", "node-2", "node-3"];
     let resync = Duration::from_secs(100);

@@ -171,6 +171,9 @@ async fn a_service_that_stops_being_a_load_balancer_is_cleaned_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expunged_member_vm_leaves_every_service_in_one_pass() {
+    if common::skip_in_remote_mode("expunges and purges simulator VMs") {
+        return;
+    }
     let nodes = ["node-1", "node-2", "node-3", "node-4", "node-5"];
     let mut scenario = Scenario::small();
     scenario.add_vms(cloudstack_sim::SMALL_NETWORK, "node-", 2);

@@ -49,6 +49,16 @@ pub const LABEL_REGION: &str = "topology.kubernetes.io/region";
 /// Region label (beta twin).
 pub const LABEL_REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
 
+/// Nodes per page of the Node watches' initial list. A kubelet's Node is ~7 KB of JSON and
+/// several times that decoded; at kube's default of 500 a page alone is tens of MiB while
+/// it is trimmed into the cache, and that peak stays in the resident set.
+pub const NODE_LIST_PAGE_SIZE: u32 = 100;
+
+/// The watcher configuration of every Node watch.
+pub fn node_watch_config() -> watcher::Config {
+    watcher::Config::default().page_size(NODE_LIST_PAGE_SIZE)
+}
+
 /// Name of this controller in Events (`reportingController`).
 pub const CONTROLLER_NAME: &str = "cloud-node-controller";
 /// Metrics label of this controller.
@@ -198,7 +208,7 @@ impl CloudNode {
         let (store, writer) = reflector::store();
         let feed = reflector::reflector(
             writer,
-            watcher(nodes, watcher::Config::default())
+            watcher(nodes, node_watch_config())
                 .default_backoff()
                 .modify(keep_node_cache_fields),
         )

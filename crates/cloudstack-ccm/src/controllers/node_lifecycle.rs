@@ -183,7 +183,7 @@ impl NodeLifecycle {
     pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()> + Send) {
         let api: Api<Node> = Api::all(self.client.clone());
         let (store, writer) = reflector::store();
-        let nodes = watcher(api, watcher::Config::default())
+        let nodes = watcher(api, super::node::node_watch_config())
             .default_backoff()
             .modify(keep_node_cache_fields);
         let feed = reflector::reflector(writer, nodes)

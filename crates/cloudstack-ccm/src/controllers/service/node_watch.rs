@@ -114,7 +114,7 @@ pub fn start(nodes: Api<Node>, debounce: Duration) -> NodeWatch {
     let (store, writer) = reflector::store();
     let events = reflector::reflector(
         writer,
-        watcher(nodes, watcher::Config::default())
+        watcher(nodes, crate::controllers::node::node_watch_config())
             .default_backoff()
             .modify(EligibilityNode::keep_eligibility_fields),
     );

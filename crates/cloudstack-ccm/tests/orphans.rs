@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use cloudstack::{AssociateIpAddress, CreateLoadBalancerRule, CreateStaticRoute, CreateTags};
 use cloudstack_ccm::cloud::orphans::OrphanKind;
+use cloudstack_ccm::controllers::{service, shutdown_channel};
 use cloudstack_ccm::orphans::{report, write_report};
 use cloudstack_sim::Scenario;
 use kube::api::{Patch, PatchParams};
@@ -36,7 +37,16 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
     // the UDP port gets a firewall rule of its own.
     let mut scenario = Scenario::small();
     scenario.version = cloudstack_sim::Version::parse("4.14").unwrap();
-    let t = LbTest::start(scenario, &["node-1", "node-2"], Duration::from_secs(100)).await;
+    let resync = Duration::from_secs(100);
+    let t = LbTest::prepare(scenario, &["node-1", "node-2"], resync).await;
+    // The service controller runs on a shutdown of its own, so that it can be stopped
+    // (the controller down) while the Service is force-deleted.
+    let (stop_controller, controller_shutdown) = shutdown_channel();
+    let controller = tokio::spawn(service::run_with(
+        t.h.ctx.clone(),
+        fast_settings(resync),
+        controller_shutdown,
+    ));
     t.create(&lb_service(
         "web",
         &[("TCP", 80, 30080), ("UDP", 53, 30053)],
@@ -67,7 +77,13 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
         .unwrap();
     assert!(live.orphans.is_empty(), "{:?}", live.orphans);
 
-    // Someone removes the finalizer and deletes the Service: no cleanup runs.
+    // The controller is down; someone removes the finalizer and deletes the Service: no
+    // cleanup runs.
+    stop_controller.trigger();
+    controller
+        .await
+        .expect("the service controller task")
+        .expect("the service controller stops cleanly");
     t.services()
         .patch(
             "web",

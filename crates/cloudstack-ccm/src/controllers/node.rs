@@ -2,9 +2,9 @@
 //!
 //! A node the kubelet registers with `--cloud-provider=external` carries the taint
 //! `node.cloudprovider.kubernetes.io/uninitialized`. For such a node we find its VM
-//! in the inventory and, in ONE update of the Node, set `spec.providerID` (only when
-//! empty), the instance-type / zone / region labels (GA and beta twins, non-empty
-//! values only) and drop the taint; then ONE status patch writes the addresses, and
+//! in the inventory and, in ONE merge patch of the Node (guarded by its resourceVersion),
+//! set `spec.providerID` (only when empty), the instance-type / zone / region labels (GA
+//! and beta twins, non-empty values only) and drop the taint; then ONE status patch writes the addresses, and
 //! a `Synced` Event is recorded. A VM not found yet keeps the taint: a Warning Event
 //! names the node and the node is retried with a growing delay.
 //!

@@ -8,7 +8,7 @@
 //! `--route-reconciliation-period` it lists the Nodes, works out the routes they need,
 //! observes the routes CloudStack has and applies the difference.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -168,11 +168,22 @@ impl RouteController {
 
     /// Plans without changing anything: the routes to create and delete.
     pub async fn plan(&self) -> Result<(NodeRoutes, RoutePlan), RouteError> {
-        let nodes = Api::<Node>::all(self.ctx.kube.clone())
+        let nodes = self.list_nodes().await?;
+        self.plan_for(&nodes).await
+    }
+
+    /// Every Node of the cluster (one list per pass).
+    async fn list_nodes(&self) -> Result<Vec<Node>, RouteError> {
+        Ok(Api::<Node>::all(self.ctx.kube.clone())
             .list(&ListParams::default())
             .await
-            .map_err(RouteError::Nodes)?;
-        let mut wanted = node_routes(&self.ctx, &self.instances, &nodes.items).await?;
+            .map_err(RouteError::Nodes)?
+            .items)
+    }
+
+    /// The routes `nodes` need against the routes CloudStack has.
+    async fn plan_for(&self, nodes: &[Node]) -> Result<(NodeRoutes, RoutePlan), RouteError> {
+        let mut wanted = node_routes(&self.ctx, &self.instances, nodes).await?;
         wanted.inputs.observed = observe::routes(&self.ctx.cloudstack)
             .await
             .map_err(RouteError::Observe)?;
@@ -182,7 +193,8 @@ impl RouteController {
 
     /// One reconciliation: plan, apply, set the Nodes' conditions.
     pub async fn pass(&self) -> Result<Pass, RouteError> {
-        let (wanted, plan) = self.plan().await?;
+        let nodes = self.list_nodes().await?;
+        let (wanted, plan) = self.plan_for(&nodes).await?;
         if wanted.on_vpc == 0 && !wanted.isolated_networks.is_empty() {
             return Ok(Pass::Isolated(
                 wanted.isolated_networks.iter().cloned().collect(),
@@ -215,8 +227,14 @@ impl RouteController {
             }
         }
         let node_api = Api::<Node>::all(self.ctx.kube.clone());
+        // The conditions as listed at the start of the pass: no read per Node.
+        let listed: HashMap<&str, &Node> = nodes
+            .iter()
+            .filter_map(|node| Some((node.metadata.name.as_deref()?, node)))
+            .collect();
         for (node, ok) in created {
-            if let Err(error) = set_network_condition(&node_api, &node, ok).await {
+            let current = listed.get(node.as_str()).copied();
+            if let Err(error) = set_network_condition(&node_api, &node, current, ok).await {
                 tracing::warn!(node = %node, %error, "cannot set the NetworkUnavailable condition");
             }
         }
@@ -336,10 +354,12 @@ pub fn internal_ipv4(node: &Node) -> Option<IpAddr> {
 
 /// Sets `NetworkUnavailable` as Kubernetes' route controller (`updateNetworkingCondition`)
 /// does: `False`/`RouteCreated` when the route exists, `True`/`NoRouteCreated` when it could
-/// not be made. Nothing is written when the condition already says so.
+/// not be made. Nothing is written when the condition `listed` at the start of the pass
+/// already says so.
 async fn set_network_condition(
     api: &Api<Node>,
     name: &str,
+    listed: Option<&Node>,
     route_created: bool,
 ) -> Result<(), kube::Error> {
     let (status, reason, message) = if route_created {
@@ -351,9 +371,8 @@ async fn set_network_condition(
             "RouteController failed to create a route",
         )
     };
-    let node = api.get(name).await?;
-    let current = node
-        .status
+    let current = listed
+        .and_then(|node| node.status.as_ref())
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == NETWORK_UNAVAILABLE));

@@ -1,0 +1,61 @@
+//! The two node controllers sharing one Node cache (as `controllers::run` starts them):
+//! node-lifecycle reads cloud-node's cache and still taints, untaints and deletes.
+
+use crate::common;
+
+use cloudstack_ccm::controllers::{node, node_lifecycle};
+use common::{Harness, HarnessOptions, TestNode, UNINITIALIZED_TAINT, has_taint, provider_id};
+use node_lifecycle::SHUTDOWN_TAINT;
+
+#[tokio::test]
+async fn lifecycle_on_the_cloud_node_cache_follows_a_vm_from_start_to_removal() {
+    if common::skip_in_remote_mode("stops and removes a VM (destructive on a real environment)") {
+        return;
+    }
+    let mut h = Harness::start_with(HarnessOptions::default()).await;
+    let (handoff, shared) = tokio::sync::watch::channel(None);
+    h.spawn(|ctx, instances, shutdown| {
+        node::run_sharing_store(ctx, instances, shutdown, Some(handoff))
+    });
+    h.spawn(|ctx, instances, shutdown| {
+        node_lifecycle::run_on_store(ctx, instances, shutdown, Some(shared))
+    });
+    // A second Node whose VM stays: the safety rail deletes only while the VM list holds
+    // at least half of the cluster's initialised Nodes.
+    let healthy = format!("external-cloudstack://{}", h.vm_id("node-1"));
+    h.create_node(
+        TestNode::new("node-1")
+            .initialised()
+            .provider_id(&healthy)
+            .ready(true),
+    )
+    .await;
+    let id = h.vm_id("node-3");
+    h.create_node(TestNode::new("node-3")).await;
+    let node = h
+        .wait_for_node("node-3", "initialised", |n| {
+            !has_taint(n, UNINITIALIZED_TAINT)
+        })
+        .await;
+    assert_eq!(provider_id(&node), format!("external-cloudstack://{id}"));
+
+    h.set_ready("node-3", false).await;
+    assert!(h.sim.set_vm_state(&id, "Stopped"));
+    h.wait_for_node("node-3", "tainted as shut down", |n| {
+        has_taint(n, SHUTDOWN_TAINT)
+    })
+    .await;
+
+    assert!(h.sim.set_vm_state(&id, "Running"));
+    h.set_ready("node-3", true).await;
+    h.wait_for_node("node-3", "untainted once Ready", |n| {
+        !has_taint(n, SHUTDOWN_TAINT)
+    })
+    .await;
+
+    h.set_ready("node-3", false).await;
+    assert!(h.sim.remove_vm(&id));
+    h.wait_for_node_gone("node-3").await;
+    h.wait_for_event("node-3", "DeletingNode").await;
+    h.stop().await;
+}

@@ -1,0 +1,389 @@
+//! Orphans end to end: what the service controller creates carries ownership tags
+//! (firewall rules included); objects tagged for the cluster whose Service or Node is gone
+//! are listed with why and deleted, while addresses the user brought or may have kept stay.
+
+use crate::common;
+
+use std::time::Duration;
+
+use crate::services::support::*;
+use cloudstack::{AssociateIpAddress, CreateLoadBalancerRule, CreateStaticRoute, CreateTags};
+use cloudstack_ccm::cloud::orphans::OrphanKind;
+use cloudstack_ccm::controllers::{service, shutdown_channel};
+use cloudstack_ccm::orphans::{report, write_report};
+use cloudstack_sim::Scenario;
+use kube::api::{Patch, PatchParams};
+
+const CLUSTER: &str = "kubernetes";
+const GONE_UID: &str = "6f1c4c1e-0000-4000-8000-00000000dead";
+
+fn tags_of(h: &common::Harness, id: &str) -> Vec<(String, String)> {
+    h.sim.with_state(|s| {
+        let mut tags: Vec<_> = s
+            .tags
+            .iter()
+            .filter(|t| t.resource_id == id)
+            .map(|t| (t.key.clone(), t.value.clone()))
+            .collect();
+        tags.sort();
+        tags
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
+    // 4.14: the Virtual Router still takes UDP rules, and `openfirewall` opens TCP only, so
+    // the UDP port gets a firewall rule of its own.
+    let mut scenario = Scenario::small();
+    scenario.version = cloudstack_sim::Version::parse("4.14").unwrap();
+    let resync = Duration::from_secs(100);
+    let t = LbTest::prepare(scenario, &["node-1", "node-2"], resync).await;
+    // The service controller runs on a shutdown of its own, so that it can be stopped
+    // (the controller down) while the Service is force-deleted.
+    let (stop_controller, controller_shutdown) = shutdown_channel();
+    let controller = tokio::spawn(service::run_with(
+        t.h.ctx.clone(),
+        fast_settings(resync),
+        controller_shutdown,
+    ));
+    t.create(&lb_service(
+        "web",
+        &[("TCP", 80, 30080), ("UDP", 53, 30053)],
+    ))
+    .await;
+    let address = t.wait_for_ip("web").await;
+    let uid = t.uid("web").await;
+    let ip_id = ip_id_of(&t.h, &address);
+
+    // The firewall rule the controller created carries the ownership tags (the TCP one
+    // `openfirewall` made goes with its load-balancer rule).
+    let firewall_id = t.h.sim.with_state(|s| {
+        s.firewall_rules
+            .iter()
+            .find(|f| f.ip_id == ip_id && f.protocol == "udp")
+            .map(|f| f.id.clone())
+            .expect("a UDP firewall rule on the IP")
+    });
+    let tags = tags_of(&t.h, &firewall_id);
+    for owner in [
+        ("cloudstack-ccm/cluster".to_string(), CLUSTER.to_string()),
+        ("cloudstack-ccm/service-uid".to_string(), uid.clone()),
+    ] {
+        assert!(tags.contains(&owner), "{owner:?} in {tags:?}");
+    }
+    let live = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, false)
+        .await
+        .unwrap();
+    assert!(live.orphans.is_empty(), "{:?}", live.orphans);
+
+    // The controller is down; someone removes the finalizer and deletes the Service: no
+    // cleanup runs.
+    stop_controller.trigger();
+    controller
+        .await
+        .expect("the service controller task")
+        .expect("the service controller stops cleanly");
+    t.services()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    t.delete("web").await;
+    t.wait_gone("web").await;
+
+    let found = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, false)
+        .await
+        .unwrap();
+    let mut kinds: Vec<_> = found.orphans.iter().map(|o| o.kind).collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            OrphanKind::PublicIp,
+            OrphanKind::LoadBalancerRule,
+            OrphanKind::LoadBalancerRule,
+            OrphanKind::FirewallRule
+        ]
+    );
+    let mut text = Vec::new();
+    write_report(&found, CLUSTER, &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains(&format!("Service {uid} no longer exists")),
+        "{text}"
+    );
+    assert!(found.orphans.iter().all(|o| o.deletable), "{text}");
+
+    let removed = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, true)
+        .await
+        .unwrap();
+    assert_eq!(removed.deleted.len(), 4);
+    assert_eq!(removed.failed(), 0, "{:?}", removed.deleted);
+    assert_eq!(ip_state(&t.h, &ip_id).as_deref(), Some("Free"));
+    assert!(firewall_rules(&t.h, &ip_id).is_empty());
+    let again = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, false)
+        .await
+        .unwrap();
+    assert!(again.orphans.is_empty(), "{:?}", again.orphans);
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_and_kept_addresses_stay_and_foreign_objects_are_not_listed() {
+    let h = common::Harness::start(Scenario::small()).await;
+    let client = &h.ctx.cloudstack;
+    let network = h.sim.with_state(|s| {
+        s.networks
+            .iter()
+            .find(|n| n.name == "net-vr")
+            .unwrap()
+            .id
+            .clone()
+    });
+    let associate = || async {
+        client
+            .associate_ip_address(&AssociateIpAddress {
+                networkid: Some(network.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+    };
+    let tag = |id: String, kind: &'static str, tags: Vec<(&'static str, &'static str)>| async move {
+        client
+            .create_tags(&CreateTags {
+                resourceids: vec![id],
+                resourcetype: kind.into(),
+                tags: tags
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                customer: None,
+            })
+            .await
+            .unwrap()
+    };
+    // A user's address (tagged for the cluster, not associated by the controller) with a
+    // rule of a deleted Service on it.
+    let user_ip = associate().await.id.unwrap();
+    tag(
+        user_ip.clone(),
+        "PublicIpAddress",
+        vec![("cloudstack-ccm/cluster", CLUSTER)],
+    )
+    .await;
+    let rule = client
+        .create_load_balancer_rule(&CreateLoadBalancerRule {
+            name: "agone-tcp-80".into(),
+            algorithm: "roundrobin".into(),
+            privateport: 30080,
+            publicport: 80,
+            publicipid: Some(user_ip.clone()),
+            openfirewall: Some(false),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    tag(
+        rule.clone(),
+        "LoadBalancer",
+        vec![
+            ("cloudstack-ccm/cluster", CLUSTER),
+            ("cloudstack-ccm/service-uid", GONE_UID),
+        ],
+    )
+    .await;
+    // An address the controller associated that has no rules (kept with keep-ip).
+    let kept_ip = associate().await.id.unwrap();
+    tag(
+        kept_ip.clone(),
+        "PublicIpAddress",
+        vec![
+            ("cloudstack-ccm/cluster", CLUSTER),
+            ("cloudstack-ccm/associated", "true"),
+        ],
+    )
+    .await;
+    // Another cluster's address: not listed.
+    let other_ip = associate().await.id.unwrap();
+    tag(
+        other_ip.clone(),
+        "PublicIpAddress",
+        vec![
+            ("cloudstack-ccm/cluster", "other"),
+            ("cloudstack-ccm/associated", "true"),
+        ],
+    )
+    .await;
+    // A route of a Node that is gone.
+    let vpc = h.sim.with_state(|s| s.vpcs[0].id.clone());
+    let route = client
+        .create_static_route(&CreateStaticRoute {
+            cidr: "10.244.9.0/24".into(),
+            vpcid: Some(vpc),
+            nexthop: Some("10.100.1.99".into()),
+            gatewayid: None,
+        })
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    tag(
+        route.clone(),
+        "StaticRoute",
+        vec![
+            ("cloudstack-ccm/cluster", CLUSTER),
+            ("cloudstack-ccm/node", "gone"),
+        ],
+    )
+    .await;
+
+    let removed = report(client, &h.kube, CLUSTER, true).await.unwrap();
+    let listed: Vec<(OrphanKind, String, bool)> = removed
+        .orphans
+        .iter()
+        .map(|o| (o.kind, o.id.clone(), o.deletable))
+        .collect();
+    assert!(
+        listed.contains(&(OrphanKind::LoadBalancerRule, rule.clone(), true)),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&(OrphanKind::StaticRoute, route.clone(), true)),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&(OrphanKind::PublicIp, user_ip.clone(), false)),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&(OrphanKind::PublicIp, kept_ip.clone(), false)),
+        "{listed:?}"
+    );
+    assert!(
+        !listed.iter().any(|(_, id, _)| id == &other_ip),
+        "{listed:?}"
+    );
+    assert_eq!(removed.failed(), 0, "{:?}", removed.deleted);
+
+    h.sim.with_state(|s| {
+        assert!(
+            s.lb_rules.iter().all(|r| r.id != rule),
+            "orphaned rule deleted"
+        );
+        assert!(
+            s.static_routes.iter().all(|r| r.id != route),
+            "orphaned route deleted"
+        );
+        for ip in [&user_ip, &kept_ip, &other_ip] {
+            let state = s.ips.iter().find(|i| &i.id == ip).map(|i| i.state.clone());
+            assert_eq!(state.as_deref(), Some("Allocated"), "address {ip} kept");
+        }
+    });
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_delete_orphans_a_service_force_deleted_while_down_is_cleaned_up_on_start() {
+    // The cloud as a controller left it: a load balancer of a Service that existed then.
+    let mut scenario = Scenario::small();
+    scenario.settings.job_duration_ms = 2;
+    let h = common::Harness::start_with(common::HarnessOptions {
+        scenario,
+        delete_orphans: true,
+        ..Default::default()
+    })
+    .await;
+    for name in ["node-1", "node-2"] {
+        add_node(&h, name).await;
+    }
+    let client = &h.ctx.cloudstack;
+    let network = h.sim.with_state(|s| {
+        s.networks
+            .iter()
+            .find(|n| n.name == "net-vr")
+            .unwrap()
+            .id
+            .clone()
+    });
+    let ip = client
+        .associate_ip_address(&AssociateIpAddress {
+            networkid: Some(network),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    let rule = client
+        .create_load_balancer_rule(&CreateLoadBalancerRule {
+            name: "agone-tcp-80".into(),
+            algorithm: "roundrobin".into(),
+            privateport: 30080,
+            publicport: 80,
+            publicipid: Some(ip.clone()),
+            openfirewall: Some(true),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    for (id, kind, tags) in [
+        (
+            &ip,
+            "PublicIpAddress",
+            vec![
+                ("cloudstack-ccm/cluster", CLUSTER),
+                ("cloudstack-ccm/associated", "true"),
+            ],
+        ),
+        (
+            &rule,
+            "LoadBalancer",
+            vec![
+                ("cloudstack-ccm/cluster", CLUSTER),
+                ("cloudstack-ccm/service-uid", GONE_UID),
+            ],
+        ),
+    ] {
+        client
+            .create_tags(&CreateTags {
+                resourceids: vec![id.clone()],
+                resourcetype: kind.into(),
+                tags: tags
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                customer: None,
+            })
+            .await
+            .unwrap();
+    }
+
+    let mut t = LbTest::from_harness(h);
+    t.start_controller(Duration::from_secs(100));
+    common::eventually("the orphans are deleted", common::WAIT, || async {
+        (ip_state(&t.h, &ip).as_deref() == Some("Free")
+            && t.h
+                .sim
+                .with_state(|s| s.lb_rules.iter().all(|r| r.id != rule)))
+        .then_some(())
+    })
+    .await;
+    // The pass counts what it found (then deleted).
+    common::eventually("the orphan metric", common::WAIT, || async {
+        let metrics = t.h.ctx.metrics.encode();
+        (metrics.contains("cloudstack_ccm_orphaned_resources{kind=\"load_balancer_rule\"} 1")
+            && metrics.contains("cloudstack_ccm_orphaned_resources{kind=\"public_ip\"} 1")
+            && metrics.contains("cloudstack_ccm_orphaned_resources{kind=\"static_route\"} 0"))
+        .then_some(())
+    })
+    .await;
+    t.stop().await;
+}

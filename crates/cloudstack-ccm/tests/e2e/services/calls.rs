@@ -1,0 +1,224 @@
+//! What a periodic resync costs: 50 unchanged LoadBalancer Services make no mutating
+//! CloudStack call and a handful of reads that does not grow with the number of nodes.
+//! What a cold restart costs: load-balancer policies are read only for the rules whose
+//! Service asks for one (or whose tag says we made one).
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::support::*;
+use cloudstack_ccm::cloud::loadbalancer::annotations;
+use cloudstack_ccm::controllers::{service, shutdown_channel};
+use cloudstack_sim::state::PolicyKind;
+use cloudstack_sim::{SMALL_NETWORK, Scenario};
+use fake_apiserver::Verb;
+
+const SERVICES: usize = 50;
+const RESYNC: Duration = Duration::from_millis(1500);
+
+/// Creates 50 one-port Services on `node_count` nodes, then returns the CloudStack calls
+/// of one full resync.
+async fn calls_of_one_resync(node_count: usize) -> BTreeMap<String, u64> {
+    let mut scenario = Scenario::small();
+    if node_count > 3 {
+        scenario.add_vms(SMALL_NETWORK, "node-", node_count - 3);
+    }
+    let names: Vec<String> = (1..=node_count).map(|i| format!("node-{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let t = LbTest::start(scenario, &refs, RESYNC).await;
+
+    t.h.sim.reset_counts();
+    let started = Instant::now();
+    for i in 0..SERVICES {
+        t.create(&lb_service(
+            &format!("svc-{i}"),
+            &[("TCP", 80, 30000 + i as i32)],
+        ))
+        .await;
+    }
+    for i in 0..SERVICES {
+        t.wait_for_ip(&format!("svc-{i}")).await;
+    }
+    let jobs: u64 = mutating_counts(&t.h).values().sum();
+    println!(
+        "{SERVICES} Services on {node_count} nodes ready in {:?} with {jobs} jobs ({:.1} per Service)",
+        started.elapsed(),
+        jobs as f64 / SERVICES as f64
+    );
+    for i in 0..SERVICES {
+        t.wait_rules(&format!("svc-{i}"), "have every node", |r| {
+            r.len() == 1 && r[0].members.len() == node_count
+        })
+        .await;
+    }
+
+    // Let the creation settle and one resync pass with the caches warm.
+    tokio::time::sleep(RESYNC * 2).await;
+    // Measure from just after a resync starts until just before the next.
+    t.h.sim.reset_counts();
+    t.h.cluster().reset_request_counts();
+    common::eventually("a resync reads the rules", common::WAIT, || async {
+        t.h.sim
+            .call_counts()
+            .get("listLoadBalancerRules")
+            .is_some_and(|n| *n > 0)
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(RESYNC / 2).await;
+    let counts: BTreeMap<String, u64> =
+        t.h.sim
+            .call_counts()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .collect();
+    let service_writes: Vec<_> =
+        t.h.cluster()
+            .request_counts()
+            .into_iter()
+            .filter(|((verb, resource), n)| {
+                *n > 0
+                    && resource.starts_with("services")
+                    && matches!(verb, Verb::Patch | Verb::Update | Verb::Create)
+            })
+            .collect();
+    assert!(
+        service_writes.is_empty(),
+        "an unchanged Service is not written: {service_writes:?}"
+    );
+    t.stop().await;
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_of_fifty_unchanged_services_costs_a_handful_of_reads() {
+    if common::skip_in_remote_mode(
+        "needs a scenario of 50 VMs and the fake API server's request counters",
+    ) {
+        return;
+    }
+    let small = calls_of_one_resync(3).await;
+    let large = calls_of_one_resync(30).await;
+    let total = |c: &BTreeMap<String, u64>| c.values().sum::<u64>();
+    println!(
+        "one resync of {SERVICES} Services, 3 nodes: {} calls {small:?}",
+        total(&small)
+    );
+    println!(
+        "one resync of {SERVICES} Services, 30 nodes: {} calls {large:?}",
+        total(&large)
+    );
+    for counts in [&small, &large] {
+        let mutating: Vec<_> = counts.keys().filter(|c| !cloudstack::is_read(c)).collect();
+        assert!(mutating.is_empty(), "no mutating call: {counts:?}");
+        assert!(total(counts) <= 6, "a handful of reads: {counts:?}");
+        assert_eq!(
+            counts.get("listLoadBalancerRuleInstances"),
+            None,
+            "members are cached: {counts:?}"
+        );
+    }
+    assert_eq!(small, large, "reads do not grow with the number of nodes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_restart_reads_policies_only_where_one_may_exist() {
+    if common::skip_in_remote_mode("reads the simulator's policies and call counters") {
+        return;
+    }
+    const PLAIN: usize = 10;
+    let nodes = ["node-1", "node-2", "node-3"];
+    let resync = Duration::from_secs(100);
+    let t = LbTest::prepare(Scenario::small(), &nodes, resync).await;
+    let (first_trigger, first_shutdown) = shutdown_channel();
+    let first = tokio::spawn(service::run_with(
+        t.h.ctx.clone(),
+        fast_settings(resync),
+        first_shutdown,
+    ));
+    for i in 0..PLAIN {
+        t.create(&lb_service(
+            &format!("plain-{i}"),
+            &[
+                ("TCP", 80, 30000 + i as i32),
+                ("TCP", 443, 31000 + i as i32),
+            ],
+        ))
+        .await;
+    }
+    t.create(&with_annotations(
+        lb_service("sticky", &[("TCP", 80, 32000)]),
+        &[(annotations::STICKINESS_METHOD.key, "SourceBased")],
+    ))
+    .await;
+    for i in 0..PLAIN {
+        t.wait_rules(&format!("plain-{i}"), "have members", |r| {
+            r.len() == 2 && r.iter().all(|r| r.members.len() == 3)
+        })
+        .await;
+    }
+    t.wait_rules("sticky", "has members", |r| {
+        r.len() == 1 && r[0].members.len() == 3
+    })
+    .await;
+    let sticky_policies = || {
+        t.h.sim.with_state(|s| {
+            s.policies
+                .iter()
+                .filter(|p| p.kind == PolicyKind::Stickiness)
+                .count()
+        })
+    };
+    common::eventually("the stickiness policy exists", common::WAIT, || async {
+        (sticky_policies() == 1).then_some(())
+    })
+    .await;
+    first_trigger.trigger();
+    first
+        .await
+        .expect("the first controller does not panic")
+        .expect("the first controller stops cleanly");
+
+    // A new process: no cache; every Service is reconciled once.
+    t.h.sim.reset_counts();
+    let (second_trigger, second_shutdown) = shutdown_channel();
+    let second = tokio::spawn(service::run_with(
+        t.h.ctx.clone(),
+        fast_settings(resync),
+        second_shutdown,
+    ));
+    let rules = 2 * PLAIN as u64 + 1;
+    common::eventually("every rule's members are read", common::WAIT, || async {
+        let counts = t.h.sim.call_counts();
+        (counts.get("listLoadBalancerRuleInstances").copied() == Some(rules)).then_some(())
+    })
+    .await;
+    settle().await;
+    let counts = t.h.sim.call_counts();
+    assert_eq!(
+        counts.get("listLBStickinessPolicies").copied().unwrap_or(0),
+        1,
+        "only the rule of the Service asking for stickiness: {counts:?}"
+    );
+    assert_eq!(
+        counts
+            .get("listLBHealthCheckPolicies")
+            .copied()
+            .unwrap_or(0),
+        0,
+        "no Service asks for a health check: {counts:?}"
+    );
+    assert!(
+        mutating_counts(&t.h).is_empty(),
+        "nothing changes: {counts:?}"
+    );
+    assert_eq!(sticky_policies(), 1, "the policy stays");
+    second_trigger.trigger();
+    second
+        .await
+        .expect("the second controller does not panic")
+        .expect("the second controller stops cleanly");
+    t.stop().await;
+}

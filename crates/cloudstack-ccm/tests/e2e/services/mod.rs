@@ -1,0 +1,20 @@
+//! LoadBalancer Services end to end, one module per concern, on the helpers of
+//! [`support`].
+
+pub mod support;
+
+mod addresses;
+mod annotations;
+mod calls;
+mod cleanup;
+mod crash;
+mod drift;
+mod eligibility;
+mod failures;
+mod lifecycle;
+mod networks;
+mod plan;
+mod protocols;
+mod refused_ports;
+mod several_networks;
+mod vpc_acl;

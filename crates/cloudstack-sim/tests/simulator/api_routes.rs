@@ -1,0 +1,276 @@
+//! VPC static routes through the client crate, as CloudStack's `CreateStaticRouteCmd`,
+//! `ListStaticRoutesCmd`, `DeleteStaticRouteCmd` and `VpcManagerImpl.createStaticRoute` /
+//! `detectRoutesConflict` have them: the 4.22 `vpcid` + `nexthop` form, the older
+//! `gatewayid` form, CIDR validation, overlap conflicts (537), tags (`StaticRoute`) and the
+//! version gate of `nexthop`.
+
+use crate::common;
+
+use cloudstack::{
+    CreateStaticRoute, CreateTags, DeleteStaticRoute, ListStaticRoutes, ListTags, tag_value,
+};
+use cloudstack_sim::scenario::PrivateGatewaySpec;
+use cloudstack_sim::{Scenario, SimServer, Version};
+use common::{api_error, client, id_of, start};
+
+const GATEWAY_ID: &str = "0b8f9d36-6a0e-4f43-8f5d-3c1d2b7e9a01";
+
+fn scenario_with_gateway(version: &str) -> Scenario {
+    let mut scenario = Scenario::small();
+    scenario.version = Version::parse(version).unwrap();
+    scenario.private_gateways.push(PrivateGatewaySpec {
+        id: Some(GATEWAY_ID.into()),
+        vpc: "vpc1".into(),
+        gateway: "172.16.0.1".into(),
+        ip_address: "172.16.0.2".into(),
+        netmask: "255.255.255.0".into(),
+    });
+    scenario
+}
+
+fn next_hop_route(vpc: &str, cidr: &str, hop: &str) -> CreateStaticRoute {
+    CreateStaticRoute {
+        cidr: cidr.into(),
+        vpcid: Some(vpc.into()),
+        nexthop: Some(hop.into()),
+        ..Default::default()
+    }
+}
+
+fn vpc_id(sim: &SimServer) -> String {
+    id_of(sim, "vpcs", "vpc1")
+}
+
+#[tokio::test]
+async fn next_hop_routes_are_created_listed_tagged_and_deleted() {
+    let sim = start(scenario_with_gateway("4.22")).await;
+    let alice = client(&sim, "alice");
+    let vpc = vpc_id(&sim);
+    let route = alice
+        .create_static_route(&next_hop_route(&vpc, "10.244.1.0/24", "10.100.1.10"))
+        .await
+        .unwrap();
+    assert_eq!(route.state.as_deref(), Some("Active"));
+    assert_eq!(route.cidr.as_deref(), Some("10.244.1.0/24"));
+    assert_eq!(route.nexthop.as_deref(), Some("10.100.1.10"));
+    assert_eq!(route.vpcid.as_deref(), Some(vpc.as_str()));
+    let id = route.id.clone().unwrap();
+
+    alice
+        .create_tags(&CreateTags {
+            resourceids: vec![id.clone()],
+            resourcetype: "StaticRoute".into(),
+            tags: vec![("cloudstack-ccm/cluster".into(), "k1".into())],
+            customer: None,
+        })
+        .await
+        .unwrap();
+    let tagged = alice
+        .list_static_routes(&ListStaticRoutes {
+            vpcid: Some(vpc.clone()),
+            tags: vec![("cloudstack-ccm/cluster".into(), "k1".into())],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(tagged.len(), 1);
+    assert_eq!(
+        tag_value(&tagged[0].tags, "cloudstack-ccm/cluster"),
+        Some("k1")
+    );
+    let other_cluster = alice
+        .list_static_routes(&ListStaticRoutes {
+            tags: vec![("cloudstack-ccm/cluster".into(), "k2".into())],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(other_cluster.is_empty());
+
+    // Another account does not see the route.
+    let bob = client(&sim, "bob");
+    assert!(
+        bob.list_static_routes(&ListStaticRoutes::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    alice
+        .delete_static_route(&DeleteStaticRoute { id: id.clone() })
+        .await
+        .unwrap();
+    assert!(
+        alice
+            .list_static_routes(&ListStaticRoutes::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let tags = alice
+        .list_tags(&ListTags {
+            resourceid: Some(id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(tags.is_empty(), "a deleted route's tags go with it");
+    // Deleting it again names the id: CloudStack resolves the UUID before the command runs.
+    let (status, _, _, text) = api_error(
+        alice
+            .delete_static_route(&DeleteStaticRoute { id })
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 431);
+    assert!(text.contains("Invalid parameter id"), "{text}");
+}
+
+#[tokio::test]
+async fn overlapping_cidrs_in_one_vpc_conflict() {
+    let sim = start(scenario_with_gateway("4.22")).await;
+    let alice = client(&sim, "alice");
+    let vpc = vpc_id(&sim);
+    alice
+        .create_static_route(&next_hop_route(&vpc, "10.244.1.0/24", "10.100.1.10"))
+        .await
+        .unwrap();
+    for cidr in ["10.244.1.0/24", "10.244.0.0/16", "10.244.1.128/25"] {
+        let (status, _, cs, text) = api_error(
+            alice
+                .create_static_route(&next_hop_route(&vpc, cidr, "10.100.1.11"))
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!((status, cs), (537, Some(4360)), "{cidr}");
+        assert!(
+            text.starts_with("New static route cidr conflicts with existing route StaticRoute["),
+            "{text}"
+        );
+    }
+    alice
+        .create_static_route(&next_hop_route(&vpc, "10.244.2.0/24", "10.100.1.11"))
+        .await
+        .expect("a disjoint CIDR is fine");
+}
+
+#[tokio::test]
+async fn invalid_routes_are_refused_with_the_servers_texts() {
+    let sim = start(scenario_with_gateway("4.22")).await;
+    let alice = client(&sim, "alice");
+    let vpc = vpc_id(&sim);
+    let cases = [
+        (
+            next_hop_route(&vpc, "10.244.1.0", "10.100.1.10"),
+            "Invalid format for cidr 10.244.1.0",
+        ),
+        (
+            next_hop_route(&vpc, "10.100.7.0/24", "10.100.1.10"),
+            "CIDR should be outside of VPC cidr 10.100.0.0/16",
+        ),
+        (
+            next_hop_route(&vpc, "169.254.1.0/24", "10.100.1.10"),
+            "CIDR should be outside of link local cidr 169.254.0.0/16",
+        ),
+        (
+            next_hop_route(&vpc, "10.244.1.0/24", "192.0.2.1"),
+            "Next hop 192.0.2.1 is invalid. It must be within VPC CIDR or on the same public or private network",
+        ),
+        (
+            CreateStaticRoute {
+                cidr: "10.244.1.0/24".into(),
+                nexthop: Some("10.100.1.10".into()),
+                ..Default::default()
+            },
+            "vpcId must be specified",
+        ),
+        (
+            CreateStaticRoute {
+                cidr: "10.244.1.0/24".into(),
+                vpcid: Some(vpc.clone()),
+                ..Default::default()
+            },
+            "one of gatewayId and nextHop must be specified",
+        ),
+        (
+            CreateStaticRoute {
+                cidr: "10.244.1.0/24".into(),
+                gatewayid: Some(GATEWAY_ID.into()),
+                nexthop: Some("10.100.1.10".into()),
+                vpcid: Some(vpc.clone()),
+            },
+            "Only one of gatewayId and nextHop can be specified",
+        ),
+    ];
+    for (request, expected) in cases {
+        let (status, _, cs, text) =
+            api_error(alice.create_static_route(&request).await.unwrap_err());
+        assert_eq!((status, cs, text.as_str()), (431, Some(4350), expected));
+    }
+    // A next hop on a private gateway's network is valid.
+    alice
+        .create_static_route(&next_hop_route(&vpc, "192.168.50.0/24", "172.16.0.9"))
+        .await
+        .expect("next hop on the private gateway's network");
+    // Another account's VPC is refused.
+    let bob = client(&sim, "bob");
+    let (status, ..) = api_error(
+        bob.create_static_route(&next_hop_route(&vpc, "10.250.0.0/24", "10.100.1.10"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 531);
+}
+
+#[tokio::test]
+async fn gateway_form_routes_to_the_private_gateway() {
+    let sim = start(scenario_with_gateway("4.22")).await;
+    let alice = client(&sim, "alice");
+    let route = alice
+        .create_static_route(&CreateStaticRoute {
+            cidr: "192.168.0.0/16".into(),
+            gatewayid: Some(GATEWAY_ID.into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(route.gatewayid.as_deref(), Some(GATEWAY_ID));
+    assert_eq!(route.nexthop, None);
+    assert_eq!(route.vpcid, Some(vpc_id(&sim)));
+    let by_gateway = alice
+        .list_static_routes(&ListStaticRoutes {
+            gatewayid: Some(GATEWAY_ID.into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_gateway.len(), 1);
+}
+
+#[tokio::test]
+async fn before_4_22_only_the_gateway_form_exists() {
+    let sim = start(scenario_with_gateway("4.21")).await;
+    let alice = client(&sim, "alice");
+    let vpc = vpc_id(&sim);
+    // `vpcid` and `nexthop` are unknown parameters there; `gatewayid` is required.
+    let (status, _, _, text) = api_error(
+        alice
+            .create_static_route(&next_hop_route(&vpc, "10.244.1.0/24", "10.100.1.10"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 431);
+    assert_eq!(
+        text,
+        "Unable to execute API command createstaticroute due to missing parameter gatewayid"
+    );
+    let route = alice
+        .create_static_route(&CreateStaticRoute {
+            cidr: "192.168.0.0/16".into(),
+            gatewayid: Some(GATEWAY_ID.into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(route.state.as_deref(), Some("Active"));
+}

@@ -1,0 +1,357 @@
+//! RBAC over real HTTP with `kube::Api`: bearer tokens (admin, ServiceAccount, static),
+//! Roles, ClusterRoles and bindings enforced for verbs, resources, subresources, resource
+//! names and API groups, with kube-apiserver's 401 and 403 Status bodies
+//! (`responsewriters.Forbidden` / `forbiddenMessage`, `apierrors.NewForbidden`).
+
+use crate::common;
+
+use common::api_error;
+use fake_apiserver::{FakeApiServer, UserInfo};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Service, ServiceAccount};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+const SA_USER: &str = "system:serviceaccount:kube-system:cloud-controller-manager";
+
+/// A server with RBAC on, a Service `default/web`, a Node `n1` and the ServiceAccount
+/// `kube-system/cloud-controller-manager`; returns the server and the ServiceAccount's token.
+async fn rbac_server(rules: Value) -> (FakeApiServer, kube::Client) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = FakeApiServer::start_with_rbac().await.unwrap();
+    server
+        .create(
+            "serviceaccounts",
+            Some("kube-system"),
+            json!({ "metadata": { "name": "cloud-controller-manager" } }),
+        )
+        .unwrap();
+    server
+        .create(
+            "services",
+            Some("default"),
+            json!({ "metadata": { "name": "web" }, "spec": { "type": "LoadBalancer", "ports": [{ "port": 80 }] } }),
+        )
+        .unwrap();
+    server
+        .create("nodes", None, json!({ "metadata": { "name": "n1" } }))
+        .unwrap();
+    server
+        .create(
+            "clusterroles",
+            None,
+            json!({ "metadata": { "name": "ccm" }, "rules": rules }),
+        )
+        .unwrap();
+    server
+        .create(
+            "clusterrolebindings",
+            None,
+            json!({
+                "metadata": { "name": "ccm" },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ccm" },
+                "subjects": [{ "kind": "ServiceAccount", "name": "cloud-controller-manager", "namespace": "kube-system" }],
+            }),
+        )
+        .unwrap();
+    let token = server
+        .service_account_token("kube-system", "cloud-controller-manager")
+        .unwrap();
+    let client = server.kube_client_with_token(&token).unwrap();
+    (server, client)
+}
+
+#[tokio::test]
+async fn a_service_account_gets_exactly_what_its_cluster_role_grants() {
+    let (server, client) = rbac_server(json!([
+        { "apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"] },
+        { "apiGroups": [""], "resources": ["services/status"], "verbs": ["update"] },
+        { "apiGroups": [""], "resources": ["nodes"], "resourceNames": ["n1"], "verbs": ["get"] },
+    ]))
+    .await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    assert_eq!(
+        services
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    let web = services.get("web").await.unwrap();
+    services
+        .replace_status("web", &PostParams::default(), &web)
+        .await
+        .expect("update of services/status is granted");
+
+    // Real message of kube-apiserver for a subresource verb that is not granted.
+    let patch = json!({ "status": { "loadBalancer": { "ingress": [{ "ip": "203.0.113.1" }] } } });
+    let (code, reason, message) = api_error(
+        services
+            .patch_status("web", &PatchParams::default(), &Patch::Merge(&patch))
+            .await,
+    );
+    assert_eq!((code, reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        message,
+        format!(
+            "services \"web\" is forbidden: User \"{SA_USER}\" cannot patch resource \"services/status\" in API group \"\" in the namespace \"default\""
+        )
+    );
+    // `services` does not grant `services/status` and vice versa.
+    let (code, _, message) = api_error(
+        services
+            .patch("web", &PatchParams::default(), &Patch::Merge(&json!({})))
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("cannot patch resource \"services\""),
+        "{message}"
+    );
+
+    // resourceNames: n1 only, and never a list.
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes.get("n1").await.expect("get n1 is granted");
+    let (code, _, message) = api_error(nodes.list(&ListParams::default()).await);
+    assert_eq!(code, 403);
+    assert_eq!(
+        message,
+        format!(
+            "nodes is forbidden: User \"{SA_USER}\" cannot list resource \"nodes\" in API group \"\" at the cluster scope"
+        )
+    );
+    // API groups: nothing in coordination.k8s.io.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    let (code, _, message) = api_error(leases.get("cloud-controller-manager").await);
+    assert_eq!(code, 403);
+    assert_eq!(
+        message,
+        format!(
+            "leases.coordination.k8s.io \"cloud-controller-manager\" is forbidden: User \"{SA_USER}\" cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"kube-system\""
+        )
+    );
+    // The refused requests are counted.
+    assert_eq!(server.forbidden_count(), 4, "{:#?}", server.denials());
+}
+
+#[tokio::test]
+async fn role_bindings_grant_in_their_namespace_only_and_name_missing_roles() {
+    let (server, client) = rbac_server(json!([])).await;
+    server
+        .create(
+            "roles",
+            Some("kube-system"),
+            json!({ "metadata": { "name": "leases" }, "rules": [
+                { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"] }
+            ] }),
+        )
+        .unwrap();
+    for (namespace, role_kind, role) in [
+        ("kube-system", "Role", "leases"),
+        ("default", "ClusterRole", "missing"),
+    ] {
+        server
+            .create(
+                "rolebindings",
+                Some(namespace),
+                json!({
+                    "metadata": { "name": "ccm" },
+                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role },
+                    "subjects": [{ "kind": "ServiceAccount", "name": "cloud-controller-manager", "namespace": "kube-system" }],
+                }),
+            )
+            .unwrap();
+    }
+    let lease: Lease = serde_json::from_value(json!({ "metadata": { "name": "l" } })).unwrap();
+    Api::<Lease>::namespaced(client.clone(), "kube-system")
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("the Role grants create in kube-system");
+    let (code, _, message) = api_error(
+        Api::<Lease>::namespaced(client.clone(), "default")
+            .create(&PostParams::default(), &lease)
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert_eq!(
+        message,
+        format!(
+            "leases.coordination.k8s.io is forbidden: User \"{SA_USER}\" cannot create resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"default\": RBAC: clusterrole.rbac.authorization.k8s.io \"missing\" not found"
+        )
+    );
+}
+
+#[tokio::test]
+async fn tokens_anonymous_users_and_deleted_service_accounts() {
+    let (server, client) = rbac_server(json!([
+        { "apiGroups": [""], "resources": ["nodes"], "verbs": ["list"] },
+    ]))
+    .await;
+    Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+
+    // Unknown token: 401 Unauthorized.
+    let stranger = server.kube_client_with_token("not-a-token").unwrap();
+    let (code, reason, message) = api_error(
+        Api::<Node>::all(stranger)
+            .list(&ListParams::default())
+            .await,
+    );
+    assert_eq!(
+        (code, reason.as_str(), message.as_str()),
+        (401, "Unauthorized", "Unauthorized")
+    );
+
+    // No token: system:anonymous, refused.
+    let anonymous =
+        kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    let (code, _, message) = api_error(
+        Api::<Node>::all(anonymous)
+            .list(&ListParams::default())
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("User \"system:anonymous\" cannot list resource \"nodes\""),
+        "{message}"
+    );
+
+    // A static token of a user in a group bound to cluster-admin.
+    server.add_token(
+        "ops-token",
+        UserInfo {
+            name: "ops".into(),
+            groups: vec!["system:masters".into()],
+        },
+    );
+    let ops = server.kube_client_with_token("ops-token").unwrap();
+    Api::<Node>::all(ops)
+        .delete("n1", &DeleteParams::default())
+        .await
+        .expect("system:masters may do anything");
+
+    // Deleting the ServiceAccount invalidates its tokens.
+    Api::<ServiceAccount>::namespaced(server.kube_client().unwrap(), "kube-system")
+        .delete("cloud-controller-manager", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (code, _, _) = api_error(Api::<Node>::all(client).list(&ListParams::default()).await);
+    assert_eq!(code, 401);
+}
+
+#[tokio::test]
+async fn rbac_objects_are_served_and_without_rbac_everything_is_allowed() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let open = FakeApiServer::start().await.unwrap();
+    let anonymous = open.kube_client().unwrap();
+    Api::<Node>::all(anonymous)
+        .list(&ListParams::default())
+        .await
+        .expect("no RBAC: everything is allowed");
+    assert!(open.list("clusterroles", None).unwrap().is_empty());
+
+    let server = FakeApiServer::start_with_rbac().await.unwrap();
+    let names: Vec<String> = server
+        .list("clusterroles", None)
+        .unwrap()
+        .iter()
+        .map(|r| r["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(names.contains(&"cluster-admin".to_string()), "{names:?}");
+    let admin = server.kube_client().unwrap();
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(admin);
+    let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(json!({
+        "metadata": { "name": "reader" },
+        "rules": [{ "apiGroups": [""], "resources": ["nodes"], "verbs": ["get"] }]
+    }))
+    .unwrap();
+    roles.create(&PostParams::default(), &role).await.unwrap();
+    assert_eq!(
+        roles.get("reader").await.unwrap().rules.unwrap()[0].verbs,
+        ["get"]
+    );
+}
+
+#[tokio::test]
+async fn the_token_request_api_issues_tokens_held_to_the_role() {
+    let (server, _) = rbac_server(json!([
+        { "apiGroups": [""], "resources": ["nodes"], "verbs": ["list"] },
+    ]))
+    .await;
+    let admin = server.kube_client().unwrap();
+    let token_request = |seconds: u64| {
+        http::Request::post(
+            "/api/v1/namespaces/kube-system/serviceaccounts/cloud-controller-manager/token",
+        )
+        .header("content-type", "application/json")
+        .body(
+            serde_json::to_vec(&json!({
+                "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "spec": { "expirationSeconds": seconds },
+            }))
+            .unwrap(),
+        )
+        .unwrap()
+    };
+    let answer: Value = admin.request(token_request(3600)).await.unwrap();
+    assert_eq!(answer["kind"], "TokenRequest");
+    assert_eq!(answer["spec"]["expirationSeconds"], 3600);
+    let token = answer["status"]["token"].as_str().unwrap();
+    let client = server.kube_client_with_token(token).unwrap();
+    Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("the role grants list nodes");
+    let (code, _, _) = api_error(
+        Api::<Service>::all(client)
+            .list(&ListParams::default())
+            .await,
+    );
+    assert_eq!(code, 403);
+    // TokenRequest validation: at least ten minutes.
+    let (code, _, message) = api_error(admin.request::<Value>(token_request(60)).await);
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("may not specify a duration less than 10 minutes"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn deletecollection_is_a_verb_of_its_own() {
+    let (server, client) = rbac_server(json!([
+        { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "delete"] },
+    ]))
+    .await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, "default");
+    for name in ["a", "b"] {
+        let event = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "involvedObject": { "kind": "Node", "name": "n1" },
+            "reason": "Test",
+        }))
+        .unwrap();
+        events.create(&PostParams::default(), &event).await.unwrap();
+    }
+    let (code, _, message) = api_error(
+        events
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("cannot deletecollection resource \"events\""),
+        "{message}"
+    );
+    let admin: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(server.kube_client().unwrap(), "default");
+    admin
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+    assert!(server.events().is_empty());
+}

@@ -51,7 +51,7 @@ pub const CONTROLLER_NAMESPACE: &str = "kube-system";
 /// The controller's ServiceAccount with [`HarnessOptions::rbac`] (as in `deploy/rbac.yaml`).
 pub const CONTROLLER_ACCOUNT: &str = "cloud-controller-manager";
 /// Default timeout of every wait.
-pub const WAIT: Duration = Duration::from_secs(10);
+pub const WAIT: Duration = Duration::from_secs(30);
 /// How often waits poll.
 const POLL: Duration = Duration::from_millis(25);
 

@@ -59,6 +59,8 @@ pub(crate) struct Inner {
     limiter: Option<DefaultDirectRateLimiter>,
     /// Held closed while the server's "retry after" of a 429 runs.
     throttle: ThrottleGate,
+    /// Typical run times of async commands, learnt from the jobs waited for.
+    pub(crate) job_run_times: crate::jobs::JobRunTimes,
 }
 
 impl std::fmt::Debug for Client {
@@ -99,6 +101,7 @@ impl Client {
                 http,
                 limiter,
                 throttle: ThrottleGate::default(),
+                job_run_times: crate::jobs::JobRunTimes::default(),
             }),
         })
     }

@@ -1,5 +1,7 @@
 //! Async commands: the `{jobid}` / `{id, jobid}` start reply and `queryAsyncJobResult` polling.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -63,7 +65,114 @@ impl JobPacing for BackoffPacing {
     }
 }
 
+/// Weight of the newest sample in a learnt run time (exponential average).
+const RUN_TIME_WEIGHT: f64 = 0.3;
+
+/// When the first poll already finds a job finished, its run time is only known to be at
+/// most the wait; the sample is this share of it, so the first poll comes a little earlier
+/// next time, until one finds a job still running.
+const FINISHED_AT_FIRST_POLL_SHARE: f64 = 0.9;
+
+/// After the due time, polls are this share of the learnt run time apart (growing ×1.5).
+const AFTER_DUE_SHARE: f64 = 0.1;
+
+/// The shortest interval between two polls of one job.
+const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Typical run time of each async command, learnt from the jobs [`Client::wait_job`]
+/// waited for: the first poll of a job is due when its command typically ends, instead of
+/// a backoff from `job_poll_initial` that polls a one-second job six times. A command not
+/// seen yet takes the run time learnt last, of any command (a CloudStack's jobs cost
+/// alike); before any job finished, the backoff is used.
+#[derive(Debug, Default)]
+pub(crate) struct JobRunTimes {
+    learnt: Mutex<(HashMap<String, Duration>, Option<Duration>)>,
+}
+
+impl JobRunTimes {
+    /// The typical run time of `command`, or of the command learnt last.
+    fn typical(&self, command: &str) -> Option<Duration> {
+        let learnt = self.learnt.lock().unwrap_or_else(|e| e.into_inner());
+        learnt.0.get(command).copied().or(learnt.1)
+    }
+
+    /// Folds one run time of `command` into its typical run time.
+    fn learn(&self, command: &str, sample: Duration) {
+        let mut learnt = self.learnt.lock().unwrap_or_else(|e| e.into_inner());
+        let typical = match learnt.0.get(command) {
+            Some(known) => known
+                .mul_f64(1.0 - RUN_TIME_WEIGHT)
+                .saturating_add(sample.mul_f64(RUN_TIME_WEIGHT)),
+            None => sample,
+        };
+        learnt.0.insert(command.to_owned(), typical);
+        learnt.1 = Some(typical);
+    }
+}
+
+/// [`Client::wait_job`]'s pacing: the first poll when the command typically ends, then
+/// short steps growing ×1.5; a backoff from `job_poll_initial` while nothing is learnt.
+/// Remembers when it polled, so the run time can be learnt from the outcome.
+struct LearntPacing {
+    started: Instant,
+    typical: Option<Duration>,
+    steps: BackoffPacing,
+    /// When the last poll was sent, and the one before it (the last that found the job
+    /// still running, once a later poll found it finished).
+    last_poll: Option<Instant>,
+    running_at: Option<Instant>,
+}
+
+impl LearntPacing {
+    fn new(typical: Option<Duration>, initial: Duration, max: Duration) -> Self {
+        let steps = match typical {
+            Some(run_time) => BackoffPacing::new(
+                run_time.mul_f64(AFTER_DUE_SHARE).max(MIN_POLL_INTERVAL),
+                max,
+            ),
+            None => BackoffPacing::new(initial, max),
+        };
+        Self {
+            started: Instant::now(),
+            typical,
+            steps,
+            last_poll: None,
+            running_at: None,
+        }
+    }
+
+    /// The run time the finished job teaches: between the last poll that found it running
+    /// and the poll that found it finished, or a little under the wait when the first poll
+    /// found it finished.
+    fn sample(&self) -> Option<Duration> {
+        let done = self.last_poll?.duration_since(self.started);
+        Some(match self.running_at {
+            Some(running) => (running.duration_since(self.started) + done) / 2,
+            None => done.mul_f64(FINISHED_AT_FIRST_POLL_SHARE),
+        })
+    }
+}
+
+impl JobPacing for LearntPacing {
+    fn before_poll(&mut self, attempt: u32) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.running_at = self.last_poll;
+            match (attempt, self.typical) {
+                (0, Some(run_time)) => tokio::time::sleep_until(self.started + run_time).await,
+                _ => tokio::time::sleep(self.steps.next_interval()).await,
+            }
+            self.last_poll = Some(Instant::now());
+        })
+    }
+}
+
 impl Client {
+    /// The typical run time of `command`'s jobs as learnt so far (or of the command learnt
+    /// last, when `command` has not been seen); `None` before any job finished.
+    pub fn typical_job_run_time(&self, command: &str) -> Option<Duration> {
+        self.inner.job_run_times.typical(command)
+    }
+
     /// Sends an async command and returns its job id (and new entity id) without waiting.
     pub async fn start_async(&self, command: &str, params: Params) -> Result<AsyncStart, Error> {
         let inner = self.call(command, params).await?;
@@ -77,14 +186,27 @@ impl Client {
         })
     }
 
-    /// Polls `queryAsyncJobResult` for `jobid` (started by `command`) until it finishes and
-    /// returns its `jobresult` (`Value::Null` when absent). The interval starts at
-    /// `job_poll_initial` and grows ×1.5 up to `job_poll_max`; after `job_timeout`
-    /// the result is [`Error::JobTimeout`]. A failed job is [`Error::JobFailed`].
+    /// Polls `queryAsyncJobResult` for `jobid` (started by `command`, just now) until it
+    /// finishes and returns its `jobresult` (`Value::Null` when absent). The first poll is
+    /// due when `command`'s jobs typically end ([`Client::typical_job_run_time`]), then
+    /// the interval grows ×1.5 from a tenth of that up to `job_poll_max`; before any run
+    /// time is learnt it starts at `job_poll_initial`. After `job_timeout` the result is
+    /// [`Error::JobTimeout`]. A failed job is [`Error::JobFailed`]. Every finished job
+    /// teaches its command's typical run time.
     pub async fn wait_job(&self, command: &str, jobid: &str) -> Result<Value, Error> {
         let config = &self.inner.config;
-        let mut pacing = BackoffPacing::new(config.job_poll_initial, config.job_poll_max);
-        self.wait_job_paced(command, jobid, &mut pacing).await
+        let mut pacing = LearntPacing::new(
+            self.typical_job_run_time(command),
+            config.job_poll_initial,
+            config.job_poll_max,
+        );
+        let result = self.wait_job_paced(command, jobid, &mut pacing).await;
+        if matches!(&result, Ok(_) | Err(Error::JobFailed { .. }))
+            && let Some(sample) = pacing.sample()
+        {
+            self.inner.job_run_times.learn(command, sample);
+        }
+        result
     }
 
     /// Like [`Client::wait_job`], polling when `pacing` says (still bounded by

@@ -285,3 +285,73 @@ async fn a_caller_paces_the_polls_and_can_poll_once() {
     );
     assert_eq!(server.requests_of("queryAsyncJobResult").len(), 3);
 }
+
+/// A server whose `createLoadBalancerRule` jobs each run `run_time` from their start.
+fn timed_job_server(
+    run_time: Duration,
+) -> impl Fn(&support::Recorded, usize) -> (u16, Value) + Send + Sync + 'static {
+    let started: Arc<Mutex<Vec<std::time::Instant>>> = Arc::default();
+    move |request, _nth| match request.command.as_str() {
+        "createLoadBalancerRule" => {
+            let mut started = started.lock().unwrap();
+            started.push(std::time::Instant::now());
+            let jobid = format!("job-{}", started.len() - 1);
+            envelope(
+                "createLoadBalancerRule",
+                json!({"id": "lb-1", "jobid": jobid}),
+            )
+        }
+        "queryAsyncJobResult" => {
+            let jobid = request.params["jobid"].clone();
+            let nth: usize = jobid.trim_start_matches("job-").parse().unwrap();
+            let since = started.lock().unwrap()[nth].elapsed();
+            let status = if since >= run_time { 1 } else { 0 };
+            envelope(
+                "queryAsyncJobResult",
+                json!({"jobid": jobid, "jobstatus": status, "jobresultcode": 0,
+                       "jobresult": {"loadbalancer": {"id": "lb-1"}}}),
+            )
+        }
+        other => panic!("unexpected command {other}"),
+    }
+}
+
+#[tokio::test]
+async fn polls_come_when_the_command_typically_ends() {
+    let server = TestServer::start(timed_job_server(Duration::from_millis(400))).await;
+    let mut config = server.config();
+    config.job_poll_initial = Duration::from_millis(20);
+    config.job_poll_max = Duration::from_secs(1);
+    let client = cloudstack::Client::new(config).unwrap();
+    assert_eq!(client.typical_job_run_time("createLoadBalancerRule"), None);
+    let mut polls = Vec::new();
+    for _ in 0..4 {
+        let before = server.requests_of("queryAsyncJobResult").len();
+        client
+            .create_load_balancer_rule(&lb_request())
+            .await
+            .unwrap();
+        polls.push(server.requests_of("queryAsyncJobResult").len() - before);
+    }
+    println!("polls per job: {polls:?}");
+    // Nothing known: the backoff from 20 ms polls a 400 ms job six times or so. Then the
+    // first poll is due when the command typically ends: a poll or two, three at most
+    // while the estimate settles.
+    assert!(polls[0] >= 5, "backoff polls of the first job: {polls:?}");
+    assert!(
+        polls[1..].iter().all(|&n| n <= 3) && polls[3] <= 2,
+        "polls per job once a run time is learnt: {polls:?}"
+    );
+    let learnt = client
+        .typical_job_run_time("createLoadBalancerRule")
+        .expect("learnt");
+    assert!(
+        learnt >= Duration::from_millis(250) && learnt <= Duration::from_millis(600),
+        "typical run time {learnt:?} near the jobs' 400 ms"
+    );
+    // A command not seen yet takes the run time learnt last.
+    assert_eq!(
+        client.typical_job_run_time("assignToLoadBalancerRule"),
+        Some(learnt)
+    );
+}

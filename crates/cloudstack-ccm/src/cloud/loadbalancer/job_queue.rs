@@ -264,6 +264,7 @@ impl QueuedJob {
             command: self.command.clone(),
             behind_timeout: config.job_poll_max,
             fallback: BackoffPacing::new(config.job_poll_initial, config.job_poll_max),
+            client_run_time: client.typical_job_run_time(&self.command),
             after_due: None,
             last_poll: None,
         };
@@ -366,6 +367,9 @@ struct QueuePacing {
     behind_timeout: Duration,
     /// Pacing when nothing is known of the command's run time.
     fallback: BackoffPacing,
+    /// The client's typical run time of the command (learnt from the jobs it waited for
+    /// outside the queues): the guess while this network has learnt none.
+    client_run_time: Option<Duration>,
     /// Interval of the polls after the due time (grows ×1.5).
     after_due: Option<BackoffPacing>,
     /// When the last poll was sent.
@@ -399,7 +403,9 @@ impl QueuePacing {
             Some(0) => match state.head_started(self.seq) {
                 Some(started) => Standing::Head {
                     started,
-                    run_time: state.typical_run_time(&self.command),
+                    run_time: state
+                        .typical_run_time(&self.command)
+                        .or(self.client_run_time),
                 },
                 None => Standing::Unknown,
             },
@@ -543,6 +549,7 @@ mod tests {
             command: "createLoadBalancerRule".into(),
             behind_timeout: Duration::from_secs(1),
             fallback: BackoffPacing::new(Duration::from_millis(50), Duration::from_secs(1)),
+            client_run_time: None,
             after_due: None,
             last_poll: None,
         };
@@ -611,6 +618,7 @@ mod tests {
             command: "assignToLoadBalancerRule".into(),
             behind_timeout: Duration::from_secs(1),
             fallback: BackoffPacing::new(Duration::from_millis(50), Duration::from_secs(1)),
+            client_run_time: None,
             after_due: None,
             last_poll: None,
         };

@@ -13,6 +13,7 @@ use crate::cloud::loadbalancer::plan::Plan;
 use crate::cloud::loadbalancer::spec::{LbSpec, SpecError, SpecOptions};
 use crate::controllers::Context;
 use crate::controllers::events::Recorder;
+use crate::metrics::{RESULT_ERROR, RESULT_OK};
 
 use super::eligible::eligible_set;
 use super::events::{self, Reason};
@@ -84,7 +85,12 @@ pub async fn reconcile(service: Arc<Service>, state: Arc<State>) -> Result<Actio
     let started = Instant::now();
     let result = reconcile_service(&service, &state).await;
     let metrics = &state.ctx.metrics;
-    metrics.reconcile(CONTROLLER, if result.is_ok() { "success" } else { "error" });
+    let outcome = if result.is_ok() {
+        RESULT_OK
+    } else {
+        RESULT_ERROR
+    };
+    metrics.reconcile(CONTROLLER, outcome);
     metrics.reconcile_duration(CONTROLLER, started.elapsed());
     if result.is_ok() {
         state.backoff.reset(&key_of(&service));

@@ -123,14 +123,7 @@ async fn reconcile_service(
         Err(err) => {
             // Bad input: nothing is created; a change of the Service re-runs this.
             tracing::warn!(service = %key_of(service), error = %err, "invalid load-balancer Service");
-            let note = format!("Error syncing load balancer: {err}");
-            events::publish(
-                &state.recorder,
-                service,
-                Reason::SyncLoadBalancerFailed,
-                Some(note),
-            )
-            .await;
+            events::publish_sync_failed(&state.recorder, service, &err).await;
             return Ok(Action::await_change());
         }
     };
@@ -147,26 +140,12 @@ async fn reconcile_service(
     match ensure(&service, &api, &spec, state).await {
         Ok(()) => Ok(Action::await_change()),
         Err(ReconcileError::Engine(err)) if err.is_permanent() => {
-            let note = format!("Error syncing load balancer: {err}");
-            events::publish(
-                &state.recorder,
-                &service,
-                Reason::SyncLoadBalancerFailed,
-                Some(note),
-            )
-            .await;
+            events::publish_sync_failed(&state.recorder, &service, &err).await;
             tracing::warn!(service = %key_of(&service), error = %err, "load balancer cannot be built as asked");
             Ok(Action::await_change())
         }
         Err(err) => {
-            let note = format!("Error syncing load balancer: {err}");
-            events::publish(
-                &state.recorder,
-                &service,
-                Reason::SyncLoadBalancerFailed,
-                Some(note),
-            )
-            .await;
+            events::publish_sync_failed(&state.recorder, &service, &err).await;
             Err(err)
         }
     }
@@ -179,15 +158,7 @@ async fn ensure(
     spec: &LbSpec,
     state: &State,
 ) -> Result<(), ReconcileError> {
-    for warning in &spec.warnings {
-        events::publish(
-            &state.recorder,
-            service,
-            Reason::LoadBalancerWarning,
-            Some(warning.clone()),
-        )
-        .await;
-    }
+    events::publish_warnings(&state.recorder, service, spec.warnings.iter().cloned()).await;
     let eligible = state.nodes.eligible();
     if eligible.is_empty() {
         if state.nodes.initialising() {
@@ -215,13 +186,7 @@ async fn ensure(
         .await?;
     if let Some(warning) = resolved.elsewhere_warning() {
         tracing::warn!(service = %key_of(service), "{warning}");
-        events::publish(
-            &state.recorder,
-            service,
-            Reason::LoadBalancerWarning,
-            Some(warning),
-        )
-        .await;
+        events::publish_warnings(&state.recorder, service, [warning]).await;
     }
     let backends = resolved.backends;
     if backends.vm_ids.is_empty() {
@@ -260,15 +225,7 @@ async fn ensure(
         }
     }
     if change != Change::None {
-        for warning in &ensured.warnings {
-            events::publish(
-                &state.recorder,
-                service,
-                Reason::LoadBalancerWarning,
-                Some(warning.clone()),
-            )
-            .await;
-        }
+        events::publish_warnings(&state.recorder, service, ensured.warnings.iter().cloned()).await;
         tracing::info!(service = %key_of(service), jobs = ensured.jobs, ip = %ensured.public_ip, "load balancer ensured");
     }
     if spec.recorded_ip_id.as_deref() != Some(ensured.ip_id.as_str()) {
@@ -327,15 +284,7 @@ async fn cleanup(
         }
     };
     tracing::info!(service = %key_of(service), jobs = deleted.jobs, "load balancer deleted");
-    for warning in deleted.warnings {
-        events::publish(
-            &state.recorder,
-            service,
-            Reason::LoadBalancerWarning,
-            Some(warning),
-        )
-        .await;
-    }
+    events::publish_warnings(&state.recorder, service, deleted.warnings).await;
     events::publish(&state.recorder, service, Reason::DeletedLoadBalancer, None).await;
     if service.metadata.deletion_timestamp.is_none() {
         status::patch_if_changed(api, service, &[])

@@ -32,9 +32,23 @@ pub enum EnsureError {
     /// A step failed.
     #[error(transparent)]
     Apply(#[from] ApplyError),
-    /// The backends' network could not be determined.
-    #[error("{0}")]
-    Network(String),
+    /// The load balancer's network could not be determined.
+    #[error(transparent)]
+    Network(#[from] NetworkError),
+    /// The plan ran, yet the load balancer has no public IP.
+    #[error("the load balancer has no public IP")]
+    NoPublicIp,
+}
+
+/// Why the network of a Service's load balancer is not known.
+#[derive(Debug, thiserror::Error)]
+pub enum NetworkError {
+    /// CloudStack's view holds no network of this id.
+    #[error("network {0} not found")]
+    NotFound(String),
+    /// No eligible node has a VM, and neither the Service nor a rule names a network.
+    #[error("no eligible node with a VM, so the load balancer's network is unknown")]
+    Unknown,
 }
 
 impl EnsureError {
@@ -317,7 +331,7 @@ impl Engine {
     ) -> Result<PlanContext, EnsureError> {
         let network = snapshot
             .network(network_id)
-            .ok_or_else(|| EnsureError::Network(format!("network {network_id} not found")))?;
+            .ok_or_else(|| NetworkError::NotFound(network_id.to_string()))?;
         Ok(PlanContext {
             network: NetworkCapabilities::from_facts(
                 &network_facts(network),
@@ -361,11 +375,7 @@ impl Engine {
         if !backends.network_id.is_empty() {
             return Ok(backends.network_id.clone());
         }
-        known_network(snapshot, spec).ok_or_else(|| {
-            EnsureError::Network(
-                "no eligible node with a VM, so the load balancer's network is unknown".into(),
-            )
-        })
+        known_network(snapshot, spec).ok_or(EnsureError::Network(NetworkError::Unknown))
     }
 
     /// The network the Service's load balancer is bound to already: the one recorded on
@@ -435,7 +445,7 @@ impl Engine {
             .associated_ip
             .clone()
             .or_else(|| observed.ip.as_ref().map(|ip| (ip.id.clone(), ip.address)))
-            .ok_or_else(|| EnsureError::Network("the load balancer has no public IP".into()))?;
+            .ok_or_else(|| EnsureError::NoPublicIp)?;
         Ok(Ensured {
             public_ip,
             ip_id,

@@ -331,22 +331,30 @@ pub async fn plan_services(
     plans
 }
 
+/// Why the dry run has no plan for a Service.
+#[derive(Debug, thiserror::Error)]
+enum DryRunError {
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] EnsureError),
+    /// No eligible Node has a VM: the controller would change nothing.
+    #[error("{}: {LEFT_AS_IT_IS}", Reason::UnAvailableLoadBalancer.default_note())]
+    NoBackends,
+}
+
 /// The plan of one Service for the eligible Nodes (the dry run).
 async fn plan_one(
     engine: &Engine,
     spec: &LbSpec,
     eligible: &[(String, String)],
-) -> Result<Plan, EnsureError> {
+) -> Result<Plan, DryRunError> {
     let network = engine.network_in_use(spec).await?;
     let resolved = engine
         .resolve_backends(eligible, network.as_deref())
         .await?;
     if resolved.backends.vm_ids.is_empty() {
         // As the controller does: nothing changes without a Node to serve.
-        return Err(EnsureError::Network(format!(
-            "{}: {LEFT_AS_IT_IS}",
-            Reason::UnAvailableLoadBalancer.default_note()
-        )));
+        return Err(DryRunError::NoBackends);
     }
     let prepared = engine.prepare(spec, &resolved.backends).await?;
     Ok(prepared.plan().clone())

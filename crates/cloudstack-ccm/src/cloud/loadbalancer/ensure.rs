@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::apply::{self, ApplyError, IpRecorder, PickedAddresses};
+use super::apply::{self, ApplyError};
+use super::ip_claim::{IpRecorder, PickedAddresses, RecordError, RecordedIp};
 use super::job_queue::NetworkQueues;
 use super::observe::ObservedLb;
 use super::observe::assemble::{ObserveInputs, observe};
@@ -565,22 +566,22 @@ struct NoRecording;
 impl IpRecorder for NoRecording {
     fn record<'a>(
         &'a self,
-        _ip: &'a apply::RecordedIp,
-    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        _ip: &'a RecordedIp,
+    ) -> futures::future::BoxFuture<'a, Result<(), RecordError>> {
         Box::pin(async { Ok(()) })
     }
 
     fn claim<'a>(
         &'a self,
         _address: Option<std::net::IpAddr>,
-    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+    ) -> futures::future::BoxFuture<'a, Result<(), RecordError>> {
         Box::pin(async { Ok(()) })
     }
 
     fn forget<'a>(
         &'a self,
-        _ip: &'a apply::RecordedIp,
-    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        _ip: &'a RecordedIp,
+    ) -> futures::future::BoxFuture<'a, Result<(), RecordError>> {
         Box::pin(async { Ok(()) })
     }
 }

@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
-use crate::cloud::loadbalancer::apply::{IpRecorder, RecordedIp};
 use crate::cloud::loadbalancer::ensure::{Change, Engine, EnsureError};
+use crate::cloud::loadbalancer::ip_claim::{IpRecorder, RecordError, RecordedIp};
 use crate::cloud::loadbalancer::plan::Plan;
 use crate::cloud::loadbalancer::spec::{LbSpec, SpecError, SpecOptions};
 use crate::controllers::Context;
@@ -62,8 +62,8 @@ pub enum ReconcileError {
     #[error(transparent)]
     Engine(#[from] EnsureError),
     /// The public IP could not be recorded on the Service.
-    #[error("{0}")]
-    Record(String),
+    #[error(transparent)]
+    Record(#[from] RecordError),
 }
 
 /// Wraps a Kubernetes error with what we were doing.

@@ -9,7 +9,7 @@
 //! | `cloudstack_async_job_duration_seconds` | `command`, `result` | async jobs from start to end; `result` is `succeeded` or `failed` |
 //! | `inventory_refreshes_total` | `result` | VM inventory refreshes (`ok` / `error`) |
 //! | `inventory_lookups_total` | `result` | node lookups answered from the cache (`hit`) or needing a refresh (`miss`) |
-//! | `reconciles_total` | `controller`, `result` | reconciliations per controller (`ok`, `error`, ...) |
+//! | `reconciles_total` | `controller`, `result` | reconciliations per controller: `ok` ([`RESULT_OK`]), `error` ([`RESULT_ERROR`]), or a controller's own outcome |
 //! | `reconcile_duration_seconds` | `controller` | time of one reconciliation |
 //! | `leader` | | 1 while this replica holds the lease, else 0 |
 
@@ -21,6 +21,13 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+/// The `result` of a reconciliation (`reconciles_total`) or an inventory refresh that
+/// succeeded. Every controller counts success under this one label.
+pub const RESULT_OK: &str = "ok";
+
+/// The `result` of a reconciliation or an inventory refresh that failed.
+pub const RESULT_ERROR: &str = "error";
 
 /// The content type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -176,7 +183,7 @@ impl Metrics {
     }
 
     /// Counts one reconciliation of `controller` (`"node"`, `"node-lifecycle"`, `"service"`)
-    /// with `result` (`"ok"`, `"error"`, or a short reason).
+    /// with `result` ([`RESULT_OK`], [`RESULT_ERROR`], or a short reason).
     pub fn reconcile(&self, controller: &str, result: &str) {
         let labels = ControllerResult {
             controller: controller.to_owned(),
@@ -197,7 +204,7 @@ impl Metrics {
 
     /// Counts one inventory refresh, successful or not.
     pub fn inventory_refresh(&self, succeeded: bool) {
-        let result = if succeeded { "ok" } else { "error" };
+        let result = if succeeded { RESULT_OK } else { RESULT_ERROR };
         self.inventory_refreshes
             .get_or_create(&ResultLabel { result })
             .inc();

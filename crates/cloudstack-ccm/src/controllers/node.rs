@@ -375,7 +375,8 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<CloudNode>) -> Result<Action, NodeE
         .reconcile_duration(METRICS_NAME, started.elapsed());
     match result {
         Ok(()) => {
-            ctx.metrics.reconcile(METRICS_NAME, "ok");
+            ctx.metrics
+                .reconcile(METRICS_NAME, crate::metrics::RESULT_OK);
             ctx.forget_failures(&name);
             Ok(Action::await_change())
         }

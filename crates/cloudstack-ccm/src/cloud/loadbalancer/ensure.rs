@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::apply::{self, ApplyError, IpRecorder, PickedAddresses};
+use super::apply::{self, ApplyError};
+use super::ip_claim::{IpRecorder, PickedAddresses, RecordError, RecordedIp};
 use super::job_queue::NetworkQueues;
 use super::observe::ObservedLb;
 use super::observe::assemble::{ObserveInputs, observe};
@@ -32,9 +33,23 @@ pub enum EnsureError {
     /// A step failed.
     #[error(transparent)]
     Apply(#[from] ApplyError),
-    /// The backends' network could not be determined.
-    #[error("{0}")]
-    Network(String),
+    /// The load balancer's network could not be determined.
+    #[error(transparent)]
+    Network(#[from] NetworkError),
+    /// The plan ran, yet the load balancer has no public IP.
+    #[error("the load balancer has no public IP")]
+    NoPublicIp,
+}
+
+/// Why the network of a Service's load balancer is not known.
+#[derive(Debug, thiserror::Error)]
+pub enum NetworkError {
+    /// CloudStack's view holds no network of this id.
+    #[error("network {0} not found")]
+    NotFound(String),
+    /// No eligible node has a VM, and neither the Service nor a rule names a network.
+    #[error("no eligible node with a VM, so the load balancer's network is unknown")]
+    Unknown,
 }
 
 impl EnsureError {
@@ -317,7 +332,7 @@ impl Engine {
     ) -> Result<PlanContext, EnsureError> {
         let network = snapshot
             .network(network_id)
-            .ok_or_else(|| EnsureError::Network(format!("network {network_id} not found")))?;
+            .ok_or_else(|| NetworkError::NotFound(network_id.to_string()))?;
         Ok(PlanContext {
             network: NetworkCapabilities::from_facts(
                 &network_facts(network),
@@ -361,11 +376,7 @@ impl Engine {
         if !backends.network_id.is_empty() {
             return Ok(backends.network_id.clone());
         }
-        known_network(snapshot, spec).ok_or_else(|| {
-            EnsureError::Network(
-                "no eligible node with a VM, so the load balancer's network is unknown".into(),
-            )
-        })
+        known_network(snapshot, spec).ok_or(EnsureError::Network(NetworkError::Unknown))
     }
 
     /// The network the Service's load balancer is bound to already: the one recorded on
@@ -435,7 +446,7 @@ impl Engine {
             .associated_ip
             .clone()
             .or_else(|| observed.ip.as_ref().map(|ip| (ip.id.clone(), ip.address)))
-            .ok_or_else(|| EnsureError::Network("the load balancer has no public IP".into()))?;
+            .ok_or_else(|| EnsureError::NoPublicIp)?;
         Ok(Ensured {
             public_ip,
             ip_id,
@@ -555,22 +566,22 @@ struct NoRecording;
 impl IpRecorder for NoRecording {
     fn record<'a>(
         &'a self,
-        _ip: &'a apply::RecordedIp,
-    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        _ip: &'a RecordedIp,
+    ) -> futures::future::BoxFuture<'a, Result<(), RecordError>> {
         Box::pin(async { Ok(()) })
     }
 
     fn claim<'a>(
         &'a self,
         _address: Option<std::net::IpAddr>,
-    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+    ) -> futures::future::BoxFuture<'a, Result<(), RecordError>> {
         Box::pin(async { Ok(()) })
     }
 
     fn forget<'a>(
         &'a self,
-        _ip: &'a apply::RecordedIp,
-    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        _ip: &'a RecordedIp,
+    ) -> futures::future::BoxFuture<'a, Result<(), RecordError>> {
         Box::pin(async { Ok(()) })
     }
 }

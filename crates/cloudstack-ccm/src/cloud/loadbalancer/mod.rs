@@ -7,6 +7,7 @@
 pub mod annotations;
 pub mod apply;
 pub mod ensure;
+pub mod ip_claim;
 pub mod job_queue;
 pub mod observe;
 pub mod plan;

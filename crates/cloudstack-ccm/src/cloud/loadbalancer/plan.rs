@@ -51,7 +51,7 @@ use crate::cloud::capabilities::{
 mod planner;
 mod step;
 
-use planner::Planner;
+use planner::{Planner, Stage};
 pub use step::{AssociateTarget, IpRef, ResourceRef, RuleRef, Step, TagResourceType};
 
 /// Description put on the policies the controller creates (the Go CCM's text, so its
@@ -281,12 +281,12 @@ pub fn plan(
         .filter(|_| spec.delete_spec().associated_by_predecessor(observed))
         .map(|ip| ip.id.clone());
     if let Some(step) = associate {
-        p.phase1.push(step);
+        p.push(Stage::Prepare, step);
     }
     p.rules();
     p.ports(&mut warnings);
     p.tags();
-    let phases = firewall_deletes_first(vec![p.phase1, p.phase2, p.phase3], observed);
+    let phases = firewall_deletes_first(p.into_stages(), observed);
     Ok(Plan::from_phases(phases, warnings))
 }
 

@@ -97,6 +97,40 @@ pub async fn publish(recorder: &Recorder, service: &Service, reason: Reason, not
     }
 }
 
+/// Publishes `SyncLoadBalancerFailed` with the Kubernetes service controller's note,
+/// `Error syncing load balancer: <error>`.
+pub async fn publish_sync_failed(
+    recorder: &Recorder,
+    service: &Service,
+    error: &(dyn std::fmt::Display + Sync),
+) {
+    let note = format!("Error syncing load balancer: {error}");
+    publish(
+        recorder,
+        service,
+        Reason::SyncLoadBalancerFailed,
+        Some(note),
+    )
+    .await;
+}
+
+/// Publishes one `LoadBalancerWarning` per warning.
+pub async fn publish_warnings(
+    recorder: &Recorder,
+    service: &Service,
+    warnings: impl IntoIterator<Item = String>,
+) {
+    for warning in warnings {
+        publish(
+            recorder,
+            service,
+            Reason::LoadBalancerWarning,
+            Some(warning),
+        )
+        .await;
+    }
+}
+
 /// The Event `action`: what we were doing when the Event happened.
 fn action_of(reason: Reason) -> &'static str {
     match reason {

@@ -10,7 +10,7 @@ use kube::{Api, ResourceExt};
 use serde_json::{Map, Value, json};
 
 use crate::cloud::loadbalancer::annotations;
-use crate::cloud::loadbalancer::apply::{IpRecorder, RecordedIp};
+use crate::cloud::loadbalancer::ip_claim::{IpRecorder, RecordError, RecordedIp};
 
 /// Writes the IP id (and whether we associated it, and the network) into the Service's
 /// annotations with a merge patch.
@@ -47,18 +47,21 @@ pub fn ip_annotations(ip: &RecordedIp) -> Map<String, Value> {
 
 impl AnnotationIpRecorder {
     /// Merges `annotations` into the Service's; an error names `what` was recorded.
-    async fn patch_annotations(&self, annotations: Value, what: String) -> Result<(), String> {
+    async fn patch_annotations(&self, annotations: Value, what: String) -> Result<(), RecordError> {
         let patch = json!({ "metadata": { "annotations": annotations } });
         self.api
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map(drop)
-            .map_err(|err| format!("{what} on Service {}: {err}", self.name))
+            .map_err(|err| RecordError {
+                action: format!("{what} on Service {}", self.name),
+                source: Box::new(err),
+            })
     }
 }
 
 impl IpRecorder for AnnotationIpRecorder {
-    fn record<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>> {
+    fn record<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), RecordError>> {
         self.patch_annotations(
             Value::Object(ip_annotations(ip)),
             format!("recording public IP {}", ip.ip_id),
@@ -66,7 +69,10 @@ impl IpRecorder for AnnotationIpRecorder {
         .boxed()
     }
 
-    fn claim<'a>(&'a self, address: Option<std::net::IpAddr>) -> BoxFuture<'a, Result<(), String>> {
+    fn claim<'a>(
+        &'a self,
+        address: Option<std::net::IpAddr>,
+    ) -> BoxFuture<'a, Result<(), RecordError>> {
         let value = address.map(|a| a.to_string());
         self.patch_annotations(
             json!({ annotations::IP_CLAIM.key: value }),
@@ -77,7 +83,7 @@ impl IpRecorder for AnnotationIpRecorder {
 
     /// Removes the IP id, the associated-by-controller flag and the claim (the network
     /// stays: it may be the user's `network-id` annotation).
-    fn forget<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), String>> {
+    fn forget<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), RecordError>> {
         self.patch_annotations(
             json!({
                 annotations::IP_ID.key: null,

@@ -7,12 +7,13 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
-use crate::cloud::loadbalancer::apply::{IpRecorder, RecordedIp};
 use crate::cloud::loadbalancer::ensure::{Change, Engine, EnsureError};
+use crate::cloud::loadbalancer::ip_claim::{IpRecorder, RecordError, RecordedIp};
 use crate::cloud::loadbalancer::plan::Plan;
 use crate::cloud::loadbalancer::spec::{LbSpec, SpecError, SpecOptions};
 use crate::controllers::Context;
 use crate::controllers::events::Recorder;
+use crate::metrics::{RESULT_ERROR, RESULT_OK};
 
 use super::eligible::eligible_set;
 use super::events::{self, Reason};
@@ -61,8 +62,8 @@ pub enum ReconcileError {
     #[error(transparent)]
     Engine(#[from] EnsureError),
     /// The public IP could not be recorded on the Service.
-    #[error("{0}")]
-    Record(String),
+    #[error(transparent)]
+    Record(#[from] RecordError),
 }
 
 /// Wraps a Kubernetes error with what we were doing.
@@ -84,7 +85,12 @@ pub async fn reconcile(service: Arc<Service>, state: Arc<State>) -> Result<Actio
     let started = Instant::now();
     let result = reconcile_service(&service, &state).await;
     let metrics = &state.ctx.metrics;
-    metrics.reconcile(CONTROLLER, if result.is_ok() { "success" } else { "error" });
+    let outcome = if result.is_ok() {
+        RESULT_OK
+    } else {
+        RESULT_ERROR
+    };
+    metrics.reconcile(CONTROLLER, outcome);
     metrics.reconcile_duration(CONTROLLER, started.elapsed());
     if result.is_ok() {
         state.backoff.reset(&key_of(&service));
@@ -117,14 +123,7 @@ async fn reconcile_service(
         Err(err) => {
             // Bad input: nothing is created; a change of the Service re-runs this.
             tracing::warn!(service = %key_of(service), error = %err, "invalid load-balancer Service");
-            let note = format!("Error syncing load balancer: {err}");
-            events::publish(
-                &state.recorder,
-                service,
-                Reason::SyncLoadBalancerFailed,
-                Some(note),
-            )
-            .await;
+            events::publish_sync_failed(&state.recorder, service, &err).await;
             return Ok(Action::await_change());
         }
     };
@@ -141,26 +140,12 @@ async fn reconcile_service(
     match ensure(&service, &api, &spec, state).await {
         Ok(()) => Ok(Action::await_change()),
         Err(ReconcileError::Engine(err)) if err.is_permanent() => {
-            let note = format!("Error syncing load balancer: {err}");
-            events::publish(
-                &state.recorder,
-                &service,
-                Reason::SyncLoadBalancerFailed,
-                Some(note),
-            )
-            .await;
+            events::publish_sync_failed(&state.recorder, &service, &err).await;
             tracing::warn!(service = %key_of(&service), error = %err, "load balancer cannot be built as asked");
             Ok(Action::await_change())
         }
         Err(err) => {
-            let note = format!("Error syncing load balancer: {err}");
-            events::publish(
-                &state.recorder,
-                &service,
-                Reason::SyncLoadBalancerFailed,
-                Some(note),
-            )
-            .await;
+            events::publish_sync_failed(&state.recorder, &service, &err).await;
             Err(err)
         }
     }
@@ -173,15 +158,7 @@ async fn ensure(
     spec: &LbSpec,
     state: &State,
 ) -> Result<(), ReconcileError> {
-    for warning in &spec.warnings {
-        events::publish(
-            &state.recorder,
-            service,
-            Reason::LoadBalancerWarning,
-            Some(warning.clone()),
-        )
-        .await;
-    }
+    events::publish_warnings(&state.recorder, service, spec.warnings.iter().cloned()).await;
     let eligible = state.nodes.eligible();
     if eligible.is_empty() {
         if state.nodes.initialising() {
@@ -209,13 +186,7 @@ async fn ensure(
         .await?;
     if let Some(warning) = resolved.elsewhere_warning() {
         tracing::warn!(service = %key_of(service), "{warning}");
-        events::publish(
-            &state.recorder,
-            service,
-            Reason::LoadBalancerWarning,
-            Some(warning),
-        )
-        .await;
+        events::publish_warnings(&state.recorder, service, [warning]).await;
     }
     let backends = resolved.backends;
     if backends.vm_ids.is_empty() {
@@ -254,15 +225,7 @@ async fn ensure(
         }
     }
     if change != Change::None {
-        for warning in &ensured.warnings {
-            events::publish(
-                &state.recorder,
-                service,
-                Reason::LoadBalancerWarning,
-                Some(warning.clone()),
-            )
-            .await;
-        }
+        events::publish_warnings(&state.recorder, service, ensured.warnings.iter().cloned()).await;
         tracing::info!(service = %key_of(service), jobs = ensured.jobs, ip = %ensured.public_ip, "load balancer ensured");
     }
     if spec.recorded_ip_id.as_deref() != Some(ensured.ip_id.as_str()) {
@@ -321,15 +284,7 @@ async fn cleanup(
         }
     };
     tracing::info!(service = %key_of(service), jobs = deleted.jobs, "load balancer deleted");
-    for warning in deleted.warnings {
-        events::publish(
-            &state.recorder,
-            service,
-            Reason::LoadBalancerWarning,
-            Some(warning),
-        )
-        .await;
-    }
+    events::publish_warnings(&state.recorder, service, deleted.warnings).await;
     events::publish(&state.recorder, service, Reason::DeletedLoadBalancer, None).await;
     if service.metadata.deletion_timestamp.is_none() {
         status::patch_if_changed(api, service, &[])
@@ -376,22 +331,30 @@ pub async fn plan_services(
     plans
 }
 
+/// Why the dry run has no plan for a Service.
+#[derive(Debug, thiserror::Error)]
+enum DryRunError {
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] EnsureError),
+    /// No eligible Node has a VM: the controller would change nothing.
+    #[error("{}: {LEFT_AS_IT_IS}", Reason::UnAvailableLoadBalancer.default_note())]
+    NoBackends,
+}
+
 /// The plan of one Service for the eligible Nodes (the dry run).
 async fn plan_one(
     engine: &Engine,
     spec: &LbSpec,
     eligible: &[(String, String)],
-) -> Result<Plan, EnsureError> {
+) -> Result<Plan, DryRunError> {
     let network = engine.network_in_use(spec).await?;
     let resolved = engine
         .resolve_backends(eligible, network.as_deref())
         .await?;
     if resolved.backends.vm_ids.is_empty() {
         // As the controller does: nothing changes without a Node to serve.
-        return Err(EnsureError::Network(format!(
-            "{}: {LEFT_AS_IT_IS}",
-            Reason::UnAvailableLoadBalancer.default_note()
-        )));
+        return Err(DryRunError::NoBackends);
     }
     let prepared = engine.prepare(spec, &resolved.backends).await?;
     Ok(prepared.plan().clone())

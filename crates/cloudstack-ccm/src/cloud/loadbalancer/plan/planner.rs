@@ -2,6 +2,19 @@
 
 use super::*;
 
+/// The three phases the planner fills, in order (see the module doc of
+/// [`plan`](super)); each becomes one [`Phase`] of the plan, empty ones dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// Associate the IP and delete what frees a port a new rule needs.
+    Prepare,
+    /// Create and update rules, open ports, fix members of existing rules, remove
+    /// outdated policies.
+    Build,
+    /// Members and policies of new rules, tags, and deletion of rules no port needs.
+    Finish,
+}
+
 /// How a desired rule is reached.
 enum RuleAction<'a> {
     /// Create it.
@@ -16,9 +29,8 @@ pub(super) struct Planner<'a> {
     backends: &'a Backends,
     ctx: &'a PlanContext,
     ip: IpRef,
-    pub(super) phase1: Vec<Step>,
-    pub(super) phase2: Vec<Step>,
-    pub(super) phase3: Vec<Step>,
+    /// The steps of each [`Stage`], indexed by `stage as usize`.
+    stages: [Vec<Step>; 3],
     /// Names of rules created by this plan.
     created: Vec<String>,
     /// Public ports of rules deleted and created again (their firewall is redone).
@@ -48,9 +60,7 @@ impl<'a> Planner<'a> {
             backends,
             ctx,
             ip,
-            phase1: Vec::new(),
-            phase2: Vec::new(),
-            phase3: Vec::new(),
+            stages: Default::default(),
             created: Vec::new(),
             recreated_ports: BTreeSet::new(),
             open_firewall: BTreeSet::new(),
@@ -58,6 +68,16 @@ impl<'a> Planner<'a> {
             kept_ids: BTreeSet::new(),
             adopted_ip: None,
         }
+    }
+
+    /// Adds `step` to `stage`.
+    pub(super) fn push(&mut self, stage: Stage, step: Step) {
+        self.stages[stage as usize].push(step);
+    }
+
+    /// The steps of every stage, in order.
+    pub(super) fn into_stages(self) -> Vec<Vec<Step>> {
+        self.stages.into()
     }
 
     /// The `cidrlist` to send when creating a rule (empty: none).
@@ -107,10 +127,13 @@ impl<'a> Planner<'a> {
                         || (self.cidrs_differ(o) && !self.ctx.server.lb_cidrlist_update)
                         || o.protocol.ip_protocol() != rule.protocol.ip_protocol()
                     {
-                        self.phase1.push(Step::DeleteRule {
-                            id: o.id.clone(),
-                            name: o.name.clone(),
-                        });
+                        self.push(
+                            Stage::Prepare,
+                            Step::DeleteRule {
+                                id: o.id.clone(),
+                                name: o.name.clone(),
+                            },
+                        );
                         self.recreated_ports.insert(rule.public_port);
                         self.create(rule);
                     } else {
@@ -127,7 +150,7 @@ impl<'a> Planner<'a> {
                 id: o.id.clone(),
                 name: o.name.clone(),
             };
-            self.members(r.clone(), &o.members, 2);
+            self.members(r.clone(), &o.members, Stage::Build);
             self.policies(rule, Some(o), r);
         }
         // Rules of the Service no port wants any more.
@@ -141,9 +164,9 @@ impl<'a> Planner<'a> {
                 name: o.name.clone(),
             };
             if wanted_ports.contains(&o.public_port) {
-                self.phase1.push(step);
+                self.push(Stage::Prepare, step);
             } else {
-                self.phase3.push(step);
+                self.push(Stage::Finish, step);
             }
         }
     }
@@ -184,22 +207,25 @@ impl<'a> Planner<'a> {
             self.open_firewall.insert(rule.public_port);
             self.created_open.insert(rule.name.clone());
         }
-        self.phase2.push(Step::CreateRule {
-            name: rule.name.clone(),
-            ip: self.ip.clone(),
-            network_id: self.backends.network_id.clone(),
-            protocol: rule.protocol,
-            public_port: rule.public_port,
-            private_port: rule.node_port,
-            algorithm: self.spec.algorithm,
-            cidrs: self.create_cidrs(),
-            open_firewall: isolated_default,
-        });
+        self.push(
+            Stage::Build,
+            Step::CreateRule {
+                name: rule.name.clone(),
+                ip: self.ip.clone(),
+                network_id: self.backends.network_id.clone(),
+                protocol: rule.protocol,
+                public_port: rule.public_port,
+                private_port: rule.node_port,
+                algorithm: self.spec.algorithm,
+                cidrs: self.create_cidrs(),
+                open_firewall: isolated_default,
+            },
+        );
         self.created.push(rule.name.clone());
         let r = RuleRef::Created {
             name: rule.name.clone(),
         };
-        self.members(r.clone(), &BTreeSet::new(), 3);
+        self.members(r.clone(), &BTreeSet::new(), Stage::Finish);
         self.policies(rule, None, r);
     }
 
@@ -221,26 +247,25 @@ impl<'a> Planner<'a> {
         });
         let algorithm = (o.algorithm != self.spec.algorithm).then_some(self.spec.algorithm);
         if rename || cidrs.is_some() || algorithm.is_some() {
-            self.phase2.push(Step::UpdateRule {
-                id: o.id.clone(),
-                name: o.name.clone(),
-                new_name: rename.then(|| rule.name.clone()),
-                protocol: rename.then_some(rule.protocol),
-                algorithm,
-                cidrs,
-            });
+            self.push(
+                Stage::Build,
+                Step::UpdateRule {
+                    id: o.id.clone(),
+                    name: o.name.clone(),
+                    new_name: rename.then(|| rule.name.clone()),
+                    protocol: rename.then_some(rule.protocol),
+                    algorithm,
+                    cidrs,
+                },
+            );
         }
     }
 
-    fn members(&mut self, rule: RuleRef, current: &BTreeSet<String>, phase: u8) {
+    fn members(&mut self, rule: RuleRef, current: &BTreeSet<String>, stage: Stage) {
         let wanted = &self.backends.vm_ids;
         let add: Vec<String> = wanted.difference(current).cloned().collect();
         let remove: Vec<String> = current.difference(wanted).cloned().collect();
-        let target = if phase == 2 {
-            &mut self.phase2
-        } else {
-            &mut self.phase3
-        };
+        let target = &mut self.stages[stage as usize];
         if !add.is_empty() {
             target.push(Step::AssignMembers {
                 rule: rule.clone(),
@@ -279,17 +304,23 @@ impl<'a> Planner<'a> {
             if same && create_hc {
                 create_hc = false;
             } else if hc.is_some() || h.description == POLICY_DESCRIPTION {
-                self.phase2.push(Step::DeleteHealthCheck {
-                    id: h.id.clone(),
-                    rule: name.clone(),
-                });
+                self.push(
+                    Stage::Build,
+                    Step::DeleteHealthCheck {
+                        id: h.id.clone(),
+                        rule: name.clone(),
+                    },
+                );
             }
         }
         if let (true, Some(check)) = (create_hc, hc) {
-            self.phase3.push(Step::CreateHealthCheck {
-                rule: r.clone(),
-                check: check.clone(),
-            });
+            self.push(
+                Stage::Finish,
+                Step::CreateHealthCheck {
+                    rule: r.clone(),
+                    check: check.clone(),
+                },
+            );
         }
         let st = self.spec.stickiness.as_ref();
         let mut create_st = st.is_some();
@@ -298,22 +329,28 @@ impl<'a> Planner<'a> {
             if same && create_st {
                 create_st = false;
             } else if st.is_some() || s.description == POLICY_DESCRIPTION {
-                self.phase2.push(Step::DeleteStickiness {
-                    id: s.id.clone(),
-                    rule: name.clone(),
-                });
+                self.push(
+                    Stage::Build,
+                    Step::DeleteStickiness {
+                        id: s.id.clone(),
+                        rule: name.clone(),
+                    },
+                );
             }
         }
         if let (true, Some(policy)) = (create_st, st) {
-            self.phase3.push(Step::CreateStickiness {
-                rule: r,
-                name: format!(
-                    "{}-{}",
-                    self.spec.lb_name,
-                    policy.method.as_str().to_ascii_lowercase()
-                ),
-                policy: policy.clone(),
-            });
+            self.push(
+                Stage::Finish,
+                Step::CreateStickiness {
+                    rule: r,
+                    name: format!(
+                        "{}-{}",
+                        self.spec.lb_name,
+                        policy.method.as_str().to_ascii_lowercase()
+                    ),
+                    policy: policy.clone(),
+                },
+            );
         }
     }
 
@@ -378,11 +415,14 @@ impl<'a> Planner<'a> {
                 // The new rule opens the port itself; a firewall rule left from the old
                 // one would conflict with it.
                 for f in exact.iter().filter(|_| recreated) {
-                    self.phase1.push(Step::DeleteFirewallRule {
-                        id: f.id.clone(),
-                        protocol,
-                        port,
-                    });
+                    self.push(
+                        Stage::Prepare,
+                        Step::DeleteFirewallRule {
+                            id: f.id.clone(),
+                            protocol,
+                            port,
+                        },
+                    );
                 }
                 continue;
             }
@@ -398,21 +438,31 @@ impl<'a> Planner<'a> {
                 if same && !recreated && !keep {
                     keep = true;
                 } else {
-                    self.phase1.push(Step::DeleteFirewallRule {
-                        id: f.id.clone(),
-                        protocol,
-                        port,
-                    });
+                    self.push(
+                        Stage::Prepare,
+                        Step::DeleteFirewallRule {
+                            id: f.id.clone(),
+                            protocol,
+                            port,
+                        },
+                    );
                     // The firewall rule `openfirewall` made for a rule that stays goes:
                     // the rule no longer has one.
-                    for o in self.observed.rules.iter().filter(|o| {
-                        self.kept_ids.contains(&o.id) && !recreated && opened_with(f, o)
-                    }) {
-                        self.phase1.push(Step::UntagResources {
+                    let untag: Vec<Step> = self
+                        .observed
+                        .rules
+                        .iter()
+                        .filter(|o| {
+                            self.kept_ids.contains(&o.id) && !recreated && opened_with(f, o)
+                        })
+                        .map(|o| Step::UntagResources {
                             resource_type: TagResourceType::LoadBalancer,
                             resources: vec![o.id.clone()],
                             keys: vec![TAG_OPEN_FIREWALL.to_string()],
-                        });
+                        })
+                        .collect();
+                    for step in untag {
+                        self.push(Stage::Prepare, step);
                     }
                 }
             }
@@ -423,20 +473,26 @@ impl<'a> Planner<'a> {
                 warnings.push(format!("{protocol} port {port}: a firewall rule for a port range covers it; no rule added"));
                 continue;
             }
-            self.phase2.push(Step::CreateFirewallRule {
-                ip: self.ip.clone(),
-                protocol,
-                port,
-                cidrs: self.spec.source_ranges.clone(),
-            });
+            self.push(
+                Stage::Build,
+                Step::CreateFirewallRule {
+                    ip: self.ip.clone(),
+                    protocol,
+                    port,
+                    cidrs: self.spec.source_ranges.clone(),
+                },
+            );
         }
         for f in &self.observed.firewall_rules {
             if f.start_port == f.end_port && old_ports.contains(&(f.protocol, f.start_port)) {
-                self.phase3.push(Step::DeleteFirewallRule {
-                    id: f.id.clone(),
-                    protocol: f.protocol,
-                    port: f.start_port,
-                });
+                self.push(
+                    Stage::Finish,
+                    Step::DeleteFirewallRule {
+                        id: f.id.clone(),
+                        protocol: f.protocol,
+                        port: f.start_port,
+                    },
+                );
             }
         }
     }
@@ -489,31 +545,40 @@ impl<'a> Planner<'a> {
                 if same && !keep {
                     keep = true;
                 } else {
-                    self.phase1.push(Step::DeleteAclItem {
-                        id: i.id.clone(),
-                        protocol,
-                        port,
-                    });
+                    self.push(
+                        Stage::Prepare,
+                        Step::DeleteAclItem {
+                            id: i.id.clone(),
+                            protocol,
+                            port,
+                        },
+                    );
                 }
             }
             if !keep {
-                self.phase2.push(Step::CreateAclItem {
-                    acl_id: acl_id.to_string(),
-                    network_id: self.ctx.network.network_id.clone(),
-                    protocol,
-                    port,
-                    cidrs: self.spec.source_ranges.clone(),
-                    reason: acl_reason(&self.spec.lb_name),
-                });
+                self.push(
+                    Stage::Build,
+                    Step::CreateAclItem {
+                        acl_id: acl_id.to_string(),
+                        network_id: self.ctx.network.network_id.clone(),
+                        protocol,
+                        port,
+                        cidrs: self.spec.source_ranges.clone(),
+                        reason: acl_reason(&self.spec.lb_name),
+                    },
+                );
             }
         }
         for i in &self.observed.acl_items {
             if ours(i) && old_ports.contains(&(i.protocol, i.start_port)) {
-                self.phase3.push(Step::DeleteAclItem {
-                    id: i.id.clone(),
-                    protocol: i.protocol,
-                    port: i.start_port,
-                });
+                self.push(
+                    Stage::Finish,
+                    Step::DeleteAclItem {
+                        id: i.id.clone(),
+                        protocol: i.protocol,
+                        port: i.start_port,
+                    },
+                );
             }
         }
     }
@@ -565,33 +630,42 @@ impl<'a> Planner<'a> {
             }
         }
         for (tags, resources) in by_tags {
-            self.phase3.push(Step::TagResources {
-                resource_type: TagResourceType::LoadBalancer,
-                resources,
-                tags,
-            });
+            self.push(
+                Stage::Finish,
+                Step::TagResources {
+                    resource_type: TagResourceType::LoadBalancer,
+                    resources,
+                    tags,
+                },
+            );
         }
         if let Some(id) = &self.adopted_ip {
-            self.phase3.push(Step::TagResources {
-                resource_type: TagResourceType::PublicIpAddress,
-                resources: vec![ResourceRef::Existing(id.clone())],
-                tags: [
-                    (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
-                    (TAG_ASSOCIATED.to_string(), "true".to_string()),
-                ]
-                .into(),
-            });
+            self.push(
+                Stage::Finish,
+                Step::TagResources {
+                    resource_type: TagResourceType::PublicIpAddress,
+                    resources: vec![ResourceRef::Existing(id.clone())],
+                    tags: [
+                        (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
+                        (TAG_ASSOCIATED.to_string(), "true".to_string()),
+                    ]
+                    .into(),
+                },
+            );
         }
         if self.ip == IpRef::Associated {
-            self.phase2.push(Step::TagResources {
-                resource_type: TagResourceType::PublicIpAddress,
-                resources: vec![ResourceRef::AssociatedIp],
-                tags: [
-                    (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
-                    (TAG_ASSOCIATED.to_string(), "true".to_string()),
-                ]
-                .into(),
-            });
+            self.push(
+                Stage::Build,
+                Step::TagResources {
+                    resource_type: TagResourceType::PublicIpAddress,
+                    resources: vec![ResourceRef::AssociatedIp],
+                    tags: [
+                        (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
+                        (TAG_ASSOCIATED.to_string(), "true".to_string()),
+                    ]
+                    .into(),
+                },
+            );
         }
     }
 }

@@ -1,0 +1,436 @@
+//! What each plan step asks CloudStack: a [`Step`], with the ids earlier phases produced,
+//! becomes the request to send. Pure, no I/O: [`super::run_step`] sends it.
+
+use std::net::IpAddr;
+
+use cloudstack::{
+    AssignToLoadBalancerRule, CreateFirewallRule, CreateLbHealthCheckPolicy,
+    CreateLbStickinessPolicy, CreateLoadBalancerRule, CreateNetworkAcl, CreateTags,
+    DeleteFirewallRule, DeleteLbHealthCheckPolicy, DeleteLbStickinessPolicy,
+    DeleteLoadBalancerRule, DeleteNetworkAcl, DeleteTags, DisassociateIpAddress, Params, Request,
+    UpdateLoadBalancerRule,
+};
+
+use super::super::annotations::Cidr;
+use super::super::plan::{AssociateTarget, IpRef, POLICY_DESCRIPTION, ResourceRef, RuleRef, Step};
+use super::{Applied, ApplyError};
+
+/// One command and its parameters, queued on the network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Queued {
+    /// The CloudStack command.
+    pub command: &'static str,
+    /// Its parameters.
+    pub params: Params,
+}
+
+impl Queued {
+    /// `request` as a queued call.
+    pub(super) fn of<R: Request>(request: &R) -> Queued {
+        Queued {
+            command: R::COMMAND,
+            params: request.to_params(),
+        }
+    }
+}
+
+/// How a step is sent.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Call {
+    /// A new public IP: claimed, associated and recorded ([`super::super::ip_claim`]).
+    AssociateIp {
+        /// Network or VPC.
+        target: AssociateTarget,
+        /// The address asked for, if any (else one is claimed).
+        address: Option<IpAddr>,
+    },
+    /// The claimed IP found allocated after a crash: recorded, no CloudStack call.
+    AdoptClaimedIp {
+        /// Network or VPC it was associated with.
+        target: AssociateTarget,
+        /// IP id.
+        id: String,
+        /// The address.
+        address: IpAddr,
+    },
+    /// `createLoadBalancerRule`: the rule's id is kept under `name` as soon as the reply
+    /// names it, before the job is awaited.
+    CreateRule {
+        /// The rule's name.
+        name: String,
+        /// The call.
+        call: Queued,
+    },
+    /// A job, awaited.
+    Job(Queued),
+    /// A job that creates an object, which is then given the plan's ownership tags:
+    /// the object is `reply_key` of the job result, tagged as `resource_type`.
+    CreateTagged {
+        /// The call.
+        call: Queued,
+        /// The key of the created object in the job result.
+        reply_key: &'static str,
+        /// Its resource type for `createTags`.
+        resource_type: &'static str,
+    },
+    /// A deleting job: finding nothing to delete is fine.
+    Delete(Queued),
+    /// `removeFromLoadBalancerRule`, tolerant of members already gone.
+    RemoveMembers {
+        /// The rule id.
+        rule_id: String,
+        /// The VMs to remove.
+        vm_ids: Vec<String>,
+    },
+    /// `createTags` (tags do not queue on the network).
+    CreateTags(CreateTags),
+    /// `deleteTags` (tags do not queue on the network).
+    DeleteTags(DeleteTags),
+}
+
+/// What one step sends, and the existing rule it changes (whose caches are renewed after
+/// the run).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct StepRequest {
+    /// How the step is sent.
+    pub call: Call,
+    /// The id of an existing rule whose members, policies or settings the step changes.
+    pub touches: Option<String>,
+}
+
+/// The request of `step`, its references resolved from what earlier phases `done`.
+pub(super) fn request(step: &Step, done: &Applied) -> Result<StepRequest, ApplyError> {
+    let mut touches = None;
+    let mut rule_id = |rule: &RuleRef| -> Result<String, ApplyError> {
+        if let RuleRef::Existing { id, .. } = rule {
+            touches = Some(id.clone());
+        }
+        resolve_rule(step, rule, done)
+    };
+    let call = match step {
+        Step::AssociateIp { target, address } => Call::AssociateIp {
+            target: target.clone(),
+            address: *address,
+        },
+        Step::AdoptClaimedIp {
+            target,
+            id,
+            address,
+        } => Call::AdoptClaimedIp {
+            target: target.clone(),
+            id: id.clone(),
+            address: *address,
+        },
+        Step::CreateRule {
+            name,
+            ip,
+            network_id,
+            protocol,
+            public_port,
+            private_port,
+            algorithm,
+            cidrs,
+            open_firewall,
+        } => Call::CreateRule {
+            name: name.clone(),
+            call: Queued::of(&CreateLoadBalancerRule {
+                name: name.clone(),
+                algorithm: algorithm.as_str().to_string(),
+                privateport: u32::from(*private_port),
+                publicport: u32::from(*public_port),
+                publicipid: Some(resolve_ip(step, ip, done)?),
+                networkid: Some(network_id.clone()),
+                protocol: Some(protocol.as_str().to_string()),
+                openfirewall: Some(*open_firewall),
+                cidrlist: cidr_strings(cidrs),
+                ..Default::default()
+            }),
+        },
+        Step::UpdateRule {
+            id,
+            new_name,
+            protocol,
+            algorithm,
+            cidrs,
+            ..
+        } => {
+            touches = Some(id.clone());
+            Call::Job(Queued::of(&UpdateLoadBalancerRule {
+                id: id.clone(),
+                name: new_name.clone(),
+                protocol: protocol.map(|p| p.as_str().to_string()),
+                algorithm: algorithm.map(|a| a.as_str().to_string()),
+                cidrlist: cidrs.as_deref().map(cidr_strings).unwrap_or_default(),
+                ..Default::default()
+            }))
+        }
+        Step::DeleteRule { id, .. } => {
+            touches = Some(id.clone());
+            Call::Delete(Queued::of(&DeleteLoadBalancerRule { id: id.clone() }))
+        }
+        Step::AssignMembers { rule, vm_ids } => Call::Job(Queued::of(&AssignToLoadBalancerRule {
+            id: rule_id(rule)?,
+            virtualmachineids: vm_ids.clone(),
+            ..Default::default()
+        })),
+        Step::RemoveMembers { rule, vm_ids } => Call::RemoveMembers {
+            rule_id: rule_id(rule)?,
+            vm_ids: vm_ids.clone(),
+        },
+        Step::CreateFirewallRule {
+            ip,
+            protocol,
+            port,
+            cidrs,
+        } => Call::CreateTagged {
+            call: Queued::of(&CreateFirewallRule {
+                ipaddressid: resolve_ip(step, ip, done)?,
+                protocol: protocol.as_str().to_string(),
+                startport: Some(u32::from(*port)),
+                endport: Some(u32::from(*port)),
+                cidrlist: cidr_strings(cidrs),
+                ..Default::default()
+            }),
+            reply_key: "firewallrule",
+            resource_type: "FirewallRule",
+        },
+        Step::DeleteFirewallRule { id, .. } => {
+            Call::Delete(Queued::of(&DeleteFirewallRule { id: id.clone() }))
+        }
+        Step::CreateAclItem {
+            acl_id,
+            network_id,
+            protocol,
+            port,
+            cidrs,
+            reason,
+        } => Call::CreateTagged {
+            call: Queued::of(&CreateNetworkAcl {
+                protocol: protocol.as_str().to_string(),
+                aclid: Some(acl_id.clone()),
+                networkid: Some(network_id.clone()),
+                startport: Some(u32::from(*port)),
+                endport: Some(u32::from(*port)),
+                cidrlist: cidr_strings(cidrs),
+                traffictype: Some("Ingress".into()),
+                action: Some("Allow".into()),
+                reason: Some(reason.clone()),
+                ..Default::default()
+            }),
+            reply_key: "networkacl",
+            resource_type: "NetworkACL",
+        },
+        Step::DeleteAclItem { id, .. } => {
+            Call::Delete(Queued::of(&DeleteNetworkAcl { id: id.clone() }))
+        }
+        Step::CreateHealthCheck { rule, check } => {
+            Call::Job(Queued::of(&CreateLbHealthCheckPolicy {
+                lbruleid: rule_id(rule)?,
+                pingpath: Some(check.path.clone()),
+                responsetimeout: Some(check.timeout_secs),
+                intervaltime: Some(check.interval_secs),
+                healthythreshold: Some(check.healthy_threshold),
+                unhealthythreshold: Some(check.unhealthy_threshold),
+                description: Some(POLICY_DESCRIPTION.to_string()),
+                ..Default::default()
+            }))
+        }
+        Step::DeleteHealthCheck { id, .. } => {
+            Call::Delete(Queued::of(&DeleteLbHealthCheckPolicy { id: id.clone() }))
+        }
+        Step::CreateStickiness { rule, name, policy } => {
+            Call::Job(Queued::of(&CreateLbStickinessPolicy {
+                lbruleid: rule_id(rule)?,
+                name: name.clone(),
+                methodname: policy.method.as_str().to_string(),
+                param: policy
+                    .params
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                description: Some(POLICY_DESCRIPTION.to_string()),
+                ..Default::default()
+            }))
+        }
+        Step::DeleteStickiness { id, .. } => {
+            Call::Delete(Queued::of(&DeleteLbStickinessPolicy { id: id.clone() }))
+        }
+        Step::TagResources {
+            resource_type,
+            resources,
+            tags,
+        } => {
+            let resourceids = resources
+                .iter()
+                .map(|resource| match resource {
+                    ResourceRef::Existing(id) => Ok(id.clone()),
+                    ResourceRef::CreatedRule(name) => {
+                        resolve_rule(step, &RuleRef::Created { name: name.clone() }, done)
+                    }
+                    ResourceRef::AssociatedIp => resolve_ip(step, &IpRef::Associated, done),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Call::CreateTags(CreateTags {
+                resourceids,
+                resourcetype: resource_type.as_str().to_string(),
+                tags: tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                ..Default::default()
+            })
+        }
+        Step::UntagResources {
+            resource_type,
+            resources,
+            keys,
+        } => Call::DeleteTags(DeleteTags {
+            resourceids: resources.clone(),
+            resourcetype: resource_type.as_str().to_string(),
+            tags: keys.iter().map(|k| (k.clone(), String::new())).collect(),
+        }),
+        Step::ReleaseIp { id, .. } => Call::Delete(Queued::of(&DisassociateIpAddress {
+            id: Some(id.clone()),
+            ..Default::default()
+        })),
+    };
+    Ok(StepRequest { call, touches })
+}
+
+fn cidr_strings(cidrs: &[Cidr]) -> Vec<String> {
+    cidrs.iter().map(Cidr::to_string).collect()
+}
+
+/// The id of an IP a step refers to.
+fn resolve_ip(step: &Step, ip: &IpRef, done: &Applied) -> Result<String, ApplyError> {
+    match ip {
+        IpRef::Existing { id, .. } => Ok(id.clone()),
+        IpRef::Associated => done
+            .associated_ip
+            .as_ref()
+            .map(|(id, _)| id.clone())
+            .ok_or_else(|| ApplyError::Unresolved {
+                step: step.to_string(),
+                detail: "no IP was associated".into(),
+            }),
+    }
+}
+
+/// The id of a rule a step refers to.
+fn resolve_rule(step: &Step, rule: &RuleRef, done: &Applied) -> Result<String, ApplyError> {
+    match rule {
+        RuleRef::Existing { id, .. } => Ok(id.clone()),
+        RuleRef::Created { name } => {
+            done.created_rules
+                .get(name)
+                .cloned()
+                .ok_or_else(|| ApplyError::Unresolved {
+                    step: step.to_string(),
+                    detail: format!("rule {name} was not created"),
+                })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done() -> Applied {
+        let mut done = Applied {
+            associated_ip: Some(("ip-1".into(), "203.0.113.5".parse().expect("address"))),
+            ..Applied::default()
+        };
+        done.created_rules
+            .insert("aabc-tcp-80".into(), "rule-9".into());
+        done
+    }
+
+    fn created(name: &str) -> RuleRef {
+        RuleRef::Created { name: name.into() }
+    }
+
+    fn existing(id: &str) -> RuleRef {
+        RuleRef::Existing {
+            id: id.into(),
+            name: "x".into(),
+        }
+    }
+
+    #[test]
+    fn references_resolve_from_earlier_phases() {
+        let assign = |rule| Step::AssignMembers {
+            rule,
+            vm_ids: vec!["vm-1".into()],
+        };
+        let to_created = request(&assign(created("aabc-tcp-80")), &done()).expect("resolved");
+        assert_eq!(
+            to_created.call,
+            Call::Job(Queued::of(&AssignToLoadBalancerRule {
+                id: "rule-9".into(),
+                virtualmachineids: vec!["vm-1".into()],
+                ..Default::default()
+            }))
+        );
+        assert_eq!(to_created.touches, None, "a created rule is new anyway");
+        let to_existing = request(&assign(existing("rule-1")), &done()).expect("resolved");
+        assert_eq!(
+            to_existing.touches.as_deref(),
+            Some("rule-1"),
+            "existing rules are marked touched"
+        );
+        let err = request(&assign(created("aabc-tcp-81")), &done()).expect_err("not created");
+        assert!(
+            err.to_string().contains("aabc-tcp-81 was not created"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn new_rules_stand_on_the_associated_ip() {
+        let step = Step::TagResources {
+            resource_type: super::super::super::plan::TagResourceType::PublicIpAddress,
+            resources: vec![ResourceRef::AssociatedIp],
+            tags: Default::default(),
+        };
+        let Call::CreateTags(tags) = request(&step, &done()).expect("resolved").call else {
+            panic!("tags are sent directly");
+        };
+        assert_eq!(tags.resourceids, vec!["ip-1".to_string()]);
+        let nothing_yet = Applied::default();
+        let err = request(&step, &nothing_yet).expect_err("nothing associated yet");
+        assert!(err.to_string().contains("no IP was associated"), "{err}");
+    }
+
+    #[test]
+    fn each_kind_of_step_is_sent_its_way() {
+        let delete = Step::DeleteRule {
+            id: "r1".into(),
+            name: "n".into(),
+        };
+        let sent = request(&delete, &Applied::default()).expect("no reference");
+        assert_eq!(
+            sent.call,
+            Call::Delete(Queued::of(&DeleteLoadBalancerRule { id: "r1".into() }))
+        );
+        assert_eq!(sent.touches.as_deref(), Some("r1"));
+        let remove = Step::RemoveMembers {
+            rule: existing("rule-1"),
+            vm_ids: vec!["vm-2".into()],
+        };
+        assert_eq!(
+            request(&remove, &Applied::default())
+                .expect("resolved")
+                .call,
+            Call::RemoveMembers {
+                rule_id: "rule-1".into(),
+                vm_ids: vec!["vm-2".into()],
+            }
+        );
+        let release = Step::ReleaseIp {
+            id: "ip-1".into(),
+            address: "203.0.113.5".parse().expect("address"),
+        };
+        let Call::Delete(call) = request(&release, &Applied::default()).expect("sent").call else {
+            panic!("a release is a delete");
+        };
+        assert_eq!(call.command, "disassociateIpAddress");
+    }
+}

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
-use crate::cloud::loadbalancer::annotations::Cidr;
+use crate::cloud::cidr::Cidr;
 use values::{parse_duration, parse_go_bool};
 
 /// The provider name the binary answers to (`--cloud-provider`), also the scheme of the

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use cloudstack_sim::state::{LbRule, State};
 
 use crate::cli::DemoArgs;
-use crate::cloud::loadbalancer::default_lb_name;
+use crate::cloud::loadbalancer::vocabulary::default_lb_name;
 use crate::config::ConfigError;
 use crate::connect::ConnectError;
 

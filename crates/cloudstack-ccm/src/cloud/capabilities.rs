@@ -8,8 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::cloud::loadbalancer::LbProtocol;
-use crate::cloud::loadbalancer::annotations::{Algorithm, StickinessMethod};
+use crate::cloud::loadbalancer::vocabulary::{Algorithm, LbProtocol, StickinessMethod};
 
 /// The built-in ACL lists that rules cannot be added to.
 pub const DEFAULT_ACL_LISTS: [&str; 2] = ["default_allow", "default_deny"];

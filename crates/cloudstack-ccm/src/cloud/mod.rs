@@ -1,6 +1,7 @@
 //! Everything that asks CloudStack on behalf of Kubernetes.
 
 pub mod capabilities;
+pub mod cidr;
 pub mod instances;
 pub mod inventory;
 pub mod loadbalancer;

@@ -28,12 +28,12 @@ use cloudstack::{
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::annotations::Cidr;
 use super::job_queue::{PlanTicket, QueuedJob};
 use super::observe::details::read_members;
 use super::plan::{
     AssociateTarget, IpRef, POLICY_DESCRIPTION, Plan, ResourceRef, RuleRef, Step, TagResourceType,
 };
+use crate::cloud::cidr::Cidr;
 
 /// The public IP a plan associated, as recorded on the Service.
 #[derive(Debug, Clone, PartialEq, Eq)]

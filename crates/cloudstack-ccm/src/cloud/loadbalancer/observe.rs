@@ -9,9 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use super::LbProtocol;
-use super::annotations::{Algorithm, Cidr, StickinessMethod};
-use crate::cloud::loadbalancer::IpProtocol;
+use super::vocabulary::{Algorithm, IpProtocol, LbProtocol, StickinessMethod};
+use crate::cloud::cidr::Cidr;
 
 /// Resource tags as `key -> value`.
 pub type Tags = BTreeMap<String, String>;

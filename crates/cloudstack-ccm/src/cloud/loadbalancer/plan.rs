@@ -36,17 +36,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
 
-use super::annotations::{Algorithm, Cidr};
 use super::observe::{
     GO_CCM_MANAGED_TEXT, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedLb,
     ObservedRule, TAG_ASSOCIATED, TAG_CLUSTER, TAG_HEALTH_CHECK, TAG_OPEN_FIREWALL,
     TAG_SERVICE_UID, TAG_STICKINESS, Tags,
 };
 use super::spec::{HealthCheck, LbSpec, RuleSpec, Stickiness};
-use super::{IpProtocol, LbProtocol};
+use super::vocabulary::{Algorithm, IpProtocol, LbProtocol};
 use crate::cloud::capabilities::{
     DEFAULT_ACL_LISTS, NetworkCapabilities, PortAccess, ServerFeatures,
 };
+use crate::cloud::cidr::Cidr;
 
 mod planner;
 mod step;

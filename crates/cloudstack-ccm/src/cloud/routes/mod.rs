@@ -15,7 +15,7 @@ pub mod plan;
 
 use std::net::IpAddr;
 
-use crate::cloud::loadbalancer::annotations::Cidr;
+use crate::cloud::cidr::Cidr;
 
 pub use crate::cloud::loadbalancer::observe::TAG_CLUSTER;
 

@@ -164,7 +164,7 @@ fn converged(service: &Value, sim: &cloudstack_sim::SimServer, allow_stuck: bool
     };
     let prefix = format!(
         "{}-",
-        cloudstack_ccm::cloud::loadbalancer::default_lb_name(uid(service))
+        cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(uid(service))
     );
     let want = port_count(service);
     let wanted = wanted_ports(service);

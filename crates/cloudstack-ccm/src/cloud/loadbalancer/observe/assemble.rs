@@ -16,9 +16,9 @@ use super::{
     ForeignRule, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedIp, ObservedLb,
     ObservedRule, TAG_ASSOCIATED, TAG_HEALTH_CHECK, TAG_SERVICE_UID, TAG_STICKINESS, Tags,
 };
-use crate::cloud::loadbalancer::annotations::{Algorithm, Cidr};
+use crate::cloud::cidr::Cidr;
 use crate::cloud::loadbalancer::spec::LbSpec;
-use crate::cloud::loadbalancer::{IpProtocol, LbProtocol};
+use crate::cloud::loadbalancer::vocabulary::{Algorithm, IpProtocol, LbProtocol};
 
 /// Tags as a map (entries without a key are skipped).
 pub fn tag_map(tags: &[Tag]) -> Tags {

@@ -1,6 +1,5 @@
 //! Everything that asks CloudStack on behalf of Kubernetes.
 
-pub mod capabilities;
 pub mod cidr;
 pub mod instances;
 pub mod inventory;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::apply::{self, ApplyError, IpRecorder, PickedAddresses};
+use super::capabilities::{NetworkCapabilities, NetworkFacts, PortAccess, ServerFeatures};
 use super::job_queue::NetworkQueues;
 use super::observe::ObservedLb;
 use super::observe::assemble::{ObserveInputs, observe};
@@ -15,9 +16,6 @@ use super::observe::details::{PolicyKinds, RuleDetails, RuleDetailsCache};
 use super::observe::snapshot::{CloudSnapshot, SnapshotCache};
 use super::plan::{self, Backends, Plan, PlanContext, PlanError, RuleRef, Step};
 use super::spec::LbSpec;
-use crate::cloud::capabilities::{
-    NetworkCapabilities, NetworkFacts, NetworkService, PortAccess, ServerFeatures,
-};
 use crate::cloud::provider_id::ProviderId;
 
 /// Why a Service's load balancer could not be ensured or deleted.
@@ -185,30 +183,6 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// The capabilities of a listed network.
-pub fn network_facts(network: &cloudstack::Network) -> NetworkFacts {
-    NetworkFacts {
-        id: network.id.clone().unwrap_or_default(),
-        name: network.name.clone().unwrap_or_default(),
-        vpc_id: network.vpcid.clone().filter(|v| !v.is_empty()),
-        acl_id: network.aclid.clone().filter(|v| !v.is_empty()),
-        acl_name: network.aclname.clone().filter(|v| !v.is_empty()),
-        services: network
-            .service
-            .iter()
-            .map(|s| NetworkService {
-                name: s.name.clone().unwrap_or_default(),
-                capabilities: s
-                    .capability
-                    .iter()
-                    .filter_map(|c| Some((c.name.clone()?, c.value.clone().unwrap_or_default())))
-                    .collect(),
-                providers: s.provider.iter().filter_map(|p| p.name.clone()).collect(),
-            })
-            .collect(),
-    }
-}
-
 impl Engine {
     /// An engine using `client`.
     pub fn new(client: cloudstack::Client, settings: EngineSettings) -> Engine {
@@ -320,7 +294,7 @@ impl Engine {
             .ok_or_else(|| EnsureError::Network(format!("network {network_id} not found")))?;
         Ok(PlanContext {
             network: NetworkCapabilities::from_facts(
-                &network_facts(network),
+                &NetworkFacts::from_network(network),
                 &self.settings.server,
             ),
             server: self.settings.server,
@@ -620,36 +594,5 @@ mod tests {
             name: "n".into(),
         }];
         assert_eq!(prepared(delete).change(), Change::Other);
-    }
-
-    #[test]
-    fn listed_networks_become_capability_facts() {
-        let network: cloudstack::Network = serde_json::from_value(serde_json::json!({
-            "id": "n1", "name": "tier", "vpcid": "v1", "aclid": "a1", "aclname": "web",
-            "service": [{
-                "name": "Lb",
-                "capability": [{ "name": "SupportedProtocols", "value": "tcp, udp" }],
-                "provider": [{ "name": "VpcVirtualRouter" }]
-            }, { "name": "NetworkACL" }]
-        }))
-        .expect("network decodes");
-        let facts = network_facts(&network);
-        assert_eq!(facts.id, "n1");
-        assert_eq!(facts.vpc_id.as_deref(), Some("v1"));
-        assert_eq!(facts.acl_id.as_deref(), Some("a1"));
-        assert_eq!(facts.services.len(), 2);
-        assert_eq!(
-            facts.services[0].capability("SupportedProtocols"),
-            Some("tcp, udp")
-        );
-        assert_eq!(facts.services[0].providers, ["VpcVirtualRouter"]);
-        let empty: cloudstack::Network =
-            serde_json::from_value(serde_json::json!({ "id": "n2", "vpcid": "" }))
-                .expect("network decodes");
-        assert_eq!(
-            network_facts(&empty).vpc_id,
-            None,
-            "an empty vpcid is no VPC"
-        );
     }
 }

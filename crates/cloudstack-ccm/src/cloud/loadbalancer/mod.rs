@@ -1,10 +1,12 @@
 //! The load-balancer engine: spec -> observe -> plan -> apply.
 //!
 //! [`vocabulary`] holds the words every step shares (protocols, algorithms, stickiness
-//! methods, rule names).
+//! methods, rule names); [`capabilities`] what a network's load-balancer provider and
+//! the server allow.
 
 pub mod annotations;
 pub mod apply;
+pub mod capabilities;
 pub mod ensure;
 pub mod job_queue;
 pub mod observe;

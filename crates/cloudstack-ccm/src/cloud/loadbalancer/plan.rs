@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
 
+use super::capabilities::{DEFAULT_ACL_LISTS, NetworkCapabilities, PortAccess, ServerFeatures};
 use super::observe::{
     GO_CCM_MANAGED_TEXT, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedLb,
     ObservedRule, TAG_ASSOCIATED, TAG_CLUSTER, TAG_HEALTH_CHECK, TAG_OPEN_FIREWALL,
@@ -43,9 +44,6 @@ use super::observe::{
 };
 use super::spec::{HealthCheck, LbSpec, RuleSpec, Stickiness};
 use super::vocabulary::{Algorithm, IpProtocol, LbProtocol};
-use crate::cloud::capabilities::{
-    DEFAULT_ACL_LISTS, NetworkCapabilities, PortAccess, ServerFeatures,
-};
 use crate::cloud::cidr::Cidr;
 
 mod planner;

@@ -3,8 +3,8 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::cloud::capabilities::{NetworkFacts, NetworkService};
 use crate::cloud::loadbalancer::annotations as ann;
+use crate::cloud::loadbalancer::capabilities::{NetworkFacts, NetworkService};
 use crate::cloud::loadbalancer::observe::{ForeignRule, ObservedIp, ObservedStickiness};
 use crate::cloud::loadbalancer::spec::SpecOptions;
 use crate::cloud::loadbalancer::vocabulary::StickinessMethod;

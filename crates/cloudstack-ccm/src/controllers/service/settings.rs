@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::cloud::capabilities::ServerFeatures;
+use crate::cloud::loadbalancer::capabilities::ServerFeatures;
 use crate::cloud::loadbalancer::ensure::EngineSettings;
 use crate::cloud::loadbalancer::spec::SpecOptions;
 use crate::controllers::Context;

@@ -11,9 +11,9 @@ use super::apply::{self, ApplyError, IpRecorder, PickedAddresses};
 use super::capabilities::{NetworkCapabilities, NetworkFacts, PortAccess, ServerFeatures};
 use super::job_queue::NetworkQueues;
 use super::observe::ObservedLb;
+use super::observe::account_view::{AccountView, AccountViewCache};
 use super::observe::assemble::{ObserveInputs, observe};
 use super::observe::details::{PolicyKinds, RuleDetails, RuleDetailsCache};
-use super::observe::snapshot::{CloudSnapshot, SnapshotCache};
 use super::plan::{self, Backends, Plan, PlanContext, PlanError, RuleRef, Step};
 use super::spec::LbSpec;
 use crate::cloud::provider_id::ProviderId;
@@ -157,7 +157,7 @@ pub struct EngineSettings {
     /// Version gates of the server.
     pub server: ServerFeatures,
     /// Longest use of one view of CloudStack (a resync renews it anyway).
-    pub snapshot_max_age: Duration,
+    pub view_max_age: Duration,
     /// Longest use of a rule's cached members and policies.
     pub details_max_age: Duration,
 }
@@ -166,7 +166,7 @@ pub struct EngineSettings {
 pub struct Engine {
     client: cloudstack::Client,
     settings: EngineSettings,
-    snapshots: SnapshotCache,
+    views: AccountViewCache,
     details: RuleDetailsCache,
     queues: NetworkQueues,
     /// Addresses picked by plans running now.
@@ -188,7 +188,7 @@ impl Engine {
     pub fn new(client: cloudstack::Client, settings: EngineSettings) -> Engine {
         Engine {
             client,
-            snapshots: SnapshotCache::new(settings.snapshot_max_age),
+            views: AccountViewCache::new(settings.view_max_age),
             details: RuleDetailsCache::new(settings.details_max_age),
             queues: NetworkQueues::default(),
             picked: PickedAddresses::default(),
@@ -199,23 +199,23 @@ impl Engine {
 
     /// Starts a resync: the next reads renew the shared view of CloudStack.
     pub fn start_resync(&self) {
-        self.snapshots.invalidate();
+        self.views.invalidate();
         self.prune_details.store(true, Ordering::SeqCst);
     }
 
     /// The shared view; after a resync started, also forgets the cached details of
     /// rules that no longer exist (deleted by hand).
-    async fn snapshot(&self) -> Result<Arc<CloudSnapshot>, EnsureError> {
-        let snapshot = self
-            .snapshots
+    async fn view(&self) -> Result<Arc<AccountView>, EnsureError> {
+        let view = self
+            .views
             .get(&self.client)
             .await
             .map_err(EnsureError::Observe)?;
         if self.prune_details.swap(false, Ordering::SeqCst) {
             self.details
-                .retain(snapshot.rules.iter().filter_map(|r| r.id.as_deref()));
+                .retain(view.rules.iter().filter_map(|r| r.id.as_deref()));
         }
-        Ok(snapshot)
+        Ok(view)
     }
 
     /// Resolves Nodes (name, providerID) to their VMs and the VMs' default-NIC network,
@@ -229,7 +229,7 @@ impl Engine {
         nodes: &[(String, String)],
         network_id: Option<&str>,
     ) -> Result<ResolvedBackends, EnsureError> {
-        let snapshot = self.snapshot().await?;
+        let view = self.view().await?;
         let mut by_network: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
         for (name, provider_id) in nodes {
             let vm_id = match ProviderId::parse(provider_id) {
@@ -239,7 +239,7 @@ impl Engine {
                     continue;
                 }
             };
-            match snapshot.vm_networks.get(&vm_id) {
+            match view.vm_networks.get(&vm_id) {
                 Some(network) => {
                     by_network
                         .entry(network.clone())
@@ -286,10 +286,10 @@ impl Engine {
     /// The capabilities of network `network_id` from the view.
     fn plan_context(
         &self,
-        snapshot: &CloudSnapshot,
+        view: &AccountView,
         network_id: &str,
     ) -> Result<PlanContext, EnsureError> {
-        let network = snapshot
+        let network = view
             .network(network_id)
             .ok_or_else(|| EnsureError::Network(format!("network {network_id} not found")))?;
         Ok(PlanContext {
@@ -308,14 +308,14 @@ impl Engine {
         spec: &LbSpec,
         backends: &Backends,
     ) -> Result<Prepared, EnsureError> {
-        let snapshot = self.snapshot().await?;
-        let network_id = self.network_of(&snapshot, spec, backends)?;
-        let ctx = self.plan_context(&snapshot, &network_id)?;
-        let observed = self.observe(&snapshot, spec, &ctx.network).await?;
+        let view = self.view().await?;
+        let network_id = self.network_of(&view, spec, backends)?;
+        let ctx = self.plan_context(&view, &network_id)?;
+        let observed = self.observe(&view, spec, &ctx.network).await?;
         let mut backends = backends.clone();
         backends.network_id = network_id.clone();
         let plan = plan::plan(spec, &observed, &backends, &ctx)?;
-        let zone_id = snapshot.network(&network_id).and_then(|n| n.zoneid.clone());
+        let zone_id = view.network(&network_id).and_then(|n| n.zoneid.clone());
         Ok(Prepared {
             plan,
             observed,
@@ -328,14 +328,14 @@ impl Engine {
     /// recorded on the Service, else the one of its existing rules.
     fn network_of(
         &self,
-        snapshot: &CloudSnapshot,
+        view: &AccountView,
         spec: &LbSpec,
         backends: &Backends,
     ) -> Result<String, EnsureError> {
         if !backends.network_id.is_empty() {
             return Ok(backends.network_id.clone());
         }
-        known_network(snapshot, spec).ok_or_else(|| {
+        known_network(view, spec).ok_or_else(|| {
             EnsureError::Network(
                 "no eligible node with a VM, so the load balancer's network is unknown".into(),
             )
@@ -346,13 +346,13 @@ impl Engine {
     /// (or asked for by) the Service, else the one of its existing rules; `None` for a
     /// new load balancer.
     pub async fn network_in_use(&self, spec: &LbSpec) -> Result<Option<String>, EnsureError> {
-        let snapshot = self.snapshot().await?;
-        Ok(known_network(&snapshot, spec))
+        let view = self.view().await?;
+        Ok(known_network(&view, spec))
     }
 
     async fn observe(
         &self,
-        snapshot: &CloudSnapshot,
+        view: &AccountView,
         spec: &LbSpec,
         network: &NetworkCapabilities,
     ) -> Result<ObservedLb, EnsureError> {
@@ -369,7 +369,7 @@ impl Engine {
             },
             acl_id,
         };
-        observe(&inputs, snapshot, spec)
+        observe(&inputs, view, spec)
             .await
             .map_err(EnsureError::Observe)
     }
@@ -421,7 +421,7 @@ impl Engine {
 
     /// Renews what the controller's own changes made stale.
     fn after_changes(&self, applied: &apply::Applied) {
-        self.snapshots.invalidate_objects();
+        self.views.invalidate_objects();
         for id in applied
             .touched_rules
             .iter()
@@ -468,12 +468,9 @@ impl Engine {
     /// Deletes the load balancer of `spec` (its rules, their firewall rules or ACL items,
     /// and the IP when the controller associated it and nothing else uses it).
     pub async fn ensure_deleted(&self, spec: &LbSpec) -> Result<Deleted, EnsureError> {
-        let snapshot = self.snapshot().await?;
-        let network_id = self.network_of(&snapshot, spec, &Backends::default()).ok();
-        let ctx = match network_id
-            .as_deref()
-            .map(|id| self.plan_context(&snapshot, id))
-        {
+        let view = self.view().await?;
+        let network_id = self.network_of(&view, spec, &Backends::default()).ok();
+        let ctx = match network_id.as_deref().map(|id| self.plan_context(&view, id)) {
             Some(Ok(ctx)) => ctx,
             // No rules and no recorded network: nothing opens ports, only the IP may go.
             _ => PlanContext {
@@ -485,7 +482,7 @@ impl Engine {
                 cluster_name: self.settings.cluster_name.clone(),
             },
         };
-        let observed = self.observe(&snapshot, spec, &ctx.network).await?;
+        let observed = self.observe(&view, spec, &ctx.network).await?;
         let plan = plan::plan_delete(&spec.delete_spec(), &observed, &ctx);
         if plan.is_empty() {
             return Ok(Deleted {
@@ -513,10 +510,9 @@ impl Engine {
 }
 
 /// The network recorded on the Service (`…-network-id`), else the one of its rules.
-fn known_network(snapshot: &CloudSnapshot, spec: &LbSpec) -> Option<String> {
+fn known_network(view: &AccountView, spec: &LbSpec) -> Option<String> {
     spec.recorded_network_id.clone().or_else(|| {
-        snapshot
-            .rules
+        view.rules
             .iter()
             .find(|r| r.name.as_deref().is_some_and(|n| spec.owns_rule_name(n)))
             .and_then(|r| r.networkid.clone())

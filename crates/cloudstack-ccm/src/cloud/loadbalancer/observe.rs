@@ -219,6 +219,6 @@ impl ObservedLb {
 
 // The reading functions: the shared per-resync view of CloudStack, the per-rule cache of
 // members and policies, and the assembly of one Service's `ObservedLb` from both.
+pub mod account_view;
 pub mod assemble;
 pub mod details;
-pub mod snapshot;

@@ -107,7 +107,7 @@ pub struct ManagerArgs {
     #[arg(global = true, long, value_name = "NAME", default_value = PROVIDER_NAME, value_parser = parse_provider)]
     pub cloud_provider: String,
 
-    /// Path to the cloud-config file (gcfg, [Global] section).
+    /// Path to the cloud-config file (gcfg, `[Global]` section).
     #[arg(global = true, long, value_name = "PATH")]
     pub cloud_config: Option<PathBuf>,
 

@@ -378,7 +378,7 @@ fn rule_id(step: &Step, rule: &RuleRef, state: &Mutex<Applied>) -> Result<String
     }
 }
 
-/// Runs one step to the end of its job.
+/// Runs one step to its end (its jobs awaited).
 async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
     let state = &run.state;
     match step {

@@ -1,5 +1,7 @@
-//! The engine: `ensure` (observe → plan → apply) and `ensure_deleted` for one Service,
-//! sharing one view of CloudStack and one per-rule cache across every Service.
+//! The [`Engine`]: for one Service, [`Engine::prepare`] (observe → plan) and
+//! [`Engine::apply`], or [`Engine::ensure_deleted`]; every Service shares one view of the
+//! account ([`AccountView`]), one per-rule cache of members and policies, and the
+//! networks' job queues.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -136,15 +138,15 @@ pub struct Ensured {
     pub network_id: String,
     /// Warnings of the plan (for a Warning Event).
     pub warnings: Vec<String>,
-    /// Jobs run.
-    pub jobs: usize,
+    /// Steps of the plan run (most are one async job; see [`Step`]).
+    pub steps: usize,
 }
 
 /// The result of deleting a load balancer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deleted {
-    /// Jobs run (0: there was nothing).
-    pub jobs: usize,
+    /// Steps of the plan run (0: there was nothing).
+    pub steps: usize,
     /// Warnings (e.g. the IP was kept).
     pub warnings: Vec<String>,
 }
@@ -415,7 +417,7 @@ impl Engine {
             ip_id,
             network_id,
             warnings,
-            jobs: applied.steps_done,
+            steps: applied.steps_done,
         })
     }
 
@@ -486,7 +488,7 @@ impl Engine {
         let plan = plan::plan_delete(&spec.delete_spec(), &observed, &ctx);
         if plan.is_empty() {
             return Ok(Deleted {
-                jobs: 0,
+                steps: 0,
                 warnings: plan.warnings,
             });
         }
@@ -503,7 +505,7 @@ impl Engine {
         self.after_changes(&applied);
         result?;
         Ok(Deleted {
-            jobs: applied.steps_done,
+            steps: applied.steps_done,
             warnings: plan.warnings,
         })
     }

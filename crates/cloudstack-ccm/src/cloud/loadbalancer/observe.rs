@@ -1,10 +1,12 @@
-//! The observed state of one Service's load balancer in CloudStack: [`ObservedLb`].
+//! The observed state of one Service's load balancer in CloudStack: [`ObservedLb`], and
+//! the ownership tags that tell what is the controller's.
 //!
 //! These are the data types the planner compares with the spec. They follow the shape
 //! of CloudStack's responses (ids, names, ports, CIDR lists, tags) and know nothing of
-//! Kubernetes. The reading functions that fill them from CloudStack are added by the
-//! observe step (rules matched by exact name, the IP by its recorded id, firewall rules
-//! or ACL items for our ports, members, tags, policies).
+//! Kubernetes. They are filled by the submodules: [`account_view`] reads what the
+//! account sees once per resync, [`details`] caches each rule's members and policies,
+//! and [`assemble`] picks one Service's share out of both (rules matched by exact name,
+//! the IP by its recorded id or address, firewall rules or ACL items for its ports).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -217,8 +219,6 @@ impl ObservedLb {
     }
 }
 
-// The reading functions: the shared per-resync view of CloudStack, the per-rule cache of
-// members and policies, and the assembly of one Service's `ObservedLb` from both.
 pub mod account_view;
 pub mod assemble;
 pub mod details;

@@ -263,7 +263,7 @@ async fn ensure(
             )
             .await;
         }
-        tracing::info!(service = %key_of(service), jobs = ensured.jobs, ip = %ensured.public_ip, "load balancer ensured");
+        tracing::info!(service = %key_of(service), steps = ensured.steps, ip = %ensured.public_ip, "load balancer ensured");
     }
     if spec.recorded_ip_id.as_deref() != Some(ensured.ip_id.as_str()) {
         // An adopted load balancer (or one whose annotation was lost): record its IP so
@@ -320,7 +320,7 @@ async fn cleanup(
             return Err(err.into());
         }
     };
-    tracing::info!(service = %key_of(service), jobs = deleted.jobs, "load balancer deleted");
+    tracing::info!(service = %key_of(service), steps = deleted.steps, "load balancer deleted");
     for warning in deleted.warnings {
         events::publish(
             &state.recorder,

@@ -7,3 +7,4 @@ pub mod loadbalancer;
 pub mod orphans;
 pub mod provider_id;
 pub mod routes;
+pub mod tags;

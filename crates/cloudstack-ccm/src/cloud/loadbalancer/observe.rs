@@ -1,5 +1,4 @@
-//! The observed state of one Service's load balancer in CloudStack: [`ObservedLb`], and
-//! the ownership tags that tell what is the controller's.
+//! The observed state of one Service's load balancer in CloudStack: [`ObservedLb`].
 //!
 //! These are the data types the planner compares with the spec. They follow the shape
 //! of CloudStack's responses (ids, names, ports, CIDR lists, tags) and know nothing of
@@ -13,24 +12,7 @@ use std::net::IpAddr;
 
 use super::vocabulary::{Algorithm, IpProtocol, LbProtocol, StickinessMethod};
 use crate::cloud::cidr::Cidr;
-
-/// Resource tags as `key -> value`.
-pub type Tags = BTreeMap<String, String>;
-
-/// Tag key naming the cluster that owns a resource.
-pub const TAG_CLUSTER: &str = "cloudstack-ccm/cluster";
-/// Tag key naming the Service (UID) that owns a resource.
-pub const TAG_SERVICE_UID: &str = "cloudstack-ccm/service-uid";
-/// Tag key set on public IPs the controller associated itself.
-pub const TAG_ASSOCIATED: &str = "cloudstack-ccm/associated";
-/// Tag key set on rules the controller gave a health-check policy: their policies are
-/// read even when the Service no longer asks for one (to remove it).
-pub const TAG_HEALTH_CHECK: &str = "cloudstack-ccm/health-check";
-/// Tag key set on rules the controller created with `openfirewall=true`: CloudStack made
-/// their firewall rule (TCP, the rule's port, from `0.0.0.0/0`) and deletes it with them.
-pub const TAG_OPEN_FIREWALL: &str = "cloudstack-ccm/open-firewall";
-/// Tag key set on rules the controller gave a stickiness policy (as [`TAG_HEALTH_CHECK`]).
-pub const TAG_STICKINESS: &str = "cloudstack-ccm/stickiness";
+use crate::cloud::tags::{TAG_ASSOCIATED, Tags};
 
 /// Reason (ACL items) and description (policies) the Go CCM puts on what it creates;
 /// ACL items use `"<this> for <lb name>"`.

@@ -40,12 +40,15 @@ use std::net::IpAddr;
 use super::capabilities::{DEFAULT_ACL_LISTS, NetworkCapabilities, PortAccess, ServerFeatures};
 use super::observe::{
     GO_CCM_MANAGED_TEXT, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedLb,
-    ObservedRule, TAG_ASSOCIATED, TAG_CLUSTER, TAG_HEALTH_CHECK, TAG_OPEN_FIREWALL,
-    TAG_SERVICE_UID, TAG_STICKINESS, Tags,
+    ObservedRule,
 };
 use super::spec::{HealthCheck, LbSpec, RuleSpec, Stickiness};
 use super::vocabulary::{Algorithm, IpProtocol, LbProtocol};
 use crate::cloud::cidr::Cidr;
+use crate::cloud::tags::{
+    TAG_ASSOCIATED, TAG_CLUSTER, TAG_HEALTH_CHECK, TAG_OPEN_FIREWALL, TAG_SERVICE_UID,
+    TAG_STICKINESS, Tags,
+};
 
 mod planner;
 mod step;

@@ -17,11 +17,6 @@ use std::net::IpAddr;
 
 use crate::cloud::cidr::Cidr;
 
-pub use crate::cloud::loadbalancer::observe::TAG_CLUSTER;
-
-/// Tag naming the Node a route serves.
-pub const TAG_NODE: &str = "cloudstack-ccm/node";
-
 /// The first CloudStack version whose `createStaticRoute` takes `vpcid` + `nexthop`
 /// (`CreateStaticRouteCmd`, 4.22.0; before it a route needs a private gateway).
 pub const NEXT_HOP_SINCE: (u32, u32) = (4, 22);

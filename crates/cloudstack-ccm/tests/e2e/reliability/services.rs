@@ -2,7 +2,7 @@
 //! test can act while controller processes come and go), and what "converged" means.
 
 use cloudstack_ccm::cloud::loadbalancer::annotations;
-use cloudstack_ccm::cloud::loadbalancer::observe::TAG_SERVICE_UID;
+use cloudstack_ccm::cloud::tags::TAG_SERVICE_UID;
 use fake_apiserver::{Cluster, PatchType};
 use serde_json::{Value, json};
 

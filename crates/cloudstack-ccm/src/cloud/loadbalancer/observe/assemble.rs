@@ -14,11 +14,12 @@ use super::account_view::AccountView;
 use super::details::{PolicyKinds, RuleDetailsCache};
 use super::{
     ForeignRule, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedIp, ObservedLb,
-    ObservedRule, TAG_ASSOCIATED, TAG_HEALTH_CHECK, TAG_SERVICE_UID, TAG_STICKINESS, Tags,
+    ObservedRule,
 };
 use crate::cloud::cidr::Cidr;
 use crate::cloud::loadbalancer::spec::LbSpec;
 use crate::cloud::loadbalancer::vocabulary::{Algorithm, IpProtocol, LbProtocol};
+use crate::cloud::tags::{TAG_ASSOCIATED, TAG_HEALTH_CHECK, TAG_SERVICE_UID, TAG_STICKINESS, Tags};
 
 /// Tags as a map (entries without a key are skipped).
 pub fn tag_map(tags: &[Tag]) -> Tags {

@@ -76,8 +76,9 @@ impl TagResourceType {
 /// on the network; the exceptions: [`Step::AdoptClaimedIp`] makes no CloudStack call (it
 /// records an IP on the Service), [`Step::TagResources`] and [`Step::UntagResources`] are
 /// jobs that do not queue on the network, [`Step::AssociateIp`] first reads the zone's
-/// free addresses and records its pick on the Service when no address was asked for, and [`Step::RemoveMembers`] reads the
-/// members and runs a second job when CloudStack refuses the first.
+/// free addresses and records its pick on the Service when no address was asked for,
+/// and [`Step::RemoveMembers`] reads the members and runs a second job when CloudStack
+/// refuses the first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// `associateIpAddress`.

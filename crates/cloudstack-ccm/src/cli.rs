@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
-use crate::cloud::loadbalancer::annotations::Cidr;
+use crate::cloud::cidr::Cidr;
 use values::{parse_duration, parse_go_bool};
 
 /// The provider name the binary answers to (`--cloud-provider`), also the scheme of the
@@ -107,7 +107,7 @@ pub struct ManagerArgs {
     #[arg(global = true, long, value_name = "NAME", default_value = PROVIDER_NAME, value_parser = parse_provider)]
     pub cloud_provider: String,
 
-    /// Path to the cloud-config file (gcfg, [Global] section).
+    /// Path to the cloud-config file (gcfg, `[Global]` section).
     #[arg(global = true, long, value_name = "PATH")]
     pub cloud_config: Option<PathBuf>,
 

@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 use cloudstack_sim::state::{LbRule, State};
 
 use crate::cli::DemoArgs;
-use crate::cloud::loadbalancer::default_lb_name;
+use crate::cloud::loadbalancer::vocabulary::default_lb_name;
 use crate::config::ConfigError;
 use crate::connect::ConnectError;
 
-use self::progress::{Progress, Snapshot};
+use self::progress::{Progress, WorldState};
 use self::render::{Line, Mark, PhaseStats, Style, summary_table};
 use self::scenario::{NAMESPACE, NODES, SERVICE};
 use self::world::World;
@@ -287,7 +287,7 @@ fn rules_of<'a>(state: &'a State, uid: &str) -> Vec<&'a LbRule> {
 }
 
 /// `count` active rules of `protocol`, each with every VM as a member, and no job running.
-fn rules_ready(snapshot: &Snapshot, count: usize, protocol: &str) -> bool {
+fn rules_ready(snapshot: &WorldState, count: usize, protocol: &str) -> bool {
     let Some(uid) = snapshot.kube.service_uid.as_deref() else {
         return false;
     };

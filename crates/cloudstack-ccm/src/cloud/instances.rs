@@ -23,7 +23,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::inventory::{Inventory, InventoryError, Snapshot, VmRecord};
+use super::inventory::{Inventory, InventoryError, ListedVms, VmRecord};
 use super::provider_id::{ProviderId, ProviderIdError};
 
 /// Longest valid label value.
@@ -168,7 +168,7 @@ impl Instances {
     /// at once that must all be answered from the same list.
     pub fn find_vm_in(
         &self,
-        snapshot: &Snapshot,
+        snapshot: &ListedVms,
         node: &NodeRef<'_>,
     ) -> Result<Option<Arc<VmRecord>>, InstanceError> {
         VmKey::for_node(node)?.resolve(node.name, snapshot)
@@ -224,7 +224,7 @@ impl VmKey {
     fn resolve(
         &self,
         node: &str,
-        snapshot: &Snapshot,
+        snapshot: &ListedVms,
     ) -> Result<Option<Arc<VmRecord>>, InstanceError> {
         match self {
             Self::Id(id) => Ok(snapshot.by_id(id.vm_id()).cloned()),
@@ -497,7 +497,7 @@ mod tests {
             name: "worker-10".into(),
             ..vm()
         };
-        let snapshot = Snapshot::from_records(vec![vm(), other.clone()]);
+        let snapshot = ListedVms::from_records(vec![vm(), other.clone()]);
         let resolve = |name: &str| {
             VmKey::for_node(&node(name))
                 .unwrap()
@@ -513,7 +513,7 @@ mod tests {
             id: "7a0b4f3e-1c2d-4e5f-9a8b-7c6d5e4f3a2b".into(),
             ..vm()
         };
-        let snapshot = Snapshot::from_records(vec![vm(), twin]);
+        let snapshot = ListedVms::from_records(vec![vm(), twin]);
         let error = VmKey::for_node(&node("worker-1"))
             .unwrap()
             .resolve("worker-1", &snapshot)

@@ -172,14 +172,14 @@ impl Default for InventorySettings {
 
 /// The VMs as of one list call, indexed by id and by lower-cased name.
 #[derive(Debug, Default)]
-pub struct Snapshot {
+pub struct ListedVms {
     vms: Vec<Arc<VmRecord>>,
     by_id: HashMap<String, Arc<VmRecord>>,
     by_name: HashMap<String, Vec<Arc<VmRecord>>>,
     fetched_at: Option<Instant>,
 }
 
-impl Snapshot {
+impl ListedVms {
     /// A view of `records` as if just listed.
     pub fn from_records(records: Vec<VmRecord>) -> Self {
         Self::new(records, Instant::now())
@@ -276,7 +276,7 @@ struct RefreshState {
 pub struct Inventory {
     source: Arc<dyn VmSource>,
     settings: InventorySettings,
-    snapshot: RwLock<Arc<Snapshot>>,
+    snapshot: RwLock<Arc<ListedVms>>,
     refresh: tokio::sync::Mutex<RefreshState>,
     attempts: AtomicU64,
     hits: AtomicU64,
@@ -299,7 +299,7 @@ impl Inventory {
         Self {
             source,
             settings,
-            snapshot: RwLock::new(Arc::new(Snapshot::default())),
+            snapshot: RwLock::new(Arc::new(ListedVms::default())),
             refresh: tokio::sync::Mutex::new(RefreshState::default()),
             attempts: AtomicU64::new(0),
             hits: AtomicU64::new(0),
@@ -329,7 +329,7 @@ impl Inventory {
     }
 
     /// The current view, refreshed first when older than `max_age` (or never fetched).
-    pub async fn snapshot(&self) -> Result<Arc<Snapshot>, InventoryError> {
+    pub async fn snapshot(&self) -> Result<Arc<ListedVms>, InventoryError> {
         let max_age = self.settings.max_age;
         self.refresh_when(|snap| snap.age().is_none_or(|age| age >= max_age))
             .await
@@ -340,7 +340,7 @@ impl Inventory {
     /// VM is not there.
     pub async fn lookup<T>(
         &self,
-        find: impl Fn(&Snapshot) -> Option<T>,
+        find: impl Fn(&ListedVms) -> Option<T>,
     ) -> Result<Option<T>, InventoryError> {
         let snapshot = self.snapshot().await?;
         if let Some(found) = find(&snapshot) {
@@ -359,11 +359,11 @@ impl Inventory {
     }
 
     /// Lists the VMs now (single flight), whatever the age of the view.
-    pub async fn refresh(&self) -> Result<Arc<Snapshot>, InventoryError> {
+    pub async fn refresh(&self) -> Result<Arc<ListedVms>, InventoryError> {
         self.refresh_when(|_| true).await
     }
 
-    fn current(&self) -> Arc<Snapshot> {
+    fn current(&self) -> Arc<ListedVms> {
         self.snapshot
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -374,8 +374,8 @@ impl Inventory {
     /// another refresh ran takes that refresh's result instead of starting its own.
     async fn refresh_when(
         &self,
-        stale: impl Fn(&Snapshot) -> bool,
-    ) -> Result<Arc<Snapshot>, InventoryError> {
+        stale: impl Fn(&ListedVms) -> bool,
+    ) -> Result<Arc<ListedVms>, InventoryError> {
         let current = self.current();
         if !stale(&current) {
             return Ok(current);
@@ -400,7 +400,7 @@ impl Inventory {
         match result {
             Ok(records) => {
                 tracing::debug!(vms = records.len(), "inventory refreshed");
-                let fresh = Arc::new(Snapshot::new(records, Instant::now()));
+                let fresh = Arc::new(ListedVms::new(records, Instant::now()));
                 *self
                     .snapshot
                     .write()

@@ -1,9 +1,10 @@
 //! Everything that asks CloudStack on behalf of Kubernetes.
 
-pub mod capabilities;
+pub mod cidr;
 pub mod instances;
 pub mod inventory;
 pub mod loadbalancer;
 pub mod orphans;
 pub mod provider_id;
 pub mod routes;
+pub mod tags;

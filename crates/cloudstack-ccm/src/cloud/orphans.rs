@@ -18,8 +18,7 @@ use cloudstack::{
     ListPublicIpAddresses, ListStaticRoutes, Tag, tag_value,
 };
 
-use crate::cloud::loadbalancer::observe::{TAG_ASSOCIATED, TAG_CLUSTER, TAG_SERVICE_UID};
-use crate::cloud::routes::TAG_NODE;
+use crate::cloud::tags::{TAG_ASSOCIATED, TAG_CLUSTER, TAG_NODE, TAG_SERVICE_UID};
 
 /// The kind of an orphaned object (the `kind` label of the orphan metric).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -19,8 +19,8 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::cli::ManagerArgs;
+use crate::cloud::cidr::Cidr;
 use crate::cloud::instances::Instances;
-use crate::cloud::loadbalancer::annotations::Cidr;
 use crate::cloud::loadbalancer::job_queue::NetworkQueues;
 use crate::cloud::routes::plan::{RouteInputs, RoutePlan, RouteStep, plan};
 use crate::cloud::routes::{DesiredRoute, apply, cidr_contains, observe, unsupported_reason};

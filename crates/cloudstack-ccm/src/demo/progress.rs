@@ -21,7 +21,7 @@ const POLL: Duration = Duration::from_millis(20);
 
 /// What the demo saw at one instant.
 #[derive(Debug, Clone)]
-pub struct Snapshot {
+pub struct WorldState {
     /// The simulator's state.
     pub cloud: State,
     /// The demo's Kubernetes objects.
@@ -96,7 +96,7 @@ impl<W: Write> Progress<W> {
     }
 
     /// Looks at both servers once and prints what changed.
-    pub fn tick(&mut self, world: &World) -> Result<Snapshot, DemoError> {
+    pub fn tick(&mut self, world: &World) -> Result<WorldState, DemoError> {
         let cloud = world.sim.with_state(State::clone);
         let nodes = world
             .apiserver
@@ -121,7 +121,7 @@ impl<W: Write> Progress<W> {
         for line in lines {
             self.print(line)?;
         }
-        Ok(Snapshot {
+        Ok(WorldState {
             cloud,
             kube: self.kube.view().clone(),
         })
@@ -134,8 +134,8 @@ impl<W: Write> Progress<W> {
         world: &mut World,
         phase: &str,
         what: &str,
-        converged: impl Fn(&Snapshot) -> bool,
-    ) -> Result<Snapshot, DemoError> {
+        converged: impl Fn(&WorldState) -> bool,
+    ) -> Result<WorldState, DemoError> {
         loop {
             let snapshot = self.tick(world)?;
             if converged(&snapshot) {

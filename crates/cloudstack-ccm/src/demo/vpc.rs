@@ -73,7 +73,7 @@ fn routes(sim: &SimServer) -> Vec<(String, String, String)> {
                 let node = state
                     .tags
                     .iter()
-                    .find(|t| t.resource_id == r.id && t.key == crate::cloud::routes::TAG_NODE)
+                    .find(|t| t.resource_id == r.id && t.key == crate::cloud::tags::TAG_NODE)
                     .map(|t| t.value.clone())
                     .unwrap_or_default();
                 (r.cidr.clone(), r.next_hop.clone().unwrap_or_default(), node)

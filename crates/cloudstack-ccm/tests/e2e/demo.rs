@@ -180,7 +180,7 @@ async fn plan_prints_the_steps_and_changes_nothing() {
         "stdout:\n{stdout}\nstderr:\n{}",
         text(&output.stderr)
     );
-    let lb_name = cloudstack_ccm::cloud::loadbalancer::default_lb_name(
+    let lb_name = cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(
         created["metadata"]["uid"].as_str().expect("a UID"),
     );
     for step in [

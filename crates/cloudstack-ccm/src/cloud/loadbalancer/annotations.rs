@@ -7,9 +7,11 @@
 //! the same `service.beta.kubernetes.io/cloudstack-load-balancer-` family.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::fmt::Write as _;
 use std::net::IpAddr;
+
+use super::vocabulary::{Algorithm, StickinessMethod};
+use crate::cloud::cidr::Cidr;
 
 /// Common prefix of the CloudStack load-balancer annotations.
 pub const PREFIX: &str = "service.beta.kubernetes.io/cloudstack-load-balancer-";
@@ -406,143 +408,6 @@ pub static ALL: &[&Annotation] = &[
     &NETWORK_ID,
 ];
 
-/// A source CIDR: an address and a prefix length (a bare address is a single host).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Cidr {
-    /// The address part, as written.
-    pub addr: IpAddr,
-    /// The prefix length.
-    pub prefix: u8,
-}
-
-impl Cidr {
-    /// `0.0.0.0/0`, everything.
-    pub const ANY_V4: Cidr = Cidr {
-        addr: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-        prefix: 0,
-    };
-
-    /// Parses `a.b.c.d/n`, `x::y/n` or a bare address.
-    pub fn parse(text: &str) -> Option<Cidr> {
-        let text = text.trim();
-        let (addr, prefix) = match text.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (text, None),
-        };
-        let addr: IpAddr = addr.parse().ok()?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            None => max,
-            Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
-                p.parse::<u8>().ok().filter(|p| *p <= max)?
-            }
-            Some(_) => return None,
-        };
-        Some(Cidr { addr, prefix })
-    }
-
-    /// Parses a CIDR list as CloudStack returns it: separated by commas and/or spaces.
-    /// Entries that do not parse are skipped.
-    pub fn parse_lenient_list(text: &str) -> Vec<Cidr> {
-        text.split(|c: char| c == ',' || c.is_whitespace())
-            .filter(|s| !s.is_empty())
-            .filter_map(Cidr::parse)
-            .collect()
-    }
-}
-
-impl fmt::Display for Cidr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-/// A CloudStack load-balancing algorithm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Algorithm {
-    /// Round robin.
-    RoundRobin,
-    /// Least connections.
-    LeastConn,
-    /// Source-address hash (client affinity).
-    Source,
-}
-
-impl Algorithm {
-    /// All algorithms.
-    pub const ALL: [Algorithm; 3] = [
-        Algorithm::RoundRobin,
-        Algorithm::LeastConn,
-        Algorithm::Source,
-    ];
-
-    /// The CloudStack spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Algorithm::RoundRobin => "roundrobin",
-            Algorithm::LeastConn => "leastconn",
-            Algorithm::Source => "source",
-        }
-    }
-
-    /// Parses the CloudStack spelling, ignoring case and surrounding spaces.
-    pub fn parse(value: &str) -> Option<Algorithm> {
-        let value = value.trim();
-        Algorithm::ALL
-            .into_iter()
-            .find(|a| a.as_str().eq_ignore_ascii_case(value))
-    }
-}
-
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A CloudStack LB stickiness method.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum StickinessMethod {
-    /// A cookie the load balancer inserts.
-    LbCookie,
-    /// An application cookie.
-    AppCookie,
-    /// The client's source address.
-    SourceBased,
-}
-
-impl StickinessMethod {
-    /// All methods.
-    pub const ALL: [StickinessMethod; 3] = [
-        StickinessMethod::LbCookie,
-        StickinessMethod::AppCookie,
-        StickinessMethod::SourceBased,
-    ];
-
-    /// The CloudStack spelling (`methodname`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StickinessMethod::LbCookie => "LbCookie",
-            StickinessMethod::AppCookie => "AppCookie",
-            StickinessMethod::SourceBased => "SourceBased",
-        }
-    }
-
-    /// Parses a method name, ignoring case.
-    pub fn parse(value: &str) -> Option<StickinessMethod> {
-        let value = value.trim();
-        StickinessMethod::ALL
-            .into_iter()
-            .find(|m| m.as_str().eq_ignore_ascii_case(value))
-    }
-}
-
-impl fmt::Display for StickinessMethod {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Parses a bool the way Go's `strconv.ParseBool` does (the Go CCM's annotations).
 pub fn parse_bool(key: &str, value: &str) -> Result<bool, AnnotationError> {
     match value.trim() {
@@ -891,10 +756,6 @@ mod tests {
         assert_eq!(
             parse_uuid("k", "EB9C270D-DD66-443B-9524-ADA1EFF4442A").unwrap(),
             "eb9c270d-dd66-443b-9524-ada1eff4442a"
-        );
-        assert_eq!(
-            Cidr::parse_lenient_list("10.0.0.0/8 1.2.3.4/32,::/0").len(),
-            3
         );
     }
 }

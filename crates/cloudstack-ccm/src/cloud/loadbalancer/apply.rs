@@ -237,7 +237,7 @@ fn lock(state: &Mutex<Applied>) -> std::sync::MutexGuard<'_, Applied> {
     state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs one step to the end of its job.
+/// Runs one step to its end (its jobs awaited).
 async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
     let StepRequest { call, touches } = request::request(step, &lock(&run.state))?;
     if let Some(id) = touches {

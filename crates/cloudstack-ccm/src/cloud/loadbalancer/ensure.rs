@@ -1,5 +1,7 @@
-//! The engine: `ensure` (observe → plan → apply) and `ensure_deleted` for one Service,
-//! sharing one view of CloudStack and one per-rule cache across every Service.
+//! The [`Engine`]: for one Service, [`Engine::prepare`] (observe → plan) and
+//! [`Engine::apply`], or [`Engine::ensure_deleted`]; every Service shares one view of the
+//! account ([`AccountView`]), one per-rule cache of members and policies, and the
+//! networks' job queues.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -8,17 +10,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::apply::{self, ApplyError};
+use super::capabilities::{NetworkCapabilities, NetworkFacts, PortAccess, ServerFeatures};
 use super::ip_claim::{IpRecorder, PickedAddresses, RecordError, RecordedIp};
 use super::job_queue::NetworkQueues;
 use super::observe::ObservedLb;
+use super::observe::account_view::{AccountView, AccountViewCache};
 use super::observe::assemble::{ObserveInputs, observe};
 use super::observe::details::{PolicyKinds, RuleDetails, RuleDetailsCache};
-use super::observe::snapshot::{CloudSnapshot, SnapshotCache};
 use super::plan::{self, Backends, Plan, PlanContext, PlanError, RuleRef, Step};
 use super::spec::LbSpec;
-use crate::cloud::capabilities::{
-    NetworkCapabilities, NetworkFacts, NetworkService, PortAccess, ServerFeatures,
-};
 use crate::cloud::provider_id::ProviderId;
 
 /// Why a Service's load balancer could not be ensured or deleted.
@@ -153,15 +153,15 @@ pub struct Ensured {
     pub network_id: String,
     /// Warnings of the plan (for a Warning Event).
     pub warnings: Vec<String>,
-    /// Jobs run.
-    pub jobs: usize,
+    /// Steps of the plan run (most are one async job; see [`Step`]).
+    pub steps: usize,
 }
 
 /// The result of deleting a load balancer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deleted {
-    /// Jobs run (0: there was nothing).
-    pub jobs: usize,
+    /// Steps of the plan run (0: there was nothing).
+    pub steps: usize,
     /// Warnings (e.g. the IP was kept).
     pub warnings: Vec<String>,
 }
@@ -174,7 +174,7 @@ pub struct EngineSettings {
     /// Version gates of the server.
     pub server: ServerFeatures,
     /// Longest use of one view of CloudStack (a resync renews it anyway).
-    pub snapshot_max_age: Duration,
+    pub view_max_age: Duration,
     /// Longest use of a rule's cached members and policies.
     pub details_max_age: Duration,
 }
@@ -183,7 +183,7 @@ pub struct EngineSettings {
 pub struct Engine {
     client: cloudstack::Client,
     settings: EngineSettings,
-    snapshots: SnapshotCache,
+    views: AccountViewCache,
     details: RuleDetailsCache,
     queues: NetworkQueues,
     /// Addresses picked by plans running now.
@@ -200,36 +200,12 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-/// The capabilities of a listed network.
-pub fn network_facts(network: &cloudstack::Network) -> NetworkFacts {
-    NetworkFacts {
-        id: network.id.clone().unwrap_or_default(),
-        name: network.name.clone().unwrap_or_default(),
-        vpc_id: network.vpcid.clone().filter(|v| !v.is_empty()),
-        acl_id: network.aclid.clone().filter(|v| !v.is_empty()),
-        acl_name: network.aclname.clone().filter(|v| !v.is_empty()),
-        services: network
-            .service
-            .iter()
-            .map(|s| NetworkService {
-                name: s.name.clone().unwrap_or_default(),
-                capabilities: s
-                    .capability
-                    .iter()
-                    .filter_map(|c| Some((c.name.clone()?, c.value.clone().unwrap_or_default())))
-                    .collect(),
-                providers: s.provider.iter().filter_map(|p| p.name.clone()).collect(),
-            })
-            .collect(),
-    }
-}
-
 impl Engine {
     /// An engine using `client`.
     pub fn new(client: cloudstack::Client, settings: EngineSettings) -> Engine {
         Engine {
             client,
-            snapshots: SnapshotCache::new(settings.snapshot_max_age),
+            views: AccountViewCache::new(settings.view_max_age),
             details: RuleDetailsCache::new(settings.details_max_age),
             queues: NetworkQueues::default(),
             picked: PickedAddresses::default(),
@@ -240,23 +216,23 @@ impl Engine {
 
     /// Starts a resync: the next reads renew the shared view of CloudStack.
     pub fn start_resync(&self) {
-        self.snapshots.invalidate();
+        self.views.invalidate();
         self.prune_details.store(true, Ordering::SeqCst);
     }
 
     /// The shared view; after a resync started, also forgets the cached details of
     /// rules that no longer exist (deleted by hand).
-    async fn snapshot(&self) -> Result<Arc<CloudSnapshot>, EnsureError> {
-        let snapshot = self
-            .snapshots
+    async fn view(&self) -> Result<Arc<AccountView>, EnsureError> {
+        let view = self
+            .views
             .get(&self.client)
             .await
             .map_err(EnsureError::Observe)?;
         if self.prune_details.swap(false, Ordering::SeqCst) {
             self.details
-                .retain(snapshot.rules.iter().filter_map(|r| r.id.as_deref()));
+                .retain(view.rules.iter().filter_map(|r| r.id.as_deref()));
         }
-        Ok(snapshot)
+        Ok(view)
     }
 
     /// Resolves Nodes (name, providerID) to their VMs and the VMs' default-NIC network,
@@ -270,7 +246,7 @@ impl Engine {
         nodes: &[(String, String)],
         network_id: Option<&str>,
     ) -> Result<ResolvedBackends, EnsureError> {
-        let snapshot = self.snapshot().await?;
+        let view = self.view().await?;
         let mut by_network: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
         for (name, provider_id) in nodes {
             let vm_id = match ProviderId::parse(provider_id) {
@@ -280,7 +256,7 @@ impl Engine {
                     continue;
                 }
             };
-            match snapshot.vm_networks.get(&vm_id) {
+            match view.vm_networks.get(&vm_id) {
                 Some(network) => {
                     by_network
                         .entry(network.clone())
@@ -327,15 +303,15 @@ impl Engine {
     /// The capabilities of network `network_id` from the view.
     fn plan_context(
         &self,
-        snapshot: &CloudSnapshot,
+        view: &AccountView,
         network_id: &str,
     ) -> Result<PlanContext, EnsureError> {
-        let network = snapshot
+        let network = view
             .network(network_id)
             .ok_or_else(|| NetworkError::NotFound(network_id.to_string()))?;
         Ok(PlanContext {
             network: NetworkCapabilities::from_facts(
-                &network_facts(network),
+                &NetworkFacts::from_network(network),
                 &self.settings.server,
             ),
             server: self.settings.server,
@@ -349,14 +325,14 @@ impl Engine {
         spec: &LbSpec,
         backends: &Backends,
     ) -> Result<Prepared, EnsureError> {
-        let snapshot = self.snapshot().await?;
-        let network_id = self.network_of(&snapshot, spec, backends)?;
-        let ctx = self.plan_context(&snapshot, &network_id)?;
-        let observed = self.observe(&snapshot, spec, &ctx.network).await?;
+        let view = self.view().await?;
+        let network_id = self.network_of(&view, spec, backends)?;
+        let ctx = self.plan_context(&view, &network_id)?;
+        let observed = self.observe(&view, spec, &ctx.network).await?;
         let mut backends = backends.clone();
         backends.network_id = network_id.clone();
         let plan = plan::plan(spec, &observed, &backends, &ctx)?;
-        let zone_id = snapshot.network(&network_id).and_then(|n| n.zoneid.clone());
+        let zone_id = view.network(&network_id).and_then(|n| n.zoneid.clone());
         Ok(Prepared {
             plan,
             observed,
@@ -369,27 +345,27 @@ impl Engine {
     /// recorded on the Service, else the one of its existing rules.
     fn network_of(
         &self,
-        snapshot: &CloudSnapshot,
+        view: &AccountView,
         spec: &LbSpec,
         backends: &Backends,
     ) -> Result<String, EnsureError> {
         if !backends.network_id.is_empty() {
             return Ok(backends.network_id.clone());
         }
-        known_network(snapshot, spec).ok_or(EnsureError::Network(NetworkError::Unknown))
+        known_network(view, spec).ok_or(EnsureError::Network(NetworkError::Unknown))
     }
 
     /// The network the Service's load balancer is bound to already: the one recorded on
     /// (or asked for by) the Service, else the one of its existing rules; `None` for a
     /// new load balancer.
     pub async fn network_in_use(&self, spec: &LbSpec) -> Result<Option<String>, EnsureError> {
-        let snapshot = self.snapshot().await?;
-        Ok(known_network(&snapshot, spec))
+        let view = self.view().await?;
+        Ok(known_network(&view, spec))
     }
 
     async fn observe(
         &self,
-        snapshot: &CloudSnapshot,
+        view: &AccountView,
         spec: &LbSpec,
         network: &NetworkCapabilities,
     ) -> Result<ObservedLb, EnsureError> {
@@ -406,7 +382,7 @@ impl Engine {
             },
             acl_id,
         };
-        observe(&inputs, snapshot, spec)
+        observe(&inputs, view, spec)
             .await
             .map_err(EnsureError::Observe)
     }
@@ -452,13 +428,13 @@ impl Engine {
             ip_id,
             network_id,
             warnings,
-            jobs: applied.steps_done,
+            steps: applied.steps_done,
         })
     }
 
     /// Renews what the controller's own changes made stale.
     fn after_changes(&self, applied: &apply::Applied) {
-        self.snapshots.invalidate_objects();
+        self.views.invalidate_objects();
         for id in applied
             .touched_rules
             .iter()
@@ -505,12 +481,9 @@ impl Engine {
     /// Deletes the load balancer of `spec` (its rules, their firewall rules or ACL items,
     /// and the IP when the controller associated it and nothing else uses it).
     pub async fn ensure_deleted(&self, spec: &LbSpec) -> Result<Deleted, EnsureError> {
-        let snapshot = self.snapshot().await?;
-        let network_id = self.network_of(&snapshot, spec, &Backends::default()).ok();
-        let ctx = match network_id
-            .as_deref()
-            .map(|id| self.plan_context(&snapshot, id))
-        {
+        let view = self.view().await?;
+        let network_id = self.network_of(&view, spec, &Backends::default()).ok();
+        let ctx = match network_id.as_deref().map(|id| self.plan_context(&view, id)) {
             Some(Ok(ctx)) => ctx,
             // No rules and no recorded network: nothing opens ports, only the IP may go.
             _ => PlanContext {
@@ -522,11 +495,11 @@ impl Engine {
                 cluster_name: self.settings.cluster_name.clone(),
             },
         };
-        let observed = self.observe(&snapshot, spec, &ctx.network).await?;
+        let observed = self.observe(&view, spec, &ctx.network).await?;
         let plan = plan::plan_delete(&spec.delete_spec(), &observed, &ctx);
         if plan.is_empty() {
             return Ok(Deleted {
-                jobs: 0,
+                steps: 0,
                 warnings: plan.warnings,
             });
         }
@@ -543,17 +516,16 @@ impl Engine {
         self.after_changes(&applied);
         result?;
         Ok(Deleted {
-            jobs: applied.steps_done,
+            steps: applied.steps_done,
             warnings: plan.warnings,
         })
     }
 }
 
 /// The network recorded on the Service (`…-network-id`), else the one of its rules.
-fn known_network(snapshot: &CloudSnapshot, spec: &LbSpec) -> Option<String> {
+fn known_network(view: &AccountView, spec: &LbSpec) -> Option<String> {
     spec.recorded_network_id.clone().or_else(|| {
-        snapshot
-            .rules
+        view.rules
             .iter()
             .find(|r| r.name.as_deref().is_some_and(|n| spec.owns_rule_name(n)))
             .and_then(|r| r.networkid.clone())
@@ -631,36 +603,5 @@ mod tests {
             name: "n".into(),
         }];
         assert_eq!(prepared(delete).change(), Change::Other);
-    }
-
-    #[test]
-    fn listed_networks_become_capability_facts() {
-        let network: cloudstack::Network = serde_json::from_value(serde_json::json!({
-            "id": "n1", "name": "tier", "vpcid": "v1", "aclid": "a1", "aclname": "web",
-            "service": [{
-                "name": "Lb",
-                "capability": [{ "name": "SupportedProtocols", "value": "tcp, udp" }],
-                "provider": [{ "name": "VpcVirtualRouter" }]
-            }, { "name": "NetworkACL" }]
-        }))
-        .expect("network decodes");
-        let facts = network_facts(&network);
-        assert_eq!(facts.id, "n1");
-        assert_eq!(facts.vpc_id.as_deref(), Some("v1"));
-        assert_eq!(facts.acl_id.as_deref(), Some("a1"));
-        assert_eq!(facts.services.len(), 2);
-        assert_eq!(
-            facts.services[0].capability("SupportedProtocols"),
-            Some("tcp, udp")
-        );
-        assert_eq!(facts.services[0].providers, ["VpcVirtualRouter"]);
-        let empty: cloudstack::Network =
-            serde_json::from_value(serde_json::json!({ "id": "n2", "vpcid": "" }))
-                .expect("network decodes");
-        assert_eq!(
-            network_facts(&empty).vpc_id,
-            None,
-            "an empty vpcid is no VPC"
-        );
     }
 }

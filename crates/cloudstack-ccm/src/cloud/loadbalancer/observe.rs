@@ -2,34 +2,17 @@
 //!
 //! These are the data types the planner compares with the spec. They follow the shape
 //! of CloudStack's responses (ids, names, ports, CIDR lists, tags) and know nothing of
-//! Kubernetes. The reading functions that fill them from CloudStack are added by the
-//! observe step (rules matched by exact name, the IP by its recorded id, firewall rules
-//! or ACL items for our ports, members, tags, policies).
+//! Kubernetes. They are filled by the submodules: [`account_view`] reads what the
+//! account sees once per resync, [`details`] caches each rule's members and policies,
+//! and [`assemble`] picks one Service's share out of both (rules matched by exact name,
+//! the IP by its recorded id or address, firewall rules or ACL items for its ports).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use super::LbProtocol;
-use super::annotations::{Algorithm, Cidr, StickinessMethod};
-use crate::cloud::loadbalancer::IpProtocol;
-
-/// Resource tags as `key -> value`.
-pub type Tags = BTreeMap<String, String>;
-
-/// Tag key naming the cluster that owns a resource.
-pub const TAG_CLUSTER: &str = "cloudstack-ccm/cluster";
-/// Tag key naming the Service (UID) that owns a resource.
-pub const TAG_SERVICE_UID: &str = "cloudstack-ccm/service-uid";
-/// Tag key set on public IPs the controller associated itself.
-pub const TAG_ASSOCIATED: &str = "cloudstack-ccm/associated";
-/// Tag key set on rules the controller gave a health-check policy: their policies are
-/// read even when the Service no longer asks for one (to remove it).
-pub const TAG_HEALTH_CHECK: &str = "cloudstack-ccm/health-check";
-/// Tag key set on rules the controller created with `openfirewall=true`: CloudStack made
-/// their firewall rule (TCP, the rule's port, from `0.0.0.0/0`) and deletes it with them.
-pub const TAG_OPEN_FIREWALL: &str = "cloudstack-ccm/open-firewall";
-/// Tag key set on rules the controller gave a stickiness policy (as [`TAG_HEALTH_CHECK`]).
-pub const TAG_STICKINESS: &str = "cloudstack-ccm/stickiness";
+use super::vocabulary::{Algorithm, IpProtocol, LbProtocol, StickinessMethod};
+use crate::cloud::cidr::Cidr;
+use crate::cloud::tags::{TAG_ASSOCIATED, Tags};
 
 /// Reason (ACL items) and description (policies) the Go CCM puts on what it creates;
 /// ACL items use `"<this> for <lb name>"`.
@@ -218,8 +201,6 @@ impl ObservedLb {
     }
 }
 
-// The reading functions: the shared per-resync view of CloudStack, the per-rule cache of
-// members and policies, and the assembly of one Service's `ObservedLb` from both.
+pub mod account_view;
 pub mod assemble;
 pub mod details;
-pub mod snapshot;

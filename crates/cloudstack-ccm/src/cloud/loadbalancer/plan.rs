@@ -1,10 +1,11 @@
 //! The planner: (spec, observed state, backends, capabilities) → [`Plan`]. Pure, no I/O.
 //!
 //! A plan is a list of phases; the steps of one phase are independent and may run
-//! concurrently, a phase starts when the previous one has finished. Every step is one
-//! CloudStack async job, and CloudStack runs the jobs of one network one at a time, so
-//! the number of steps is what bounds how fast a Service is ready. The planner therefore
-//! makes as few steps as the result allows:
+//! concurrently, a phase starts when the previous one has finished. Most steps are one
+//! CloudStack async job on the network's queue, and CloudStack runs the jobs of one
+//! network one at a time, so the number of steps is what bounds how fast a Service is
+//! ready (the exceptions are listed on [`Step`]). The planner therefore makes as few
+//! steps as the result allows:
 //!
 //! * on an isolated network with the default source range `0.0.0.0/0`, new rules are
 //!   created with `openfirewall=true` instead of separate firewall rules;
@@ -36,16 +37,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
 
-use super::annotations::{Algorithm, Cidr};
+use super::capabilities::{DEFAULT_ACL_LISTS, NetworkCapabilities, PortAccess, ServerFeatures};
 use super::observe::{
     GO_CCM_MANAGED_TEXT, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedLb,
-    ObservedRule, TAG_ASSOCIATED, TAG_CLUSTER, TAG_HEALTH_CHECK, TAG_OPEN_FIREWALL,
-    TAG_SERVICE_UID, TAG_STICKINESS, Tags,
+    ObservedRule,
 };
 use super::spec::{HealthCheck, LbSpec, RuleSpec, Stickiness};
-use super::{IpProtocol, LbProtocol};
-use crate::cloud::capabilities::{
-    DEFAULT_ACL_LISTS, NetworkCapabilities, PortAccess, ServerFeatures,
+use super::vocabulary::{Algorithm, IpProtocol, LbProtocol};
+use crate::cloud::cidr::Cidr;
+use crate::cloud::tags::{
+    TAG_ASSOCIATED, TAG_CLUSTER, TAG_HEALTH_CHECK, TAG_OPEN_FIREWALL, TAG_SERVICE_UID,
+    TAG_STICKINESS, Tags,
 };
 
 mod planner;
@@ -362,7 +364,7 @@ fn firewall_deletes_first(phases: Vec<Vec<Step>>, observed: &ObservedLb) -> Vec<
 ///
 /// Deletes the firewall rules or ACL items of the Service's ports, then its rules (a
 /// firewall rule `openfirewall` made goes with its rule and is not deleted on its own:
-/// see [`firewall_deletes_first`]). With `keep-ip` the IP stays and its ownership tags go:
+/// see `firewall_deletes_first`). With `keep-ip` the IP stays and its ownership tags go:
 /// it is the user's from then on. Else it releases the IP
 /// when the controller associated it, no other rule uses it, it is not a source-NAT IP,
 /// and `keep-ip` is not set.

@@ -3,10 +3,11 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::cloud::capabilities::{NetworkFacts, NetworkService};
 use crate::cloud::loadbalancer::annotations as ann;
+use crate::cloud::loadbalancer::capabilities::{NetworkFacts, NetworkService};
 use crate::cloud::loadbalancer::observe::{ForeignRule, ObservedIp, ObservedStickiness};
 use crate::cloud::loadbalancer::spec::SpecOptions;
+use crate::cloud::loadbalancer::vocabulary::StickinessMethod;
 
 const UID: &str = "6a1f0b2c-3d4e-4f50-8a9b-0c1d2e3f4a5b";
 const LB: &str = "a6a1f0b2c3d4e4f508a9b0c1d2e3f4a5";
@@ -1124,7 +1125,7 @@ fn stickiness_is_created_and_replaced() {
     observed.rules[0].stickiness.push(ObservedStickiness {
         id: "st1".into(),
         name: "old".into(),
-        method: Some(ann::StickinessMethod::SourceBased),
+        method: Some(StickinessMethod::SourceBased),
         params: [("expire".to_string(), "10m".to_string())].into(),
         description: POLICY_DESCRIPTION.into(),
     });

@@ -8,10 +8,11 @@ use std::net::IpAddr;
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::annotations::{
-    self as ann, Algorithm, AnnotationError, Annotations, Cidr, StickinessMethod,
+use super::annotations::{self as ann, AnnotationError, Annotations};
+use super::vocabulary::{
+    Algorithm, LbProtocol, StickinessMethod, default_lb_name, leaseweb_lb_name, rule_name,
 };
-use super::{LbProtocol, default_lb_name, leaseweb_lb_name, rule_name};
+use crate::cloud::cidr::Cidr;
 
 /// A Service that cannot be turned into a load balancer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

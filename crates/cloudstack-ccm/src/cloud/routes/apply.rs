@@ -11,8 +11,9 @@ use futures::future::join_all;
 
 use crate::cloud::loadbalancer::job_queue::{NetworkQueues, PlanTicket};
 
+use super::DesiredRoute;
 use super::plan::{RoutePlan, RouteStep};
-use super::{DesiredRoute, TAG_CLUSTER, TAG_NODE};
+use crate::cloud::tags::{TAG_CLUSTER, TAG_NODE};
 
 /// The result of one step.
 #[derive(Debug)]

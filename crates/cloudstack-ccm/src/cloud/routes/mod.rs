@@ -15,12 +15,7 @@ pub mod plan;
 
 use std::net::IpAddr;
 
-use crate::cloud::loadbalancer::annotations::Cidr;
-
-pub use crate::cloud::loadbalancer::observe::TAG_CLUSTER;
-
-/// Tag naming the Node a route serves.
-pub const TAG_NODE: &str = "cloudstack-ccm/node";
+use crate::cloud::cidr::Cidr;
 
 /// The first CloudStack version whose `createStaticRoute` takes `vpcid` + `nexthop`
 /// (`CreateStaticRouteCmd`, 4.22.0; before it a route needs a private gateway).

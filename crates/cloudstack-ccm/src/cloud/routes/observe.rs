@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use cloudstack::{ListNetworks, ListStaticRoutes, tag_value};
 
-use super::{ObservedRoute, TAG_CLUSTER, TAG_NODE};
+use super::ObservedRoute;
+use crate::cloud::tags::{TAG_CLUSTER, TAG_NODE};
 
 /// Every static route the account sees.
 pub async fn routes(client: &cloudstack::Client) -> Result<Vec<ObservedRoute>, cloudstack::Error> {

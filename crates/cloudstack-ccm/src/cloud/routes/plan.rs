@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use crate::cloud::loadbalancer::annotations::Cidr;
+use crate::cloud::cidr::Cidr;
 
 use super::{DesiredRoute, ObservedRoute, cidr_contains, cidrs_overlap};
 

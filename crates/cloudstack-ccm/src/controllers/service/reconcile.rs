@@ -226,7 +226,7 @@ async fn ensure(
     }
     if change != Change::None {
         events::publish_warnings(&state.recorder, service, ensured.warnings.iter().cloned()).await;
-        tracing::info!(service = %key_of(service), jobs = ensured.jobs, ip = %ensured.public_ip, "load balancer ensured");
+        tracing::info!(service = %key_of(service), steps = ensured.steps, ip = %ensured.public_ip, "load balancer ensured");
     }
     if spec.recorded_ip_id.as_deref() != Some(ensured.ip_id.as_str()) {
         // An adopted load balancer (or one whose annotation was lost): record its IP so
@@ -283,7 +283,7 @@ async fn cleanup(
             return Err(err.into());
         }
     };
-    tracing::info!(service = %key_of(service), jobs = deleted.jobs, "load balancer deleted");
+    tracing::info!(service = %key_of(service), steps = deleted.steps, "load balancer deleted");
     events::publish_warnings(&state.recorder, service, deleted.warnings).await;
     events::publish(&state.recorder, service, Reason::DeletedLoadBalancer, None).await;
     if service.metadata.deletion_timestamp.is_none() {

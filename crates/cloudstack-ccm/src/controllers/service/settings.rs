@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::cloud::capabilities::ServerFeatures;
+use crate::cloud::loadbalancer::capabilities::ServerFeatures;
 use crate::cloud::loadbalancer::ensure::EngineSettings;
 use crate::cloud::loadbalancer::spec::SpecOptions;
 use crate::controllers::Context;
@@ -50,7 +50,7 @@ impl Settings {
         EngineSettings {
             cluster_name: ctx.cluster_name.clone(),
             server: ServerFeatures::for_version(version.major(), version.minor(), version.patch()),
-            snapshot_max_age: self.resync_period,
+            view_max_age: self.resync_period,
             details_max_age: self.details_max_age,
         }
     }

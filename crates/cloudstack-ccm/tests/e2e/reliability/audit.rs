@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use cloudstack_ccm::cloud::loadbalancer::default_lb_name;
+use cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name;
 use cloudstack_sim::SimServer;
 use serde_json::Value;
 

@@ -78,7 +78,8 @@ fn stragglers(h: &common::Harness) -> Vec<String> {
         })
         .map(|s| {
             let ip_id = services::recorded_ip_id(s).unwrap_or_default().to_string();
-            let prefix = cloudstack_ccm::cloud::loadbalancer::default_lb_name(services::uid(s));
+            let prefix =
+                cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(services::uid(s));
             let cloud = h.sim.with_state(|st| {
                 let ip = st
                     .ips

@@ -2,7 +2,7 @@
 //! test can act while controller processes come and go), and what "converged" means.
 
 use cloudstack_ccm::cloud::loadbalancer::annotations;
-use cloudstack_ccm::cloud::loadbalancer::observe::TAG_SERVICE_UID;
+use cloudstack_ccm::cloud::tags::TAG_SERVICE_UID;
 use fake_apiserver::{Cluster, PatchType};
 use serde_json::{Value, json};
 
@@ -164,7 +164,7 @@ fn converged(service: &Value, sim: &cloudstack_sim::SimServer, allow_stuck: bool
     };
     let prefix = format!(
         "{}-",
-        cloudstack_ccm::cloud::loadbalancer::default_lb_name(uid(service))
+        cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(uid(service))
     );
     let want = port_count(service);
     let wanted = wanted_ports(service);

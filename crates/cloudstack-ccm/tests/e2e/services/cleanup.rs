@@ -13,7 +13,8 @@ use cloudstack::{
     AssignToLoadBalancerRule, AssociateIpAddress, CreateFirewallRule, CreateLoadBalancerRule,
     CreateNetworkAcl,
 };
-use cloudstack_ccm::cloud::loadbalancer::{annotations, default_lb_name};
+use cloudstack_ccm::cloud::loadbalancer::annotations;
+use cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name;
 use cloudstack_ccm::controllers::service::finalizer::FINALIZER;
 use cloudstack_sim::{SMALL_ACL, SMALL_NETWORK, SMALL_TIER, Scenario};
 use k8s_openapi::api::core::v1::Service;

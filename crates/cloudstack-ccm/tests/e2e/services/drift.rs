@@ -11,7 +11,8 @@ use cloudstack::{
     AssignToLoadBalancerRule, AssociateIpAddress, CreateFirewallRule, CreateLoadBalancerRule,
     DeleteLoadBalancerRule,
 };
-use cloudstack_ccm::cloud::loadbalancer::{annotations, default_lb_name};
+use cloudstack_ccm::cloud::loadbalancer::annotations;
+use cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name;
 use cloudstack_ccm::controllers::service::finalizer::FINALIZER;
 use cloudstack_sim::{SMALL_NETWORK, Scenario};
 use kube::api::{DeleteParams, Patch, PatchParams};

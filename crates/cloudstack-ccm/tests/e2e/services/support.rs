@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use cloudstack_ccm::cloud::loadbalancer::default_lb_name;
+use cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name;
 use cloudstack_ccm::controllers::service::{self, Settings};
 use cloudstack_sim::Scenario;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};

@@ -72,7 +72,7 @@ async fn two_services_on_one_port_each_keep_their_acl_item() {
     );
     assert!(both.iter().all(|i| i.0 == 80));
     let second_uid = t.uid("second").await;
-    let second_lb = cloudstack_ccm::cloud::loadbalancer::default_lb_name(&second_uid);
+    let second_lb = cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(&second_uid);
     assert!(
         both.iter()
             .any(|i| i.1 == ["203.0.113.0/24"] && i.2.contains(&second_lb)),

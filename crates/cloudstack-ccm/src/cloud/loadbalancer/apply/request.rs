@@ -11,9 +11,9 @@ use cloudstack::{
     UpdateLoadBalancerRule,
 };
 
-use super::super::annotations::Cidr;
 use super::super::plan::{AssociateTarget, IpRef, POLICY_DESCRIPTION, ResourceRef, RuleRef, Step};
 use super::{Applied, ApplyError};
+use crate::cloud::cidr::Cidr;
 
 /// One command and its parameters, queued on the network.
 #[derive(Debug, Clone, PartialEq, Eq)]

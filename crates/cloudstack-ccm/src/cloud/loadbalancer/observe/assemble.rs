@@ -1,4 +1,4 @@
-//! Builds one Service's [`ObservedLb`] from the shared [`CloudSnapshot`] and the per-rule
+//! Builds one Service's [`ObservedLb`] from the shared [`AccountView`] and the per-rule
 //! details: its rules by exact name (current and legacy names), its IP (requested
 //! address, else the claimed address while no id is recorded, else recorded id, else the
 //! IP of its rules), the firewall rules or ACL items of its ports, and the rules of
@@ -10,15 +10,16 @@ use cloudstack::{
     FirewallRule, ListPublicIpAddresses, LoadBalancerRule, NetworkAcl, PublicIpAddress, Tag,
 };
 
+use super::account_view::AccountView;
 use super::details::{PolicyKinds, RuleDetailsCache};
-use super::snapshot::CloudSnapshot;
 use super::{
     ForeignRule, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedIp, ObservedLb,
-    ObservedRule, TAG_ASSOCIATED, TAG_HEALTH_CHECK, TAG_SERVICE_UID, TAG_STICKINESS, Tags,
+    ObservedRule,
 };
-use crate::cloud::loadbalancer::annotations::{Algorithm, Cidr};
+use crate::cloud::cidr::Cidr;
 use crate::cloud::loadbalancer::spec::LbSpec;
-use crate::cloud::loadbalancer::{IpProtocol, LbProtocol};
+use crate::cloud::loadbalancer::vocabulary::{Algorithm, IpProtocol, LbProtocol};
+use crate::cloud::tags::{TAG_ASSOCIATED, TAG_HEALTH_CHECK, TAG_SERVICE_UID, TAG_STICKINESS, Tags};
 
 /// Tags as a map (entries without a key are skipped).
 pub fn tag_map(tags: &[Tag]) -> Tags {
@@ -27,12 +28,12 @@ pub fn tag_map(tags: &[Tag]) -> Tags {
         .collect()
 }
 
-/// The Service's rules in the snapshot, by exact name.
+/// The Service's rules in the view, by exact name.
 pub fn own_rules<'a>(
-    snapshot: &'a CloudSnapshot,
+    view: &'a AccountView,
     spec: &'a LbSpec,
 ) -> impl Iterator<Item = &'a LoadBalancerRule> + 'a {
-    snapshot.rules.iter().filter(|r| {
+    view.rules.iter().filter(|r| {
         r.name
             .as_deref()
             .is_some_and(|name| spec.owns_rule_name(name))
@@ -94,32 +95,28 @@ pub fn observed_ip(ip: &PublicIpAddress, ours: bool) -> Option<ObservedIp> {
 /// someone else.
 async fn find_ip(
     client: &cloudstack::Client,
-    snapshot: &CloudSnapshot,
+    view: &AccountView,
     spec: &LbSpec,
     rules: &[ObservedRule],
 ) -> Result<Option<ObservedIp>, cloudstack::Error> {
     if let Some(requested) = spec.requested_ip {
         let address = requested.to_string();
-        if let Some(ip) = snapshot.ip_by_address(&address) {
+        if let Some(ip) = view.ip_by_address(&address) {
             return Ok(observed_ip(ip, true));
         }
         let found = look_up_address(client, &address).await?;
         return Ok(found.and_then(|ip| observed_ip(&ip, false)));
     }
     if let Some(claimed) = spec.pending_claim()
-        && let Some(ip) = find_claimed_ip(client, snapshot, spec, claimed).await?
+        && let Some(ip) = find_claimed_ip(client, view, spec, claimed).await?
     {
         return Ok(Some(ip));
     }
     let by_recorded = spec
         .recorded_ip_id
         .as_deref()
-        .and_then(|id| snapshot.ip_by_id(id));
-    let by_rules = || {
-        rules
-            .first()
-            .and_then(|r| snapshot.ip_by_id(&r.public_ip_id))
-    };
+        .and_then(|id| view.ip_by_id(id));
+    let by_rules = || rules.first().and_then(|r| view.ip_by_id(&r.public_ip_id));
     Ok(by_recorded
         .or_else(by_rules)
         .and_then(|ip| observed_ip(ip, true)))
@@ -131,16 +128,16 @@ async fn find_ip(
 /// when someone else holds it (the claim is then replaced by a new one).
 async fn find_claimed_ip(
     client: &cloudstack::Client,
-    snapshot: &CloudSnapshot,
+    view: &AccountView,
     spec: &LbSpec,
     claimed: std::net::IpAddr,
 ) -> Result<Option<ObservedIp>, cloudstack::Error> {
     let address = claimed.to_string();
-    if let Some(ip) = snapshot.ip_by_address(&address) {
+    if let Some(ip) = view.ip_by_address(&address) {
         let id = ip.id.as_deref().unwrap_or_default();
         let mut own_rules = 0;
         let mut other_rules = 0;
-        for rule in snapshot.rules_on_ip(id) {
+        for rule in view.rules_on_ip(id) {
             if rule.name.as_deref().is_some_and(|n| spec.owns_rule_name(n)) {
                 own_rules += 1;
             } else {
@@ -152,7 +149,7 @@ async fn find_claimed_ip(
             || tags
                 .get(TAG_SERVICE_UID)
                 .is_some_and(|uid| *uid != spec.service.uid);
-        let others_firewall = own_rules == 0 && snapshot.firewall_rules_on_ip(id).next().is_some();
+        let others_firewall = own_rules == 0 && view.firewall_rules_on_ip(id).next().is_some();
         let held_by_other = other_rules > 0
             || others_firewall
             || (tagged_for_other && own_rules == 0)
@@ -261,9 +258,9 @@ fn policy_kinds_to_read(offered: PolicyKinds, spec: &LbSpec, tags: &Tags) -> Pol
     }
 }
 
-/// Everything the reader needs besides the snapshot.
+/// Everything the reader needs besides the view.
 pub struct ObserveInputs<'a> {
-    /// The CloudStack client (for the few reads not in the snapshot).
+    /// The CloudStack client (for the few reads not in the view).
     pub client: &'a cloudstack::Client,
     /// The per-rule details cache.
     pub details: &'a RuleDetailsCache,
@@ -276,10 +273,10 @@ pub struct ObserveInputs<'a> {
 /// What CloudStack holds for `spec`.
 pub async fn observe(
     inputs: &ObserveInputs<'_>,
-    snapshot: &CloudSnapshot,
+    view: &AccountView,
     spec: &LbSpec,
 ) -> Result<ObservedLb, cloudstack::Error> {
-    let listed: Vec<&LoadBalancerRule> = own_rules(snapshot, spec).collect();
+    let listed: Vec<&LoadBalancerRule> = own_rules(view, spec).collect();
     let mut rules: Vec<ObservedRule> = listed.iter().filter_map(|r| observed_rule(r)).collect();
     let details = futures::future::try_join_all(rules.iter().map(|r| {
         let kinds = policy_kinds_to_read(inputs.policy_kinds, spec, &r.tags);
@@ -291,10 +288,10 @@ pub async fn observe(
         rule.health_checks = details.health_checks.clone();
         rule.stickiness = details.stickiness.clone();
     }
-    let ip = find_ip(inputs.client, snapshot, spec, &rules).await?;
+    let ip = find_ip(inputs.client, view, spec, &rules).await?;
     let own_ids: BTreeSet<&str> = rules.iter().map(|r| r.id.as_str()).collect();
     let foreign_rules: Vec<ForeignRule> = match &ip {
-        Some(ip) => snapshot
+        Some(ip) => view
             .rules_on_ip(&ip.id)
             .filter(|r| r.id.as_deref().is_some_and(|id| !own_ids.contains(id)))
             .filter_map(|r| {
@@ -309,7 +306,7 @@ pub async fn observe(
     };
     let ports = port_scope(spec, &rules, &foreign_rules);
     let firewall_rules = match &ip {
-        Some(ip) => snapshot
+        Some(ip) => view
             .firewall_rules_on_ip(&ip.id)
             .filter(|r| {
                 covers(r.startport, r.endport, &ports) || tagged_for(&tag_map(&r.tags), spec)
@@ -319,7 +316,7 @@ pub async fn observe(
         None => Vec::new(),
     };
     let acl_items = match inputs.acl_id {
-        Some(acl_id) => snapshot
+        Some(acl_id) => view
             .acl_items(inputs.client, acl_id)
             .await?
             .iter()
@@ -341,14 +338,14 @@ pub async fn observe(
         None => Vec::new(),
     };
     let acl_ports_of_others = match inputs.acl_id {
-        Some(acl_id) => snapshot
+        Some(acl_id) => view
             .rules
             .iter()
             .filter(|r| r.id.as_deref().is_some_and(|id| !own_ids.contains(id)))
             .filter(|r| {
                 r.networkid
                     .as_deref()
-                    .and_then(|n| snapshot.network(n))
+                    .and_then(|n| view.network(n))
                     .is_some_and(|n| n.aclid.as_deref() == Some(acl_id))
             })
             .filter_map(|r| {

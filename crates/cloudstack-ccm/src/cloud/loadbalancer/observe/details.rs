@@ -21,8 +21,8 @@ use cloudstack::{
     VmId,
 };
 
-use crate::cloud::loadbalancer::annotations::StickinessMethod;
 use crate::cloud::loadbalancer::observe::{ObservedHealthCheck, ObservedStickiness};
+use crate::cloud::loadbalancer::vocabulary::StickinessMethod;
 
 /// What is known of one rule beyond its list entry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! The rule, member, policy, port and tag decisions behind [`plan`](super::plan).
+//! The rule, member, policy, port and tag decisions behind [`plan`](super::plan()).
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! The steps of a plan: one CloudStack async job each, and how they print.
+//! The steps of a plan: what each changes in CloudStack, and how they print.
 
 use super::*;
 
@@ -72,7 +72,13 @@ impl TagResourceType {
     }
 }
 
-/// One CloudStack change (one async job).
+/// One change of the load balancer. Most steps are one CloudStack async job that queues
+/// on the network; the exceptions: [`Step::AdoptClaimedIp`] makes no CloudStack call (it
+/// records an IP on the Service), [`Step::TagResources`] and [`Step::UntagResources`] are
+/// jobs that do not queue on the network, [`Step::AssociateIp`] first reads the zone's
+/// free addresses and records its pick on the Service when no address was asked for,
+/// and [`Step::RemoveMembers`] reads the members and runs a second job when CloudStack
+/// refuses the first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// `associateIpAddress`.

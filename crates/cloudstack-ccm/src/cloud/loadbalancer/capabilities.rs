@@ -1,15 +1,15 @@
 //! What a network's load-balancer provider and the CloudStack server allow.
 //!
-//! [`NetworkCapabilities`] is read from a network's `service[]` list (`listNetworks`):
-//! whether ports are opened with firewall rules (isolated networks) or network ACL items
-//! (VPC tiers), and which LB protocols, algorithms, health checks and stickiness methods
-//! the provider offers. [`ServerFeatures`] holds the version gates of API.md §6.
-//! Both are plain data, so the planner is pure and testable without a network.
+//! [`NetworkCapabilities`] is derived from a network's [`NetworkFacts`], taken from a
+//! `listNetworks` entry (its `service[]` list above all): whether ports are opened with
+//! firewall rules (isolated networks) or network ACL items (VPC tiers), and which LB
+//! protocols, algorithms, health checks and stickiness methods the provider offers.
+//! [`ServerFeatures`] holds the version gates of API.md §6. All are plain data, so the
+//! planner is pure and testable without a network.
 
 use std::collections::BTreeSet;
 
-use crate::cloud::loadbalancer::LbProtocol;
-use crate::cloud::loadbalancer::annotations::{Algorithm, StickinessMethod};
+use crate::cloud::loadbalancer::vocabulary::{Algorithm, LbProtocol, StickinessMethod};
 
 /// The built-in ACL lists that rules cannot be added to.
 pub const DEFAULT_ACL_LISTS: [&str; 2] = ["default_allow", "default_deny"];
@@ -54,6 +54,35 @@ pub struct NetworkFacts {
     pub acl_name: Option<String>,
     /// The network's services.
     pub services: Vec<NetworkService>,
+}
+
+impl NetworkFacts {
+    /// The facts of a network as `listNetworks` returns it (an empty `vpcid`, `aclid` or
+    /// `aclname` counts as none).
+    pub fn from_network(network: &cloudstack::Network) -> NetworkFacts {
+        NetworkFacts {
+            id: network.id.clone().unwrap_or_default(),
+            name: network.name.clone().unwrap_or_default(),
+            vpc_id: network.vpcid.clone().filter(|v| !v.is_empty()),
+            acl_id: network.aclid.clone().filter(|v| !v.is_empty()),
+            acl_name: network.aclname.clone().filter(|v| !v.is_empty()),
+            services: network
+                .service
+                .iter()
+                .map(|s| NetworkService {
+                    name: s.name.clone().unwrap_or_default(),
+                    capabilities: s
+                        .capability
+                        .iter()
+                        .filter_map(|c| {
+                            Some((c.name.clone()?, c.value.clone().unwrap_or_default()))
+                        })
+                        .collect(),
+                    providers: s.provider.iter().filter_map(|p| p.name.clone()).collect(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// How the public ports of a load balancer are opened on this network.
@@ -346,5 +375,36 @@ mod tests {
             assert_eq!(f.lb_cidrlist_update, update, "{ma}.{mi}");
             assert_eq!(f.disassociate_by_address, disassociate, "{ma}.{mi}");
         }
+    }
+
+    #[test]
+    fn listed_networks_become_capability_facts() {
+        let network: cloudstack::Network = serde_json::from_value(serde_json::json!({
+            "id": "n1", "name": "tier", "vpcid": "v1", "aclid": "a1", "aclname": "web",
+            "service": [{
+                "name": "Lb",
+                "capability": [{ "name": "SupportedProtocols", "value": "tcp, udp" }],
+                "provider": [{ "name": "VpcVirtualRouter" }]
+            }, { "name": "NetworkACL" }]
+        }))
+        .expect("network decodes");
+        let facts = NetworkFacts::from_network(&network);
+        assert_eq!(facts.id, "n1");
+        assert_eq!(facts.vpc_id.as_deref(), Some("v1"));
+        assert_eq!(facts.acl_id.as_deref(), Some("a1"));
+        assert_eq!(facts.services.len(), 2);
+        assert_eq!(
+            facts.services[0].capability("SupportedProtocols"),
+            Some("tcp, udp")
+        );
+        assert_eq!(facts.services[0].providers, ["VpcVirtualRouter"]);
+        let empty: cloudstack::Network =
+            serde_json::from_value(serde_json::json!({ "id": "n2", "vpcid": "" }))
+                .expect("network decodes");
+        assert_eq!(
+            NetworkFacts::from_network(&empty).vpc_id,
+            None,
+            "an empty vpcid is no VPC"
+        );
     }
 }

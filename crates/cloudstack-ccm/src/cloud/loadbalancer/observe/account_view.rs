@@ -1,15 +1,17 @@
-//! One shared view of CloudStack for a resync: every load-balancer rule, every allocated
-//! public IP, every firewall rule, every network and every VM's default-NIC network the
-//! account sees, each read with ONE paginated list call, plus the ingress items of the ACL lists in use (one call per list,
-//! read when first needed). All Services reconciled during a resync read the same view,
-//! so a resync of many unchanged Services costs a handful of calls, whatever the number
-//! of Services and Nodes.
+//! [`AccountView`]: what the account sees of CloudStack, shared by every Service of a
+//! resync: every load-balancer rule, every allocated public IP, every firewall rule,
+//! every network and every VM's default-NIC network, each read with ONE paginated list
+//! call, plus the ingress items of the ACL lists in use (one call per list, read when
+//! first needed). All Services reconciled during a resync read the same view, so a
+//! resync of many unchanged Services costs a handful of calls, whatever the number of
+//! Services and Nodes.
 //!
-//! The view is renewed when a resync starts or a Node changes ([`SnapshotCache::invalidate`]),
-//! and when it is older than the cache's maximum age. After a change the controller made
-//! itself ([`SnapshotCache::invalidate_objects`] from apply) the rules, IPs, firewall rules
-//! and networks are read again but the VM → network map is kept: the controller never
-//! changes VMs, and re-listing every VM after every Service would cost O(Nodes) per Service.
+//! [`AccountViewCache`] renews the view when a resync starts or a Node changes
+//! ([`AccountViewCache::invalidate`]), and when it is older than the cache's maximum
+//! age. After a change the controller made itself ([`AccountViewCache::invalidate_objects`]
+//! from apply) the rules, IPs, firewall rules and networks are read again but the VM →
+//! network map is kept: the controller never changes VMs, and re-listing every VM after
+//! every Service would cost O(Nodes) per Service.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,9 +24,10 @@ use cloudstack::{
     PublicIpAddress, Request, VmSummary,
 };
 
-/// The shared view of CloudStack.
+/// What the account sees of CloudStack's load-balancer objects, networks and VMs, as
+/// read at one time (the ACL items as first needed).
 #[derive(Debug)]
-pub struct CloudSnapshot {
+pub struct AccountView {
     /// Every load-balancer rule the account sees.
     pub rules: Vec<LoadBalancerRule>,
     /// Every public IP allocated to the account.
@@ -44,9 +47,9 @@ pub struct CloudSnapshot {
     vms_fetched_at: Instant,
 }
 
-impl CloudSnapshot {
+impl AccountView {
     /// Reads the five lists concurrently.
-    pub async fn fetch(client: &cloudstack::Client) -> Result<CloudSnapshot, cloudstack::Error> {
+    pub async fn fetch(client: &cloudstack::Client) -> Result<AccountView, cloudstack::Error> {
         Self::fetch_keeping_vms(client, None).await
     }
 
@@ -55,7 +58,7 @@ impl CloudSnapshot {
     async fn fetch_keeping_vms(
         client: &cloudstack::Client,
         known_vms: Option<(Arc<HashMap<String, String>>, Instant)>,
-    ) -> Result<CloudSnapshot, cloudstack::Error> {
+    ) -> Result<AccountView, cloudstack::Error> {
         let rules = ListLoadBalancerRules {
             listall: Some(true),
             ..Default::default()
@@ -99,7 +102,7 @@ impl CloudSnapshot {
             client.list_networks(&networks),
             read_vms,
         )?;
-        Ok(CloudSnapshot {
+        Ok(AccountView {
             rules,
             ips,
             firewall_rules,
@@ -111,15 +114,15 @@ impl CloudSnapshot {
         })
     }
 
-    /// A snapshot made of given lists (for tests and the dry run).
+    /// A view made of given lists (for tests and the dry run).
     pub fn from_parts(
         rules: Vec<LoadBalancerRule>,
         ips: Vec<PublicIpAddress>,
         firewall_rules: Vec<FirewallRule>,
         networks: Vec<Network>,
         vms: &[VmSummary],
-    ) -> CloudSnapshot {
-        CloudSnapshot {
+    ) -> AccountView {
+        AccountView {
             rules,
             ips,
             firewall_rules,
@@ -200,9 +203,9 @@ fn vm_networks(vms: &[VmSummary]) -> HashMap<String, String> {
         .collect()
 }
 
-/// Holds the current [`CloudSnapshot`]; concurrent readers share one fetch.
+/// Holds the current [`AccountView`]; concurrent readers share one fetch.
 #[derive(Debug)]
-pub struct SnapshotCache {
+pub struct AccountViewCache {
     /// The view and the generations it was read in.
     current: tokio::sync::Mutex<Option<Cached>>,
     /// Bumped by every invalidation; a view read in an older generation is not used.
@@ -217,10 +220,10 @@ pub struct SnapshotCache {
 struct Cached {
     generation: u64,
     vm_generation: u64,
-    snapshot: Arc<CloudSnapshot>,
+    view: Arc<AccountView>,
 }
 
-impl SnapshotCache {
+impl AccountViewCache {
     /// A cache whose view is renewed at least every `max_age`.
     pub fn new(max_age: Duration) -> Self {
         Self {
@@ -236,38 +239,33 @@ impl SnapshotCache {
     pub async fn get(
         &self,
         client: &cloudstack::Client,
-    ) -> Result<Arc<CloudSnapshot>, cloudstack::Error> {
+    ) -> Result<Arc<AccountView>, cloudstack::Error> {
         let mut current = self.current.lock().await;
         let generation = self.generation.load(Ordering::SeqCst);
         let vm_generation = self.vm_generation.load(Ordering::SeqCst);
         if let Some(cached) = current.as_ref()
             && cached.generation == generation
-            && cached.snapshot.fetched_at.elapsed() < self.max_age
+            && cached.view.fetched_at.elapsed() < self.max_age
         {
-            return Ok(cached.snapshot.clone());
+            return Ok(cached.view.clone());
         }
         let known_vms = current
             .as_ref()
             .filter(|cached| cached.vm_generation == vm_generation)
-            .filter(|cached| cached.snapshot.vms_fetched_at.elapsed() < self.max_age)
-            .map(|cached| {
-                (
-                    cached.snapshot.vm_networks.clone(),
-                    cached.snapshot.vms_fetched_at,
-                )
-            });
-        let fresh = Arc::new(CloudSnapshot::fetch_keeping_vms(client, known_vms).await?);
+            .filter(|cached| cached.view.vms_fetched_at.elapsed() < self.max_age)
+            .map(|cached| (cached.view.vm_networks.clone(), cached.view.vms_fetched_at));
+        let fresh = Arc::new(AccountView::fetch_keeping_vms(client, known_vms).await?);
         // Stamped with the generations seen before the read: an invalidation during the
         // read (a change that may be missing from it) makes the next caller read again.
         *current = Some(Cached {
             generation,
             vm_generation,
-            snapshot: fresh.clone(),
+            view: fresh.clone(),
         });
         Ok(fresh)
     }
 
-    /// Forgets the view; the next [`SnapshotCache::get`] reads CloudStack again.
+    /// Forgets the view; the next [`AccountViewCache::get`] reads CloudStack again.
     pub fn invalidate(&self) {
         self.vm_generation.fetch_add(1, Ordering::SeqCst);
         self.generation.fetch_add(1, Ordering::SeqCst);
@@ -293,14 +291,13 @@ mod tests {
             { "id": "vm-b", "nic": [] }
         ]))
         .expect("vms decode");
-        let snapshot =
-            CloudSnapshot::from_parts(Vec::new(), Vec::new(), Vec::new(), Vec::new(), &vms);
+        let view = AccountView::from_parts(Vec::new(), Vec::new(), Vec::new(), Vec::new(), &vms);
         assert_eq!(
-            snapshot.vm_networks.get("vm-a").map(String::as_str),
+            view.vm_networks.get("vm-a").map(String::as_str),
             Some("main")
         );
         assert!(
-            !snapshot.vm_networks.contains_key("vm-b"),
+            !view.vm_networks.contains_key("vm-b"),
             "no default NIC, no network"
         );
     }
@@ -315,15 +312,14 @@ mod tests {
             serde_json::json!([{ "id": "ip1", "ipaddress": "203.0.113.5" }]),
         )
         .expect("ips decode");
-        let snapshot = CloudSnapshot::from_parts(rules, ips, Vec::new(), Vec::new(), &[]);
+        let view = AccountView::from_parts(rules, ips, Vec::new(), Vec::new(), &[]);
         assert_eq!(
-            snapshot
-                .ip_by_address("203.0.113.5")
+            view.ip_by_address("203.0.113.5")
                 .and_then(|ip| ip.id.as_deref()),
             Some("ip1")
         );
-        assert!(snapshot.ip_by_id("ip2").is_none());
-        let on_ip1: Vec<_> = snapshot
+        assert!(view.ip_by_id("ip2").is_none());
+        let on_ip1: Vec<_> = view
             .rules_on_ip("ip1")
             .filter_map(|r| r.id.as_deref())
             .collect();

@@ -23,7 +23,7 @@ use values::{parse_duration, parse_go_bool};
 pub use crate::cloud::provider_id::PROVIDER_NAME;
 
 /// The only supported `--leader-elect-resource-lock`.
-pub const LEASE_LOCK: &str = "leases";
+pub(crate) const LEASE_LOCK: &str = "leases";
 
 const AFTER_HELP: &str = "Flags of the Kubernetes cloud controller manager framework that do not apply \
 (--cidr-allocator-type, --node-cidr-mask-size, --use-service-account-credentials, \

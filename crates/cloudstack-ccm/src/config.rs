@@ -16,7 +16,7 @@ use cloudstack::Secret;
 use thiserror::Error;
 
 /// Environment variables that override file values, with the key each one overrides.
-pub const ENV_OVERRIDES: &[(&str, &str)] = &[
+pub(crate) const ENV_OVERRIDES: &[(&str, &str)] = &[
     ("CLOUDSTACK_API_URL", "api-url"),
     ("CLOUDSTACK_API_KEY", "api-key"),
     ("CLOUDSTACK_SECRET_KEY", "secret-key"),
@@ -27,7 +27,7 @@ pub const ENV_OVERRIDES: &[(&str, &str)] = &[
 ];
 
 /// Every key the `[Global]` section accepts.
-pub const KEYS: &[&str] = &[
+pub(crate) const KEYS: &[&str] = &[
     "api-url",
     "api-key",
     "secret-key",
@@ -256,7 +256,7 @@ impl Values {
 }
 
 /// Parses a gcfg boolean: `true/yes/on/1` or `false/no/off/0`, case-insensitive.
-pub fn parse_bool(text: &str) -> Option<bool> {
+pub(crate) fn parse_bool(text: &str) -> Option<bool> {
     match text.to_ascii_lowercase().as_str() {
         "true" | "yes" | "on" | "1" => Some(true),
         "false" | "no" | "off" | "0" => Some(false),

@@ -130,7 +130,7 @@ pub async fn write_route_plan(ctx: Arc<Context>, out: &mut impl Write) -> std::i
 }
 
 /// Plans every Service of the cluster behind `ctx` without changing anything.
-pub async fn plan_context(ctx: &Context) -> Result<PlanReport, DryRunError> {
+pub(crate) async fn plan_context(ctx: &Context) -> Result<PlanReport, DryRunError> {
     let services = Api::<Service>::all(ctx.kube.clone())
         .list(&ListParams::default())
         .await

@@ -24,13 +24,13 @@ use prometheus_client::registry::Registry;
 
 /// The `result` of a reconciliation (`reconciles_total`) or an inventory refresh that
 /// succeeded. Every controller counts success under this one label.
-pub const RESULT_OK: &str = "ok";
+pub(crate) const RESULT_OK: &str = "ok";
 
 /// The `result` of a reconciliation or an inventory refresh that failed.
-pub const RESULT_ERROR: &str = "error";
+pub(crate) const RESULT_ERROR: &str = "error";
 
 /// The content type of [`Metrics::encode`]'s output.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Labels `command` and `result`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

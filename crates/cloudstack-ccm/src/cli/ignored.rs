@@ -9,7 +9,7 @@ use std::ffi::OsString;
 /// Whether an ignored flag takes a value (`--flag value` or `--flag=value`) or is a
 /// boolean (`--flag` or `--flag=value`, never a separate value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FlagKind {
+pub(crate) enum FlagKind {
     /// A Go boolean flag.
     Bool,
     /// A flag with a value.
@@ -17,7 +17,7 @@ pub enum FlagKind {
 }
 
 /// Every accepted-and-ignored flag (without the leading `--`).
-pub const IGNORED_FLAGS: &[(&str, FlagKind)] = &[
+pub(crate) const IGNORED_FLAGS: &[(&str, FlagKind)] = &[
     ("use-service-account-credentials", FlagKind::Bool),
     ("profiling", FlagKind::Bool),
     ("contention-profiling", FlagKind::Bool),
@@ -95,7 +95,9 @@ pub const IGNORED_FLAGS: &[(&str, FlagKind)] = &[
 /// Removes the ignored flags (and their values) from `args`, which starts with the
 /// program name. Returns the remaining arguments and the names of the removed flags, in
 /// order. Scanning stops at `--`.
-pub fn strip_ignored(args: impl IntoIterator<Item = OsString>) -> (Vec<OsString>, Vec<String>) {
+pub(crate) fn strip_ignored(
+    args: impl IntoIterator<Item = OsString>,
+) -> (Vec<OsString>, Vec<String>) {
     let mut kept = Vec::new();
     let mut removed = Vec::new();
     let mut args = args.into_iter();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// Parses a boolean the way Go's `strconv.ParseBool` does:
 /// `1 t T TRUE true True` and `0 f F FALSE false False`.
-pub fn parse_go_bool(text: &str) -> Result<bool, String> {
+pub(crate) fn parse_go_bool(text: &str) -> Result<bool, String> {
     match text {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
@@ -15,7 +15,7 @@ pub fn parse_go_bool(text: &str) -> Result<bool, String> {
 
 /// Parses a duration: Go's format (`15s`, `2m0s`, `1h30m`, `1.5s`, `300ms`, `0`) and
 /// humantime's (`2min`, `1 hour`).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text == "0" {
         return Ok(Duration::ZERO);

@@ -261,7 +261,7 @@ fn name_candidates(node_name: &str) -> Vec<String> {
 }
 
 /// Builds the metadata of `node` from its VM.
-pub fn metadata_for(
+pub(crate) fn metadata_for(
     vm: &VmRecord,
     node: &NodeRef<'_>,
     region: Option<&str>,
@@ -287,7 +287,7 @@ pub fn metadata_for(
 /// provided node IP (the kubelet's `--node-ip`, on any NIC), like the Kubernetes
 /// cloud-node controller: the IP must be one of the VM's addresses; it comes first and
 /// other addresses of its kind are dropped.
-pub fn node_addresses(
+pub(crate) fn node_addresses(
     vm: &VmRecord,
     node: &NodeRef<'_>,
 ) -> Result<Vec<NodeAddress>, InstanceError> {
@@ -357,7 +357,7 @@ pub fn node_addresses(
 
 /// Makes `raw` a valid Kubernetes label value (see the module documentation):
 /// invalid characters become `-`, at most 63 characters, alphanumerics at both ends.
-pub fn label_value(raw: &str) -> String {
+pub(crate) fn label_value(raw: &str) -> String {
     let replaced: String = raw
         .chars()
         .map(|c| {

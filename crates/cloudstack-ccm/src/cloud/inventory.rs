@@ -17,7 +17,7 @@ use futures::future::BoxFuture;
 
 /// `details` asked of `listVirtualMachines`: `min` keeps the answer small, `nics`
 /// adds the addresses and `servoff` the service offering name (the instance type).
-pub const VM_DETAILS: [&str; 3] = ["min", "nics", "servoff"];
+pub(crate) const VM_DETAILS: [&str; 3] = ["min", "nics", "servoff"];
 
 /// What the controller manager needs to know about one VM.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -131,7 +131,7 @@ pub struct Tagged {
 /// Lists what is tagged for `cluster`. Read this before the Services and Nodes
 /// ([`Owners`]): an object tagged for a Service created meanwhile is then never taken for
 /// an orphan.
-pub async fn observe(
+pub(crate) async fn observe(
     client: &cloudstack::Client,
     cluster: &str,
 ) -> Result<Tagged, cloudstack::Error> {

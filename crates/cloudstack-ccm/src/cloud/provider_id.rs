@@ -24,7 +24,7 @@ const LEGACY_SCHEME: &str = "cloudstack";
 
 /// A CloudStack VM id taken from (or destined for) a node's `spec.providerID`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ProviderId {
+pub(crate) struct ProviderId {
     vm_id: String,
 }
 

@@ -8,18 +8,18 @@ use std::collections::BTreeMap;
 pub type Tags = BTreeMap<String, String>;
 
 /// Tag key naming the cluster that owns a resource.
-pub const TAG_CLUSTER: &str = "cloudstack-ccm/cluster";
+pub(crate) const TAG_CLUSTER: &str = "cloudstack-ccm/cluster";
 /// Tag key naming the Service (UID) that owns a resource.
 pub const TAG_SERVICE_UID: &str = "cloudstack-ccm/service-uid";
 /// Tag key set on public IPs the controller associated itself.
-pub const TAG_ASSOCIATED: &str = "cloudstack-ccm/associated";
+pub(crate) const TAG_ASSOCIATED: &str = "cloudstack-ccm/associated";
 /// Tag key set on rules the controller gave a health-check policy: their policies are
 /// read even when the Service no longer asks for one (to remove it).
-pub const TAG_HEALTH_CHECK: &str = "cloudstack-ccm/health-check";
+pub(crate) const TAG_HEALTH_CHECK: &str = "cloudstack-ccm/health-check";
 /// Tag key set on rules the controller created with `openfirewall=true`: CloudStack made
 /// their firewall rule (TCP, the rule's port, from `0.0.0.0/0`) and deletes it with them.
-pub const TAG_OPEN_FIREWALL: &str = "cloudstack-ccm/open-firewall";
+pub(crate) const TAG_OPEN_FIREWALL: &str = "cloudstack-ccm/open-firewall";
 /// Tag key set on rules the controller gave a stickiness policy (as [`TAG_HEALTH_CHECK`]).
-pub const TAG_STICKINESS: &str = "cloudstack-ccm/stickiness";
+pub(crate) const TAG_STICKINESS: &str = "cloudstack-ccm/stickiness";
 /// Tag key naming the Node a VPC static route serves.
-pub const TAG_NODE: &str = "cloudstack-ccm/node";
+pub(crate) const TAG_NODE: &str = "cloudstack-ccm/node";

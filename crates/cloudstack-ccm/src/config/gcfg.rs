@@ -30,7 +30,7 @@ pub struct Entry {
 
 /// One `[section]` or `[section "subsection"]` header of a gcfg file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Header {
+pub(crate) struct Header {
     /// Lower-cased section name.
     pub section: String,
     /// The subsection, as written.
@@ -42,7 +42,7 @@ pub struct Header {
 /// A parsed gcfg file: its section headers (an empty section has no entries but still
 /// a header) and its entries, each in file order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Document {
+pub(crate) struct Document {
     /// Every section header.
     pub headers: Vec<Header>,
     /// Every `key = value` line.
@@ -65,7 +65,7 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, SyntaxError> {
 }
 
 /// Parses gcfg text into its section headers and entries.
-pub fn parse_document(text: &str) -> Result<Document, SyntaxError> {
+pub(crate) fn parse_document(text: &str) -> Result<Document, SyntaxError> {
     Parser {
         chars: text.chars().collect(),
         pos: 0,

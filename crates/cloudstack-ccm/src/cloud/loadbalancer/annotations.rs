@@ -7,14 +7,10 @@
 //! the same `service.beta.kubernetes.io/cloudstack-load-balancer-` family.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use super::vocabulary::{Algorithm, StickinessMethod};
 use crate::cloud::cidr::Cidr;
-
-/// Common prefix of the CloudStack load-balancer annotations.
-pub const PREFIX: &str = "service.beta.kubernetes.io/cloudstack-load-balancer-";
 
 /// An invalid annotation value. The message names the annotation and the value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +47,7 @@ pub enum Origin {
     CloudstackCcm,
 }
 
+#[cfg(test)]
 impl Origin {
     fn label(self) -> &'static str {
         match self {
@@ -303,7 +300,7 @@ pub static HEALTH_CHECK_PATH: Annotation = Annotation {
 };
 
 /// `…-health-check-interval`: seconds between probes.
-pub static HEALTH_CHECK_INTERVAL: Annotation = Annotation {
+pub(crate) static HEALTH_CHECK_INTERVAL: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-health-check-interval",
     kind: AnnotationKind::Seconds { min: 1, max: 20940 },
     default: "5",
@@ -315,7 +312,7 @@ pub static HEALTH_CHECK_INTERVAL: Annotation = Annotation {
 };
 
 /// `…-health-check-timeout`: seconds to wait for a probe's answer.
-pub static HEALTH_CHECK_TIMEOUT: Annotation = Annotation {
+pub(crate) static HEALTH_CHECK_TIMEOUT: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-health-check-timeout",
     kind: AnnotationKind::Seconds { min: 2, max: 60 },
     default: "2",
@@ -327,7 +324,7 @@ pub static HEALTH_CHECK_TIMEOUT: Annotation = Annotation {
 };
 
 /// `…-health-check-healthy-threshold`: successes before a member is healthy.
-pub static HEALTH_CHECK_HEALTHY_THRESHOLD: Annotation = Annotation {
+pub(crate) static HEALTH_CHECK_HEALTHY_THRESHOLD: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-health-check-healthy-threshold",
     kind: AnnotationKind::Count { min: 1, max: 10 },
     default: "2",
@@ -339,7 +336,7 @@ pub static HEALTH_CHECK_HEALTHY_THRESHOLD: Annotation = Annotation {
 };
 
 /// `…-health-check-unhealthy-threshold`: failures before a member is unhealthy.
-pub static HEALTH_CHECK_UNHEALTHY_THRESHOLD: Annotation = Annotation {
+pub(crate) static HEALTH_CHECK_UNHEALTHY_THRESHOLD: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-health-check-unhealthy-threshold",
     kind: AnnotationKind::Count { min: 1, max: 10 },
     default: "3",
@@ -363,7 +360,7 @@ pub static STICKINESS_METHOD: Annotation = Annotation {
 };
 
 /// `…-stickiness-method-param`: the stickiness policy parameters.
-pub static STICKINESS_PARAMS: Annotation = Annotation {
+pub(crate) static STICKINESS_PARAMS: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-stickiness-method-param",
     kind: AnnotationKind::KeyValueList,
     default: "",
@@ -409,7 +406,7 @@ pub static ALL: &[&Annotation] = &[
 ];
 
 /// Parses a bool the way Go's `strconv.ParseBool` does (the Go CCM's annotations).
-pub fn parse_bool(key: &str, value: &str) -> Result<bool, AnnotationError> {
+pub(crate) fn parse_bool(key: &str, value: &str) -> Result<bool, AnnotationError> {
     match value.trim() {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
         "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
@@ -418,7 +415,7 @@ pub fn parse_bool(key: &str, value: &str) -> Result<bool, AnnotationError> {
 }
 
 /// Parses a DNS hostname (RFC 1123 labels, at most 253 characters).
-pub fn parse_hostname(key: &str, value: &str) -> Result<String, AnnotationError> {
+pub(crate) fn parse_hostname(key: &str, value: &str) -> Result<String, AnnotationError> {
     let host = value.trim();
     let label_ok = |l: &str| {
         !l.is_empty()
@@ -434,7 +431,7 @@ pub fn parse_hostname(key: &str, value: &str) -> Result<String, AnnotationError>
 }
 
 /// Parses an IPv4 or IPv6 address.
-pub fn parse_ip(key: &str, value: &str) -> Result<IpAddr, AnnotationError> {
+pub(crate) fn parse_ip(key: &str, value: &str) -> Result<IpAddr, AnnotationError> {
     value
         .trim()
         .parse()
@@ -443,7 +440,7 @@ pub fn parse_ip(key: &str, value: &str) -> Result<IpAddr, AnnotationError> {
 
 /// Parses a comma-separated CIDR list; spaces around entries and empty entries are
 /// ignored, every other entry must be a CIDR or an address.
-pub fn parse_cidr_list(key: &str, value: &str) -> Result<Vec<Cidr>, AnnotationError> {
+pub(crate) fn parse_cidr_list(key: &str, value: &str) -> Result<Vec<Cidr>, AnnotationError> {
     let mut out = Vec::new();
     for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let cidr = Cidr::parse(entry)
@@ -456,13 +453,18 @@ pub fn parse_cidr_list(key: &str, value: &str) -> Result<Vec<Cidr>, AnnotationEr
 }
 
 /// Parses a load-balancing algorithm.
-pub fn parse_algorithm(key: &str, value: &str) -> Result<Algorithm, AnnotationError> {
+pub(crate) fn parse_algorithm(key: &str, value: &str) -> Result<Algorithm, AnnotationError> {
     Algorithm::parse(value)
         .ok_or_else(|| AnnotationError::new(key, value, "expected roundrobin, leastconn or source"))
 }
 
 /// Parses a whole number within `min..=max`.
-pub fn parse_in_range(key: &str, value: &str, min: u32, max: u32) -> Result<u32, AnnotationError> {
+pub(crate) fn parse_in_range(
+    key: &str,
+    value: &str,
+    min: u32,
+    max: u32,
+) -> Result<u32, AnnotationError> {
     let out_of_range = || {
         AnnotationError::new(
             key,
@@ -482,7 +484,7 @@ pub fn parse_in_range(key: &str, value: &str, min: u32, max: u32) -> Result<u32,
 }
 
 /// Parses an HTTP path: starts with `/`, printable ASCII, no spaces.
-pub fn parse_http_path(key: &str, value: &str) -> Result<String, AnnotationError> {
+pub(crate) fn parse_http_path(key: &str, value: &str) -> Result<String, AnnotationError> {
     let path = value.trim();
     if !path.starts_with('/') || !path.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(AnnotationError::new(
@@ -495,7 +497,7 @@ pub fn parse_http_path(key: &str, value: &str) -> Result<String, AnnotationError
 }
 
 /// Parses a stickiness method name.
-pub fn parse_stickiness_method(
+pub(crate) fn parse_stickiness_method(
     key: &str,
     value: &str,
 ) -> Result<StickinessMethod, AnnotationError> {
@@ -507,7 +509,7 @@ pub fn parse_stickiness_method(
 /// Parses `key=value` pairs separated by commas. Keys are lower-cased; a pair without a
 /// value, a repeated key, or a space or one of `=&"'\#` inside a key or value is refused
 /// (CloudStack copies them into the HAProxy configuration).
-pub fn parse_key_values(
+pub(crate) fn parse_key_values(
     key: &str,
     value: &str,
 ) -> Result<BTreeMap<String, String>, AnnotationError> {
@@ -541,7 +543,7 @@ pub fn parse_key_values(
 }
 
 /// Parses a CloudStack UUID (returned in lower case, as CloudStack wants it).
-pub fn parse_uuid(key: &str, value: &str) -> Result<String, AnnotationError> {
+pub(crate) fn parse_uuid(key: &str, value: &str) -> Result<String, AnnotationError> {
     let id = value.trim().to_ascii_lowercase();
     let groups: Vec<&str> = id.split('-').collect();
     let lens = [8, 4, 4, 4, 12];
@@ -600,8 +602,10 @@ impl<'a> Annotations<'a> {
     }
 }
 
-/// Renders `docs/annotations.md` from the table.
-pub fn render_markdown() -> String {
+/// Renders `docs/annotations.md` from the table (a test keeps the file equal to it).
+#[cfg(test)]
+pub(crate) fn render_markdown() -> String {
+    use std::fmt::Write as _;
     let mut md = String::new();
     md.push_str("# Service annotations\n\n");
     md.push_str(

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use crate::cloud::loadbalancer::vocabulary::{Algorithm, LbProtocol, StickinessMethod};
 
 /// The built-in ACL lists that rules cannot be added to.
-pub const DEFAULT_ACL_LISTS: [&str; 2] = ["default_allow", "default_deny"];
+pub(crate) const DEFAULT_ACL_LISTS: [&str; 2] = ["default_allow", "default_deny"];
 
 /// Provider names of the Virtual Router family (no UDP since 4.15, no health checks).
 const VIRTUAL_ROUTER_PROVIDERS: [&str; 3] = ["VirtualRouter", "VpcVirtualRouter", "InternalLbVm"];
@@ -131,7 +131,7 @@ pub struct NetworkCapabilities {
 }
 
 /// The HAProxy statistics port of the Virtual Router (CloudStack's default).
-pub const HAPROXY_STATS_PORT: u16 = 8081;
+pub(crate) const HAPROXY_STATS_PORT: u16 = 8081;
 
 impl NetworkCapabilities {
     /// Derives the capabilities of a network on a server.

@@ -28,7 +28,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// Our submitted, unfinished jobs per network: one running, one queued behind it.
-pub const JOBS_IN_FLIGHT: usize = 2;
+pub(crate) const JOBS_IN_FLIGHT: usize = 2;
 
 /// The first poll of a job is due at this share of its command's typical run time.
 const FIRST_POLL_SHARE: f64 = 0.9;

@@ -16,7 +16,7 @@ use crate::cloud::tags::{TAG_ASSOCIATED, Tags};
 
 /// Reason (ACL items) and description (policies) the Go CCM puts on what it creates;
 /// ACL items use `"<this> for <lb name>"`.
-pub const GO_CCM_MANAGED_TEXT: &str = "Managed by the CloudStack Kubernetes Provider";
+pub(crate) const GO_CCM_MANAGED_TEXT: &str = "Managed by the CloudStack Kubernetes Provider";
 
 /// Who holds a public IP.
 #[derive(Debug, Clone, PartialEq, Eq)]

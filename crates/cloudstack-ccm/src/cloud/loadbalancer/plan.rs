@@ -58,7 +58,7 @@ pub use step::{AssociateTarget, IpRef, ResourceRef, RuleRef, Step, TagResourceTy
 
 /// Description put on the policies the controller creates (the Go CCM's text, so its
 /// policies are recognised and adopted).
-pub const POLICY_DESCRIPTION: &str = GO_CCM_MANAGED_TEXT;
+pub(crate) const POLICY_DESCRIPTION: &str = GO_CCM_MANAGED_TEXT;
 
 /// The nodes that should receive traffic.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -296,7 +296,7 @@ pub fn plan(
 /// controller tagged the rule so when it created it, and the firewall rule is TCP on
 /// exactly the rule's port from `0.0.0.0/0`, untagged (CloudStack's conflict check allows
 /// no second rule from the same CIDR on that port).
-pub fn opened_with(fw: &ObservedFirewallRule, rule: &ObservedRule) -> bool {
+pub(crate) fn opened_with(fw: &ObservedFirewallRule, rule: &ObservedRule) -> bool {
     rule.tags
         .get(TAG_OPEN_FIREWALL)
         .is_some_and(|v| v == "true")
@@ -368,7 +368,7 @@ fn firewall_deletes_first(phases: Vec<Vec<Step>>, observed: &ObservedLb) -> Vec<
 /// it is the user's from then on. Else it releases the IP
 /// when the controller associated it, no other rule uses it, it is not a source-NAT IP,
 /// and `keep-ip` is not set.
-pub fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanContext) -> Plan {
+pub(crate) fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanContext) -> Plan {
     let mut first = Vec::new();
     let ports: BTreeSet<(IpProtocol, u16)> = observed
         .rules
@@ -520,7 +520,7 @@ impl LbSpec {
 /// Service's when one of its rules has that port and no rule of anyone else on a network
 /// using that list does. Such an item is removed with the Service, and replaced by the
 /// Service's own item when its source ranges change.
-pub fn adopted_go_acl_item(item: &ObservedAclItem, observed: &ObservedLb) -> bool {
+pub(crate) fn adopted_go_acl_item(item: &ObservedAclItem, observed: &ObservedLb) -> bool {
     let key = (item.protocol, item.start_port);
     item.allow
         && item.start_port == item.end_port
@@ -536,7 +536,7 @@ pub fn adopted_go_acl_item(item: &ObservedAclItem, observed: &ObservedLb) -> boo
 
 /// Whether an ACL item was made for this Service: tagged with its UID, or carrying the
 /// Go CCM's reason for its load-balancer name.
-pub fn acl_item_is_ours(item: &ObservedAclItem, lb_name: &str, service_uid: &str) -> bool {
+pub(crate) fn acl_item_is_ours(item: &ObservedAclItem, lb_name: &str, service_uid: &str) -> bool {
     item.tags
         .get(TAG_SERVICE_UID)
         .is_some_and(|u| u == service_uid)
@@ -545,7 +545,7 @@ pub fn acl_item_is_ours(item: &ObservedAclItem, lb_name: &str, service_uid: &str
 
 /// Whether an ACL item was made for a load balancer (any Service's, by this controller
 /// or the Go CCM) rather than by hand.
-pub fn acl_item_is_a_load_balancers(item: &ObservedAclItem) -> bool {
+pub(crate) fn acl_item_is_a_load_balancers(item: &ObservedAclItem) -> bool {
     item.tags.contains_key(TAG_SERVICE_UID)
         || item
             .reason
@@ -553,7 +553,7 @@ pub fn acl_item_is_a_load_balancers(item: &ObservedAclItem) -> bool {
 }
 
 /// The `reason` put on ACL items (the Go CCM's text).
-pub fn acl_reason(lb_name: &str) -> String {
+pub(crate) fn acl_reason(lb_name: &str) -> String {
     format!("{GO_CCM_MANAGED_TEXT} for {lb_name}")
 }
 

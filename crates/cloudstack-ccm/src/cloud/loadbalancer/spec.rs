@@ -210,7 +210,7 @@ pub struct SpecOptions {
 
 /// Whether the Service asks this controller for a load balancer: `type: LoadBalancer`
 /// with no `loadBalancerClass`, or the class we are configured to own.
-pub fn wants_load_balancer(service: &Service, options: &SpecOptions) -> bool {
+pub(crate) fn wants_load_balancer(service: &Service, options: &SpecOptions) -> bool {
     let Some(spec) = &service.spec else {
         return false;
     };

@@ -193,7 +193,7 @@ pub fn default_lb_name(service_uid: &str) -> String {
 
 /// The load-balancer name the leaseweb fork gives a Service:
 /// `K8s_svc_<cluster>_<namespace>_<name>`, cut to 255 bytes.
-pub fn leaseweb_lb_name(cluster_name: &str, namespace: &str, name: &str) -> String {
+pub(crate) fn leaseweb_lb_name(cluster_name: &str, namespace: &str, name: &str) -> String {
     let mut full = format!("K8s_svc_{cluster_name}_{namespace}_{name}");
     if full.len() > LEASEWEB_LB_NAME_MAX {
         let mut cut = LEASEWEB_LB_NAME_MAX;
@@ -206,7 +206,7 @@ pub fn leaseweb_lb_name(cluster_name: &str, namespace: &str, name: &str) -> Stri
 }
 
 /// The name of one load-balancer rule: `<lb name>-<tcp|udp|tcp-proxy>-<public port>`.
-pub fn rule_name(lb_name: &str, protocol: LbProtocol, public_port: u16) -> String {
+pub(crate) fn rule_name(lb_name: &str, protocol: LbProtocol, public_port: u16) -> String {
     format!("{lb_name}-{}-{public_port}", protocol.as_str())
 }
 

@@ -19,10 +19,10 @@ use crate::cloud::cidr::Cidr;
 
 /// The first CloudStack version whose `createStaticRoute` takes `vpcid` + `nexthop`
 /// (`CreateStaticRouteCmd`, 4.22.0; before it a route needs a private gateway).
-pub const NEXT_HOP_SINCE: (u32, u32) = (4, 22);
+pub(crate) const NEXT_HOP_SINCE: (u32, u32) = (4, 22);
 
 /// Why routes cannot be managed on this server, if they cannot.
-pub fn unsupported_reason(version: &cloudstack::ServerVersion) -> Option<String> {
+pub(crate) fn unsupported_reason(version: &cloudstack::ServerVersion) -> Option<String> {
     let (major, minor) = NEXT_HOP_SINCE;
     (!version.at_least(major, minor, 0)).then(|| {
         format!(
@@ -32,7 +32,7 @@ pub fn unsupported_reason(version: &cloudstack::ServerVersion) -> Option<String>
 }
 
 /// True when `inner` lies inside `outer` (same address family).
-pub fn cidr_contains(outer: &Cidr, inner: &Cidr) -> bool {
+pub(crate) fn cidr_contains(outer: &Cidr, inner: &Cidr) -> bool {
     if outer.prefix > inner.prefix {
         return false;
     }
@@ -54,7 +54,7 @@ pub fn cidr_contains(outer: &Cidr, inner: &Cidr) -> bool {
 }
 
 /// True when the two networks overlap (one contains the other).
-pub fn cidrs_overlap(a: &Cidr, b: &Cidr) -> bool {
+pub(crate) fn cidrs_overlap(a: &Cidr, b: &Cidr) -> bool {
     cidr_contains(a, b) || cidr_contains(b, a)
 }
 

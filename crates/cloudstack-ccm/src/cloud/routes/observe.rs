@@ -31,7 +31,7 @@ pub async fn routes(client: &cloudstack::Client) -> Result<Vec<ObservedRoute>, c
 }
 
 /// The VPC of every network the account sees (`None` for an isolated network).
-pub async fn network_vpcs(
+pub(crate) async fn network_vpcs(
     client: &cloudstack::Client,
 ) -> Result<BTreeMap<String, Option<String>>, cloudstack::Error> {
     let request = ListNetworks {

@@ -27,7 +27,7 @@ use cloudstack::{
 /// What the account sees of CloudStack's load-balancer objects, networks and VMs, as
 /// read at one time (the ACL items as first needed).
 #[derive(Debug)]
-pub struct AccountView {
+pub(crate) struct AccountView {
     /// Every load-balancer rule the account sees.
     pub rules: Vec<LoadBalancerRule>,
     /// Every public IP allocated to the account.
@@ -48,11 +48,6 @@ pub struct AccountView {
 }
 
 impl AccountView {
-    /// Reads the five lists concurrently.
-    pub async fn fetch(client: &cloudstack::Client) -> Result<AccountView, cloudstack::Error> {
-        Self::fetch_keeping_vms(client, None).await
-    }
-
     /// Reads the lists concurrently; with `known_vms` (a map and when it was read) the
     /// VM list is not read again.
     async fn fetch_keeping_vms(
@@ -114,7 +109,8 @@ impl AccountView {
         })
     }
 
-    /// A view made of given lists (for tests and the dry run).
+    /// A view made of given lists, for tests.
+    #[cfg(test)]
     pub fn from_parts(
         rules: Vec<LoadBalancerRule>,
         ips: Vec<PublicIpAddress>,
@@ -205,7 +201,7 @@ fn vm_networks(vms: &[VmSummary]) -> HashMap<String, String> {
 
 /// Holds the current [`AccountView`]; concurrent readers share one fetch.
 #[derive(Debug)]
-pub struct AccountViewCache {
+pub(crate) struct AccountViewCache {
     /// The view and the generations it was read in.
     current: tokio::sync::Mutex<Option<Cached>>,
     /// Bumped by every invalidation; a view read in an older generation is not used.

@@ -22,14 +22,14 @@ use crate::cloud::loadbalancer::vocabulary::{Algorithm, IpProtocol, LbProtocol};
 use crate::cloud::tags::{TAG_ASSOCIATED, TAG_HEALTH_CHECK, TAG_SERVICE_UID, TAG_STICKINESS, Tags};
 
 /// Tags as a map (entries without a key are skipped).
-pub fn tag_map(tags: &[Tag]) -> Tags {
+pub(crate) fn tag_map(tags: &[Tag]) -> Tags {
     tags.iter()
         .filter_map(|t| Some((t.key.clone()?, t.value.clone().unwrap_or_default())))
         .collect()
 }
 
 /// The Service's rules in the view, by exact name.
-pub fn own_rules<'a>(
+pub(crate) fn own_rules<'a>(
     view: &'a AccountView,
     spec: &'a LbSpec,
 ) -> impl Iterator<Item = &'a LoadBalancerRule> + 'a {
@@ -65,7 +65,7 @@ fn observed_rule(rule: &LoadBalancerRule) -> Option<ObservedRule> {
 }
 
 /// Converts a listed public IP; `ours` says whether it is in the account's allocated list.
-pub fn observed_ip(ip: &PublicIpAddress, ours: bool) -> Option<ObservedIp> {
+pub(crate) fn observed_ip(ip: &PublicIpAddress, ours: bool) -> Option<ObservedIp> {
     let ownership = if ours {
         IpOwnership::Ours
     } else if ip.is_allocated() {
@@ -259,7 +259,7 @@ fn policy_kinds_to_read(offered: PolicyKinds, spec: &LbSpec, tags: &Tags) -> Pol
 }
 
 /// Everything the reader needs besides the view.
-pub struct ObserveInputs<'a> {
+pub(crate) struct ObserveInputs<'a> {
     /// The CloudStack client (for the few reads not in the view).
     pub client: &'a cloudstack::Client,
     /// The per-rule details cache.
@@ -271,7 +271,7 @@ pub struct ObserveInputs<'a> {
 }
 
 /// What CloudStack holds for `spec`.
-pub async fn observe(
+pub(crate) async fn observe(
     inputs: &ObserveInputs<'_>,
     view: &AccountView,
     spec: &LbSpec,

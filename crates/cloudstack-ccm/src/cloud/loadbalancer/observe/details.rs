@@ -26,7 +26,7 @@ use crate::cloud::loadbalancer::vocabulary::StickinessMethod;
 
 /// What is known of one rule beyond its list entry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RuleDetails {
+pub(crate) struct RuleDetails {
     /// VM ids assigned to the rule.
     pub members: BTreeSet<String>,
     /// Health-check policies (read only where the provider has them).
@@ -38,7 +38,7 @@ pub struct RuleDetails {
 /// A rule's details as the cache holds them: the member set shared with every other
 /// rule that has the same members.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CachedDetails {
+pub(crate) struct CachedDetails {
     /// The policy kinds that were read (the others are unknown, not absent).
     pub kinds: PolicyKinds,
     /// VM ids assigned to the rule (shared by content).
@@ -51,7 +51,7 @@ pub struct CachedDetails {
 
 /// Which policy kinds to read for a rule.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PolicyKinds {
+pub(crate) struct PolicyKinds {
     /// Read health-check policies.
     pub health_check: bool,
     /// Read stickiness policies.
@@ -73,7 +73,7 @@ impl PolicyKinds {
 
 /// The cache of rule details by rule id.
 #[derive(Debug)]
-pub struct RuleDetailsCache {
+pub(crate) struct RuleDetailsCache {
     entries: Mutex<Entries>,
     max_age: Duration,
 }
@@ -195,7 +195,7 @@ impl RuleDetailsCache {
 
 /// The ids of the VMs assigned to rule `rule_id` (`listLoadBalancerRuleInstances`, all
 /// pages).
-pub async fn read_members(
+pub(crate) async fn read_members(
     client: &cloudstack::Client,
     rule_id: &str,
 ) -> Result<BTreeSet<String>, cloudstack::Error> {

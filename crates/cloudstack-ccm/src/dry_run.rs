@@ -17,9 +17,7 @@ use crate::config::{CloudConfig, ConfigError};
 use crate::controllers::Context;
 use crate::controllers::route::{self, RouteController};
 use crate::controllers::service::{Settings, plan_services, settings};
-use crate::leader::LeaderStatus;
 use crate::metrics::Metrics;
-use crate::server::Readiness;
 
 use crate::connect::{self, ConnectError};
 
@@ -77,22 +75,18 @@ pub async fn run(args: &ManagerArgs, out: &mut impl Write) -> Result<PlanReport,
     let cloudstack = connect::cloudstack_client(&config, metrics.clone())?;
     let server_version = connect::server_version(&config, &cloudstack).await?;
     let kube = connect::kube_client(args).await?;
-    let ctx = Context {
+    let mut ctx = Context::new(
         kube,
         cloudstack,
         server_version,
-        cloud_config: config,
-        cluster_name: args.cluster_name.clone(),
+        config,
+        args.cluster_name.clone(),
         metrics,
-        readiness: Readiness::new(LeaderStatus::new()),
-        node_status_update_frequency: args.node_status_update_frequency,
-        node_monitor_period: args.node_monitor_period,
-        service_resync_period: args.service_resync_period,
-        concurrent_service_syncs: 1,
-        load_balancer_class: args.load_balancer_class.clone(),
-        routes: crate::controllers::route::RouteSettings::from_args(args),
-        delete_orphans: false,
-    };
+    )
+    .with_args(args);
+    // A dry run deletes nothing and plans one Service at a time.
+    ctx.delete_orphans = false;
+    ctx.concurrent_service_syncs = 1;
     let report = plan_context(&ctx).await?;
     write_report(&report, out)?;
     write_route_plan(Arc::new(ctx), out).await?;

@@ -205,22 +205,18 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
         std::future::pending::<()>().await;
     });
 
-    let ctx = Arc::new(Context {
-        kube: kube.clone(),
-        cloudstack,
-        server_version,
-        cloud_config: config,
-        cluster_name: args.cluster_name.clone(),
-        metrics,
-        readiness,
-        node_status_update_frequency: args.node_status_update_frequency,
-        node_monitor_period: args.node_monitor_period,
-        service_resync_period: args.service_resync_period,
-        concurrent_service_syncs: usize::try_from(args.concurrent_service_syncs.get()).unwrap_or(1),
-        load_balancer_class: args.load_balancer_class.clone(),
-        routes: cloudstack_ccm::controllers::route::RouteSettings::from_args(&args),
-        delete_orphans: args.delete_orphans,
-    });
+    let ctx = Arc::new(
+        Context::new(
+            kube.clone(),
+            cloudstack,
+            server_version,
+            config,
+            args.cluster_name.clone(),
+            metrics,
+        )
+        .with_args(&args)
+        .with_readiness(readiness),
+    );
     let result = if args.leader_elect {
         run_elected(&args, kube, status, ctx, enabled, shutdown.clone()).await
     } else {

@@ -2,6 +2,7 @@
 //! Service or Node no longer exists ([`crate::cloud::orphans`]), with why; `--delete`
 //! removes them (never an address the user brought or may have kept).
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -57,8 +58,12 @@ impl OrphanReport {
     }
 }
 
-/// What exists in the cluster: Service UIDs and the addresses they name, Node names.
-pub async fn owners(kube: &kube::Client) -> Result<Owners, OrphansError> {
+/// What exists in the cluster: Service UIDs and the addresses they name, Node names
+/// (`node_names` when given, e.g. from the controllers' Node cache; else listed).
+pub async fn owners(
+    kube: &kube::Client,
+    node_names: Option<BTreeSet<String>>,
+) -> Result<Owners, OrphansError> {
     let services = Api::<Service>::all(kube.clone())
         .list(&ListParams::default())
         .await
@@ -66,13 +71,20 @@ pub async fn owners(kube: &kube::Client) -> Result<Owners, OrphansError> {
             what: "Services",
             source,
         })?;
-    let nodes = Api::<Node>::all(kube.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| OrphansError::List {
-            what: "Nodes",
-            source,
-        })?;
+    let nodes = match node_names {
+        Some(names) => names,
+        None => Api::<Node>::all(kube.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|source| OrphansError::List {
+                what: "Nodes",
+                source,
+            })?
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .collect(),
+    };
     let mut owners = Owners::default();
     for service in &services.items {
         if let Some(uid) = &service.metadata.uid {
@@ -102,25 +114,23 @@ pub async fn owners(kube: &kube::Client) -> Result<Owners, OrphansError> {
             }
         }
     }
-    owners.nodes = nodes
-        .items
-        .iter()
-        .filter_map(|n| n.metadata.name.clone())
-        .collect();
+    owners.nodes = nodes;
     Ok(owners)
 }
 
-/// Finds the orphans of `cluster` and, when `delete` is set, deletes them.
+/// Finds the orphans of `cluster` and, when `delete` is set, deletes them; the Nodes are
+/// `node_names` when given (see [`owners`]).
 pub async fn report(
     cloudstack: &cloudstack::Client,
     kube: &kube::Client,
     cluster: &str,
     delete: bool,
+    node_names: Option<BTreeSet<String>>,
 ) -> Result<OrphanReport, OrphansError> {
     let tagged = orphans::observe(cloudstack, cluster)
         .await
         .map_err(OrphansError::CloudStack)?;
-    let orphans = orphans::classify(&tagged, &owners(kube).await?);
+    let orphans = orphans::classify(&tagged, &owners(kube, node_names).await?);
     let deleted = if delete {
         orphans::delete(cloudstack, &orphans)
             .await
@@ -144,7 +154,7 @@ pub async fn run(
     })?;
     let cloudstack = connect::cloudstack_client(&config, Arc::new(Metrics::new()))?;
     let kube = connect::kube_client(args).await?;
-    let report = report(&cloudstack, &kube, &args.cluster_name, delete).await?;
+    let report = report(&cloudstack, &kube, &args.cluster_name, delete, None).await?;
     write_report(&report, &args.cluster_name, out)?;
     Ok(report)
 }

@@ -1,16 +1,19 @@
 //! Everything that watches and writes Kubernetes objects.
 //!
-//! This module holds what the controllers share: the [`Context`], which controllers are
-//! enabled ([`ControllerSet`], from `--controllers`), the [`Shutdown`] signal, and
-//! [`run`], which starts the enabled controllers while this replica leads.
+//! This module holds what the controllers share: the [`Context`], the [`Caches`] (one VM
+//! inventory view and one Node cache), which controllers are enabled ([`ControllerSet`],
+//! from `--controllers`), the [`Shutdown`] signal, and [`run`], which builds the caches
+//! once and starts the enabled controllers on them while this replica leads.
 //!
-//! Each controller module exposes
-//! `pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) -> anyhow::Result<()>`,
-//! which returns `Ok(())` once `shutdown` fires and it has stopped.
+//! Each controller module (`node`, `node_lifecycle`, `service`, `route`) exposes
+//! `pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyhow::Result<()>`,
+//! which returns `Ok(())` once `shutdown` fires and it has stopped. The service
+//! controller also has `run_with`, the same with explicit [`service::Settings`].
 
 pub mod backoff;
 pub mod events;
 pub mod node;
+pub mod node_cache;
 pub mod node_lifecycle;
 pub mod route;
 pub mod service;
@@ -23,10 +26,12 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
+use crate::cloud::instances::Instances;
 use crate::config::CloudConfig;
 use crate::metrics::Metrics;
 use crate::server::Readiness;
 
+pub use node_cache::NodeCache;
 pub use set::{ControllerName, ControllerSet, ControllerSetError};
 pub use shutdown::{Shutdown, ShutdownTrigger, shutdown_channel};
 
@@ -62,6 +67,66 @@ pub struct Context {
     pub delete_orphans: bool,
 }
 
+/// `--node-status-update-frequency`'s default.
+pub const DEFAULT_NODE_STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(300);
+/// `--node-monitor-period`'s default.
+pub const DEFAULT_NODE_MONITOR_PERIOD: Duration = Duration::from_secs(5);
+/// `--service-resync-period`'s default.
+pub const DEFAULT_SERVICE_RESYNC_PERIOD: Duration = Duration::from_secs(100);
+
+impl Context {
+    /// A context over these clients, with the flags' defaults: node status every 5 m,
+    /// node monitor every 5 s, Service resync every 100 s, one Service sync at a time,
+    /// no load-balancer class, the route controller's defaults, no orphan deletion, and a
+    /// [`Readiness`] following a [`LeaderStatus`](crate::leader::LeaderStatus) of its own.
+    /// [`Context::with_args`] takes the flags instead; the fields are public for the rest.
+    pub fn new(
+        kube: kube::Client,
+        cloudstack: cloudstack::Client,
+        server_version: cloudstack::ServerVersion,
+        cloud_config: CloudConfig,
+        cluster_name: impl Into<String>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            kube,
+            cloudstack,
+            server_version,
+            cloud_config,
+            cluster_name: cluster_name.into(),
+            metrics,
+            readiness: Readiness::new(crate::leader::LeaderStatus::new()),
+            node_status_update_frequency: DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
+            node_monitor_period: DEFAULT_NODE_MONITOR_PERIOD,
+            service_resync_period: DEFAULT_SERVICE_RESYNC_PERIOD,
+            concurrent_service_syncs: 1,
+            load_balancer_class: None,
+            routes: route::RouteSettings::default(),
+            delete_orphans: false,
+        }
+    }
+
+    /// Takes the controller flags of `args`: the periods, `--concurrent-service-syncs`,
+    /// `--load-balancer-class`, the route flags and `--delete-orphans`.
+    pub fn with_args(mut self, args: &crate::cli::ManagerArgs) -> Self {
+        self.node_status_update_frequency = args.node_status_update_frequency;
+        self.node_monitor_period = args.node_monitor_period;
+        self.service_resync_period = args.service_resync_period;
+        self.concurrent_service_syncs =
+            usize::try_from(args.concurrent_service_syncs.get()).unwrap_or(1);
+        self.load_balancer_class = args.load_balancer_class.clone();
+        self.routes = route::RouteSettings::from_args(args);
+        self.delete_orphans = args.delete_orphans;
+        self
+    }
+
+    /// Uses `readiness` (e.g. following the leader election's status).
+    pub fn with_readiness(mut self, readiness: Readiness) -> Self {
+        self.readiness = readiness;
+        self
+    }
+}
+
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
@@ -84,6 +149,26 @@ impl std::fmt::Debug for Context {
     }
 }
 
+/// What the controllers of one process read together, built once by [`run`]: clones
+/// are handles to the same caches.
+#[derive(Debug, Clone)]
+pub struct Caches {
+    /// The VM inventory view (one `listVirtualMachines` per refresh serves every lookup).
+    pub instances: Instances,
+    /// The Node cache (one watch of the Nodes, started by its first reader).
+    pub nodes: NodeCache,
+}
+
+impl Caches {
+    /// The caches of `ctx`: [`node::instances_for`] and a [`NodeCache`] of `ctx.kube`.
+    pub fn for_context(ctx: &Context) -> Self {
+        Self {
+            instances: node::instances_for(ctx),
+            nodes: NodeCache::new(ctx.kube.clone()),
+        }
+    }
+}
+
 /// Starts the controllers of `enabled` and waits for them.
 ///
 /// Returns `Ok(())` when every controller has stopped after `shutdown`; an error as soon
@@ -94,50 +179,27 @@ pub async fn run(
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let mut tasks: JoinSet<(ControllerName, anyhow::Result<()>)> = JoinSet::new();
-    // One VM inventory (one list call per refresh) serves both node controllers, and when
-    // both run, node-lifecycle reads cloud-node's Node cache (one copy of every Node).
-    let node_instances = node::instances_for(&ctx);
-    let both_node_controllers = enabled.is_enabled(ControllerName::CloudNode)
-        && enabled.is_enabled(ControllerName::CloudNodeLifecycle);
-    let (handoff, shared_nodes) = if both_node_controllers {
-        let (sender, receiver) = tokio::sync::watch::channel(None);
-        (Some(sender), Some(receiver))
-    } else {
-        (None, None)
-    };
+    // One VM inventory and one Node cache for every controller; the Node watch starts
+    // with the first controller that reads it (none does when only `route` runs).
+    let caches = Caches::for_context(&ctx);
     for name in enabled.enabled() {
-        let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
-        match name {
-            ControllerName::CloudNode => {
-                let instances = node_instances.clone();
-                let handoff = handoff.clone();
-                tasks.spawn(async move {
-                    let result = node::run_sharing_store(ctx, instances, shutdown, handoff).await;
-                    (name, result)
-                });
-            }
-            ControllerName::CloudNodeLifecycle => {
-                let instances = node_instances.clone();
-                let shared = shared_nodes.clone();
-                tasks.spawn(async move {
-                    let result =
-                        node_lifecycle::run_on_store(ctx, instances, shutdown, shared).await;
-                    (name, result)
-                });
-            }
-            ControllerName::Service => {
-                tasks.spawn(async move { (name, service::run(ctx, shutdown).await) });
-            }
-            ControllerName::Route => {
-                let instances = node_instances.clone();
-                tasks.spawn(async move { (name, route::run(ctx, instances, shutdown).await) });
-            }
-        }
+        let (ctx, caches, shutdown) = (ctx.clone(), caches.clone(), shutdown.clone());
+        tasks.spawn(async move {
+            let result = match name {
+                ControllerName::CloudNode => node::run(ctx, caches, shutdown).await,
+                ControllerName::CloudNodeLifecycle => {
+                    node_lifecycle::run(ctx, caches, shutdown).await
+                }
+                ControllerName::Service => service::run(ctx, caches, shutdown).await,
+                ControllerName::Route => route::run(ctx, caches, shutdown).await,
+            };
+            (name, result)
+        });
     }
     tracing::info!(controllers = %enabled, "controllers started");
     tokio::spawn(mark_synced_after_first_inventory(
         ctx.clone(),
-        node_instances.inventory().clone(),
+        caches.instances.inventory().clone(),
         shutdown.clone(),
     ));
     if tasks.is_empty() {
@@ -185,5 +247,31 @@ async fn mark_synced_after_first_inventory(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_context_defaults_are_the_flags_defaults() {
+        let args = crate::cli::Cli::parse_with_warnings(["cloudstack-ccm"].map(Into::into))
+            .expect("no flags parse")
+            .cli
+            .manager;
+        assert_eq!(
+            args.node_status_update_frequency,
+            DEFAULT_NODE_STATUS_UPDATE_FREQUENCY
+        );
+        assert_eq!(args.node_monitor_period, DEFAULT_NODE_MONITOR_PERIOD);
+        assert_eq!(args.service_resync_period, DEFAULT_SERVICE_RESYNC_PERIOD);
+        assert_eq!(args.concurrent_service_syncs.get(), 1);
+        assert_eq!(args.load_balancer_class, None);
+        assert!(!args.delete_orphans);
+        assert_eq!(
+            route::RouteSettings::from_args(&args),
+            route::RouteSettings::default()
+        );
     }
 }

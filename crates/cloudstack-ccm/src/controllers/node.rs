@@ -16,18 +16,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{
-    Node, NodeAddress as K8sNodeAddress, NodeSpec, NodeStatus, Taint,
-};
+use k8s_openapi::api::core::v1::{Node, NodeAddress as K8sNodeAddress, Taint};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
 use super::backoff::RetryBackoff;
 use super::events::{Event, EventType, Recorder, Reporter};
-use super::{Context, Shutdown};
+use super::{Caches, Context, NodeCache, Shutdown};
 use crate::cloud::instances::{InstanceError, InstanceMetadata, Instances, NodeAddress, NodeRef};
 use crate::cloud::inventory::{CloudStackVms, Inventory, InventorySettings};
 use crate::metrics::Metrics;
@@ -48,16 +45,6 @@ pub const LABEL_ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
 pub const LABEL_REGION: &str = "topology.kubernetes.io/region";
 /// Region label (beta twin).
 pub const LABEL_REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
-
-/// Nodes per page of the Node watches' initial list. A kubelet's Node is ~7 KB of JSON and
-/// several times that decoded; at kube's default of 500 a page alone is tens of MiB while
-/// it is trimmed into the cache, and that peak stays in the resident set.
-pub const NODE_LIST_PAGE_SIZE: u32 = 100;
-
-/// The watcher configuration of every Node watch.
-pub fn node_watch_config() -> watcher::Config {
-    watcher::Config::default().page_size(NODE_LIST_PAGE_SIZE)
-}
 
 /// Name of this controller in Events (`reportingController`).
 pub const CONTROLLER_NAME: &str = "cloud-node-controller";
@@ -103,43 +90,19 @@ impl NodeError {
     }
 }
 
-/// Runs the cloud-node controller until `shutdown` fires, with VM answers from
-/// [`instances_for`]. See [`run_with`] to share one inventory between controllers.
-pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) -> anyhow::Result<()> {
-    let instances = instances_for(&ctx);
-    run_with(ctx, instances, shutdown).await
-}
-
-/// Runs the cloud-node controller until `shutdown` fires, answering from `instances`.
-pub async fn run_with(
-    ctx: Arc<Context>,
-    instances: Instances,
-    shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    run_sharing_store(ctx, instances, shutdown, None).await
-}
-
-/// Hands the cloud-node controller's Node cache to another controller of the process
-/// (node-lifecycle), which then needs no watch and no copy of every Node of its own.
-pub type StoreHandoff = tokio::sync::watch::Sender<Option<Store<Node>>>;
-
-/// [`run_with`], publishing the controller's Node cache on `handoff` once it exists.
-pub async fn run_sharing_store(
-    ctx: Arc<Context>,
-    instances: Instances,
-    shutdown: Shutdown,
-    handoff: Option<StoreHandoff>,
-) -> anyhow::Result<()> {
+/// Runs the cloud-node controller until `shutdown` fires: VM answers from
+/// `caches.instances`, Nodes from `caches.nodes`.
+pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyhow::Result<()> {
     let recorder = Recorder::new(ctx.kube.clone(), reporter(CONTROLLER_NAME));
     let controller = Arc::new(CloudNode::new(
         ctx.kube.clone(),
-        instances,
+        caches.instances,
         recorder,
         ctx.metrics.clone(),
         ctx.node_status_update_frequency,
     ));
     controller
-        .run(async move { shutdown.wait().await }, handoff)
+        .run(&caches.nodes, async move { shutdown.wait().await })
         .await;
     Ok(())
 }
@@ -195,29 +158,18 @@ impl CloudNode {
         }
     }
 
-    /// Runs until `shutdown` completes: initialises tainted nodes as they appear and
-    /// refreshes addresses periodically. The Node cache is published on `handoff`.
+    /// Runs until `shutdown` completes over the Nodes of `nodes`: initialises tainted
+    /// nodes as they appear and refreshes addresses periodically.
     pub async fn run(
         self: Arc<Self>,
+        nodes: &NodeCache,
         shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-        handoff: Option<StoreHandoff>,
     ) {
-        let nodes: Api<Node> = Api::all(self.client.clone());
+        let store = nodes.store();
         // Bounded like the Kubernetes cloud-node controller's workers: every node of a large
         // cluster at once would hold thousands of requests (and their memory) in flight.
-        let (store, writer) = reflector::store();
-        let feed = reflector::reflector(
-            writer,
-            watcher(nodes, node_watch_config())
-                .default_backoff()
-                .modify(keep_node_cache_fields),
-        )
-        .touched_objects();
-        let controller = Controller::for_stream(feed, store.clone())
+        let controller = Controller::for_shared_stream(nodes.subscribe(), store.clone())
             .with_config(ControllerConfig::default().concurrency(NODE_SYNC_CONCURRENCY));
-        if let Some(handoff) = handoff {
-            handoff.send_replace(Some(store.clone()));
-        }
         let (stop_refresh, refresh_stopped) = tokio::sync::oneshot::channel::<()>();
         let refresher = tokio::spawn(
             self.clone()
@@ -467,38 +419,6 @@ pub fn initialisation_patch(node: &Node, metadata: &InstanceMetadata) -> serde_j
         "metadata": { "resourceVersion": node.metadata.resource_version, "labels": labels },
         "spec": spec,
     })
-}
-
-/// Trims a Node to what the Node controllers read, for the one Node cache they share:
-/// name, uid, resourceVersion, deletionTimestamp, the provided node IP annotation,
-/// providerID, taints, the Ready condition and the addresses. A kubelet's Node is mostly
-/// managedFields, images, nodeInfo, capacity and conditions nobody here reads; keeping
-/// only this is what makes the cache small at thousands of Nodes.
-pub fn keep_node_cache_fields(node: &mut Node) {
-    let metadata = std::mem::take(&mut node.metadata);
-    node.metadata.name = metadata.name;
-    node.metadata.uid = metadata.uid;
-    node.metadata.resource_version = metadata.resource_version;
-    node.metadata.deletion_timestamp = metadata.deletion_timestamp;
-    node.metadata.annotations = metadata.annotations.and_then(|mut annotations| {
-        let node_ip = annotations.remove(PROVIDED_NODE_IP_ANNOTATION)?;
-        Some([(PROVIDED_NODE_IP_ANNOTATION.to_string(), node_ip)].into())
-    });
-    node.spec = node.spec.take().map(|spec| NodeSpec {
-        provider_id: spec.provider_id,
-        taints: spec.taints,
-        ..NodeSpec::default()
-    });
-    node.status = node.status.take().map(|status| NodeStatus {
-        conditions: status.conditions.map(|conditions| {
-            conditions
-                .into_iter()
-                .filter(|c| c.type_ == "Ready")
-                .collect()
-        }),
-        addresses: status.addresses,
-        ..NodeStatus::default()
-    });
 }
 
 /// Converts addresses to the Kubernetes type.

@@ -17,24 +17,19 @@
 //! `cloudstack_ccm_reconciles_total{controller="node-lifecycle",result="deletion_refused"}`.
 //! Allowed deletions are rate-limited: at most one Node in ten of the initialised ones
 //! (at least one) per monitor period; the rest wait for the next period. The cache keeps each Node reduced to what these
-//! decisions read ([`keep_node_cache_fields`]); taints are changed with a merge patch
+//! decisions read ([`keep_node_cache_fields`](super::node_cache::keep_node_cache_fields)); taints are changed with a merge patch
 //! guarded by the Node's resourceVersion, so nothing the cache dropped is written back.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 
 use super::events::{Event, EventType, Recorder};
-use super::node::{
-    UNINITIALIZED_TAINT, has_taint, instances_for, keep_node_cache_fields, node_ref, reporter,
-};
-use super::{Context, Shutdown};
+use super::node::{UNINITIALIZED_TAINT, has_taint, node_ref, reporter};
+use super::{Caches, Context, NodeCache, Shutdown};
 use crate::cloud::instances::{InstanceError, Instances};
 use crate::metrics::Metrics;
 
@@ -86,48 +81,20 @@ pub enum LifecycleError {
     },
 }
 
-/// Runs the cloud-node-lifecycle controller until `shutdown` fires, with VM answers
-/// from [`instances_for`]. See [`run_with`] to share one inventory between controllers.
-pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) -> anyhow::Result<()> {
-    let instances = instances_for(&ctx);
-    run_with(ctx, instances, shutdown).await
-}
-
-/// Runs the cloud-node-lifecycle controller until `shutdown` fires, answering from `instances`.
-pub async fn run_with(
-    ctx: Arc<Context>,
-    instances: Instances,
-    shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    run_on_store(ctx, instances, shutdown, None).await
-}
-
-/// [`run_with`], reading the Nodes from the cloud-node controller's cache handed over on
-/// `shared` (see [`super::node::StoreHandoff`]) instead of a watch of its own; with
-/// `None`, it watches the Nodes itself.
-pub async fn run_on_store(
-    ctx: Arc<Context>,
-    instances: Instances,
-    shutdown: Shutdown,
-    shared: Option<SharedStore>,
-) -> anyhow::Result<()> {
+/// Runs the cloud-node-lifecycle controller until `shutdown` fires: VM answers from
+/// `caches.instances`, Nodes from `caches.nodes`.
+pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyhow::Result<()> {
     let recorder = Recorder::new(ctx.kube.clone(), reporter(CONTROLLER_NAME));
     let controller = Arc::new(NodeLifecycle::new(
         ctx.kube.clone(),
-        instances,
+        caches.instances,
         recorder,
         ctx.metrics.clone(),
         ctx.node_monitor_period,
     ));
-    match shared {
-        Some(shared) => controller.run_on_shared(shutdown.wait(), shared).await,
-        None => controller.run(shutdown.wait()).await,
-    }
+    controller.run(&caches.nodes, shutdown.wait()).await;
     Ok(())
 }
-
-/// The receiving end of [`super::node::StoreHandoff`].
-pub type SharedStore = tokio::sync::watch::Receiver<Option<Store<Node>>>;
 
 /// What the safety rail says about the deletions one look wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,63 +146,25 @@ impl NodeLifecycle {
         }
     }
 
-    /// Runs until `shutdown` completes.
-    pub async fn run(self: Arc<Self>, shutdown: impl Future<Output = ()> + Send) {
-        let api: Api<Node> = Api::all(self.client.clone());
-        let (store, writer) = reflector::store();
-        let nodes = watcher(api, super::node::node_watch_config())
-            .default_backoff()
-            .modify(keep_node_cache_fields);
-        let feed = reflector::reflector(writer, nodes)
-            .touched_objects()
-            .for_each(|event| async move {
-                if let Err(error) = event {
-                    tracing::debug!(%error, "node watch error");
-                }
-            });
-        let monitor = self.monitor_every_period(store);
-        tokio::select! {
-            _ = shutdown => {}
-            _ = feed => {}
-            _ = monitor => {}
-        }
-    }
-
-    /// Runs until `shutdown` completes, over the Nodes of another controller's cache
-    /// (once it is handed over). That cache is not waited on (its owner waits on it, and
-    /// only one waiter is woken): until it is filled, a look sees no nodes.
-    pub async fn run_on_shared(
+    /// Runs until `shutdown` completes, looking at the Nodes of `nodes` every monitor
+    /// period once the first list is in.
+    pub async fn run(
         self: Arc<Self>,
+        nodes: &NodeCache,
         shutdown: impl Future<Output = ()> + Send,
-        mut shared: SharedStore,
     ) {
         let monitor = async {
-            let Ok(store) = shared.wait_for(Option::is_some).await.map(|s| s.clone()) else {
-                return;
-            };
-            if let Some(store) = store {
-                self.monitor_periodically(store).await;
+            nodes.wait_until_ready().await;
+            let mut ticker = tokio::time::interval(self.monitor_period);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                self.monitor(&nodes.state()).await;
             }
         };
         tokio::select! {
             _ = shutdown => {}
             _ = monitor => {}
-        }
-    }
-
-    async fn monitor_every_period(&self, store: Store<Node>) {
-        if store.wait_until_ready().await.is_err() {
-            return;
-        }
-        self.monitor_periodically(store).await;
-    }
-
-    async fn monitor_periodically(&self, store: Store<Node>) {
-        let mut ticker = tokio::time::interval(self.monitor_period);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
-            self.monitor(&store.state()).await;
         }
     }
 
@@ -508,8 +437,7 @@ pub fn set_shutdown_taint(node: &mut Node, present: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::node::PROVIDED_NODE_IP_ANNOTATION;
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
 
     fn node_with_ready(status: Option<&str>) -> Node {
         Node {
@@ -533,56 +461,6 @@ mod tests {
         assert!(!is_ready(&node_with_ready(Some("False"))));
         assert!(!is_ready(&node_with_ready(Some("Unknown"))));
         assert!(!is_ready(&node_with_ready(None)));
-    }
-
-    #[test]
-    fn trimmed_nodes_keep_what_the_decisions_read() {
-        let mut node = node_with_ready(Some("False"));
-        node.metadata.name = Some("worker-1".into());
-        node.metadata.resource_version = Some("42".into());
-        node.metadata.labels = Some([("zone".to_string(), "z1".to_string())].into());
-        node.metadata.annotations = Some(
-            [
-                (
-                    PROVIDED_NODE_IP_ANNOTATION.to_string(),
-                    "10.1.1.5".to_string(),
-                ),
-                ("other".to_string(), "x".to_string()),
-            ]
-            .into(),
-        );
-        node.spec = Some(NodeSpec {
-            provider_id: Some("external-cloudstack://vm-1".into()),
-            pod_cidr: Some("10.244.0.0/24".into()),
-            ..NodeSpec::default()
-        });
-        set_shutdown_taint(&mut node, true);
-        let status = node.status.as_mut().unwrap();
-        status.conditions.as_mut().unwrap().push(NodeCondition {
-            type_: "MemoryPressure".into(),
-            status: "False".into(),
-            ..Default::default()
-        });
-        status.images = Some(Vec::new());
-        let mut trimmed = node.clone();
-        keep_node_cache_fields(&mut trimmed);
-        assert_eq!(is_ready(&trimmed), is_ready(&node));
-        assert!(has_taint(&trimmed, SHUTDOWN_TAINT));
-        assert_eq!(node_ref(&trimmed), node_ref(&node));
-        assert!(trimmed.metadata.labels.is_none());
-        assert_eq!(trimmed.metadata.annotations.as_ref().unwrap().len(), 1);
-        let status = trimmed.status.as_ref().unwrap();
-        assert!(status.images.is_none());
-        assert_eq!(status.conditions.as_ref().unwrap().len(), 1);
-        let patch = taints_patch(&trimmed);
-        assert_eq!(patch["metadata"]["resourceVersion"], "42");
-        assert_eq!(patch["spec"]["taints"][0]["key"], SHUTDOWN_TAINT);
-        set_shutdown_taint(&mut trimmed, false);
-        assert_eq!(
-            taints_patch(&trimmed)["spec"]["taints"],
-            serde_json::json!([]),
-            "an empty list removes the last taint"
-        );
     }
 
     #[test]

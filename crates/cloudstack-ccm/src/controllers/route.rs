@@ -26,7 +26,7 @@ use crate::cloud::routes::plan::{RouteInputs, RoutePlan, RouteStep, plan};
 use crate::cloud::routes::{DesiredRoute, apply, cidr_contains, observe, unsupported_reason};
 use crate::controllers::node::node_ref;
 
-use super::{Context, Shutdown};
+use super::{Caches, Context, Shutdown};
 
 /// The Node condition the route controller owns.
 pub const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
@@ -80,18 +80,15 @@ pub fn not_started_reason(ctx: &Context) -> Option<String> {
     unsupported_reason(&ctx.server_version)
 }
 
-/// Runs the controller until `shutdown`.
-pub async fn run(
-    ctx: Arc<Context>,
-    instances: Instances,
-    shutdown: Shutdown,
-) -> anyhow::Result<()> {
+/// Runs the controller until `shutdown`, with VM answers from `caches.instances` (it lists
+/// the Nodes itself each pass: it reads their pod CIDRs, which the Node cache drops).
+pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyhow::Result<()> {
     if let Some(reason) = not_started_reason(&ctx) {
         tracing::info!("route controller not started: {reason}");
         shutdown.wait().await;
         return Ok(());
     }
-    let controller = RouteController::new(ctx.clone(), instances);
+    let controller = RouteController::new(ctx.clone(), caches.instances);
     tracing::info!("route controller started");
     loop {
         match controller.pass().await {

@@ -22,14 +22,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::watcher;
 
 use crate::cloud::loadbalancer::ensure::Engine;
 use crate::controllers::events::{Recorder, Reporter};
-use crate::controllers::{Context, Shutdown};
+use crate::controllers::{Caches, Context, Shutdown};
 
 pub use self::ip_record::ip_annotations;
 pub use self::reconcile::{ReconcileError, deletion_spec, plan_services};
@@ -41,24 +41,26 @@ const MIN_RESYNC_PERIOD: Duration = Duration::from_millis(10);
 /// The reporting component of our Events (as the Kubernetes service controller's).
 pub const REPORTER: &str = "service-controller";
 
-/// Runs the service controller until `shutdown` fires.
-pub async fn run(ctx: Arc<Context>, shutdown: Shutdown) -> anyhow::Result<()> {
+/// Runs the service controller until `shutdown` fires, with backends from the Node
+/// cache of `caches`.
+pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyhow::Result<()> {
     let settings = Settings::from_context(&ctx);
-    run_with(ctx, settings, shutdown).await
+    run_with(ctx, settings, caches, shutdown).await
 }
 
-/// Runs the service controller with explicit settings (tests use short periods).
+/// [`run`] with explicit settings (tests use short periods).
 pub async fn run_with(
     ctx: Arc<Context>,
     settings: Settings,
+    caches: Caches,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let client = ctx.kube.clone();
-    let nodes = node_watch::start(Api::<Node>::all(client.clone()), settings.node_debounce);
-    // Backends come from the Node store: wait for the first full list, so a start-up
+    let nodes = node_watch::start(caches.nodes.clone(), settings.node_debounce);
+    // Backends come from the Node cache: wait for the first full list, so a start-up
     // reconcile never sees "no nodes" and empties every load balancer.
     tokio::select! {
-        ready = nodes.store.wait_until_ready() => ready?,
+        () = nodes.store.wait_until_ready() => {}
         () = shutdown.wait() => return Ok(()),
     }
     let engine = Arc::new(Engine::new(ctx.cloudstack.clone(), settings.engine(&ctx)));
@@ -95,6 +97,7 @@ pub async fn run_with(
 
     let orphans = tokio::spawn(orphan_count::run(
         ctx.clone(),
+        caches.nodes,
         settings.resync_period,
         shutdown.clone(),
     ));

@@ -127,26 +127,21 @@ pub async fn run(args: &DemoArgs, mut out: impl Write) -> Result<(), DemoError> 
     let status = LeaderStatus::new().with_metrics(metrics.clone());
     status.set(ElectionState::Leading);
     let kube = apiserver.kube_client()?;
-    let ctx = Arc::new(Context {
-        kube: kube.clone(),
+    let mut ctx = Context::new(
+        kube.clone(),
         cloudstack,
-        server_version: server_version.clone(),
-        cloud_config: config,
-        cluster_name: "kubernetes".into(),
+        server_version.clone(),
+        config,
+        "kubernetes",
         metrics,
-        readiness: Readiness::new(status),
-        node_status_update_frequency: Duration::from_secs(300),
-        node_monitor_period: Duration::from_secs(5),
-        service_resync_period: Duration::from_secs(100),
-        concurrent_service_syncs: 1,
-        load_balancer_class: None,
-        routes: RouteSettings {
-            allocate_node_cidrs: true,
-            reconciliation_period: Duration::from_millis(500),
-            ..RouteSettings::default()
-        },
-        delete_orphans: false,
-    });
+    )
+    .with_readiness(Readiness::new(status));
+    ctx.routes = RouteSettings {
+        allocate_node_cidrs: true,
+        reconciliation_period: Duration::from_millis(500),
+        ..RouteSettings::default()
+    };
+    let ctx = Arc::new(ctx);
     let (enabled, _) = ControllerSet::parse(&["cloud-node", "route"])
         .map_err(|error| DemoError::Scenario(error.to_string()))?;
     let (trigger, shutdown) = shutdown_channel();

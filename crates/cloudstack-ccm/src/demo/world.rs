@@ -65,23 +65,18 @@ impl World {
         let server_version = connect::server_version(&config, &cloudstack).await?;
         let status = LeaderStatus::new().with_metrics(metrics.clone());
         status.set(ElectionState::Leading);
-        let ctx = Arc::new(Context {
-            kube: apiserver.kube_client()?,
-            cloudstack,
-            server_version: server_version.clone(),
-            cloud_config: config,
-            cluster_name: args.cluster_name.clone(),
-            metrics,
-            readiness: Readiness::new(status),
-            node_status_update_frequency: args.node_status_update_frequency,
-            node_monitor_period: args.node_monitor_period,
-            service_resync_period: args.service_resync_period,
-            concurrent_service_syncs: usize::try_from(args.concurrent_service_syncs.get())
-                .unwrap_or(1),
-            load_balancer_class: None,
-            routes: Default::default(),
-            delete_orphans: false,
-        });
+        let ctx = Arc::new(
+            Context::new(
+                apiserver.kube_client()?,
+                cloudstack,
+                server_version.clone(),
+                config,
+                args.cluster_name.clone(),
+                metrics,
+            )
+            .with_args(&args)
+            .with_readiness(Readiness::new(status)),
+        );
         let (trigger, shutdown) = shutdown_channel();
         let controllers = tokio::spawn(controllers::run(ctx, ControllerSet::all(), shutdown));
         Ok(World {

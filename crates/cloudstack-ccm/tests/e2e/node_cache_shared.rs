@@ -1,11 +1,36 @@
-//! The two node controllers sharing one Node cache (as `controllers::run` starts them):
-//! node-lifecycle reads cloud-node's cache and still taints, untaints and deletes.
+//! The controllers on one Node cache, as `controllers::run` starts them: node-lifecycle
+//! and the service controller read cloud-node's cache, node-lifecycle still taints,
+//! untaints and deletes, and the process lists and watches the Nodes once.
 
 use crate::common;
 
-use cloudstack_ccm::controllers::{node, node_lifecycle};
+use cloudstack_ccm::controllers::{node, node_lifecycle, service};
 use common::{Harness, HarnessOptions, TestNode, UNINITIALIZED_TAINT, has_taint, provider_id};
+use fake_apiserver::Verb;
 use node_lifecycle::SHUTDOWN_TAINT;
+
+#[tokio::test]
+async fn the_controllers_list_and_watch_the_nodes_once() {
+    if common::skip_in_remote_mode("counts the fake API server's requests") {
+        return;
+    }
+    let mut h = Harness::start_with(HarnessOptions::default()).await;
+    h.create_node(TestNode::new("node-1")).await;
+    h.spawn(node::run);
+    h.spawn(node_lifecycle::run);
+    h.spawn(service::run);
+    h.wait_for_node("node-1", "initialised", |n| {
+        !has_taint(n, UNINITIALIZED_TAINT)
+    })
+    .await;
+    common::eventually("the Node watch", common::WAIT, || async {
+        (h.cluster().request_count(Verb::Watch, "nodes") > 0).then_some(())
+    })
+    .await;
+    assert_eq!(h.cluster().request_count(Verb::List, "nodes"), 1);
+    assert_eq!(h.cluster().request_count(Verb::Watch, "nodes"), 1);
+    h.stop().await;
+}
 
 #[tokio::test]
 async fn lifecycle_on_the_cloud_node_cache_follows_a_vm_from_start_to_removal() {
@@ -13,13 +38,8 @@ async fn lifecycle_on_the_cloud_node_cache_follows_a_vm_from_start_to_removal() 
         return;
     }
     let mut h = Harness::start_with(HarnessOptions::default()).await;
-    let (handoff, shared) = tokio::sync::watch::channel(None);
-    h.spawn(|ctx, instances, shutdown| {
-        node::run_sharing_store(ctx, instances, shutdown, Some(handoff))
-    });
-    h.spawn(|ctx, instances, shutdown| {
-        node_lifecycle::run_on_store(ctx, instances, shutdown, Some(shared))
-    });
+    h.spawn(node::run);
+    h.spawn(node_lifecycle::run);
     // A second Node whose VM stays: the safety rail deletes only while the VM list holds
     // at least half of the cluster's initialised Nodes.
     let healthy = format!("external-cloudstack://{}", h.vm_id("node-1"));

@@ -23,7 +23,7 @@ const QUIET_PERIODS: u32 = 5;
 
 async fn harness_with_lifecycle_controller() -> Harness {
     let mut harness = Harness::start_with(HarnessOptions::default()).await;
-    harness.spawn(node_lifecycle::run_with);
+    harness.spawn(node_lifecycle::run);
     harness
 }
 
@@ -173,7 +173,7 @@ async fn monitoring_many_nodes_lists_vms_once_per_refresh_not_per_node() {
             .await;
     }
     h.sim.reset_counts();
-    h.spawn(node_lifecycle::run_with);
+    h.spawn(node_lifecycle::run);
     let watched = Duration::from_secs(1);
     tokio::time::sleep(watched).await;
     let calls = h.cloudstack_calls();
@@ -230,8 +230,8 @@ async fn both_node_controllers_together_follow_a_vm_from_start_to_removal() {
         return;
     }
     let mut h = Harness::start_with(HarnessOptions::default()).await;
-    h.spawn(node::run_with);
-    h.spawn(node_lifecycle::run_with);
+    h.spawn(node::run);
+    h.spawn(node_lifecycle::run);
     add_healthy_node(&h, "node-1").await;
     let id = h.vm_id("node-3");
     h.create_node(TestNode::new("node-3")).await;
@@ -283,7 +283,7 @@ async fn a_vm_list_holding_none_of_the_nodes_deletes_nothing_and_warns_once_per_
     for name in names {
         h.create_node(initialised_node(&h, name).ready(false)).await;
     }
-    h.spawn(node_lifecycle::run_with);
+    h.spawn(node_lifecycle::run);
     for name in names {
         let event = h.wait_for_event(name, DELETION_REFUSED_REASON).await;
         assert_eq!(event["type"], "Warning", "{event}");
@@ -363,7 +363,7 @@ async fn deletions_are_rate_limited_to_one_node_in_ten_per_period() {
     for name in gone {
         assert!(h.sim.remove_vm(&h.vm_id(name)));
     }
-    h.spawn(node_lifecycle::run_with);
+    h.spawn(node_lifecycle::run);
     let mut deleted_at: Vec<(&str, Duration)> = Vec::new();
     let started = std::time::Instant::now();
     while deleted_at.len() < gone.len() {

@@ -32,7 +32,7 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 
 async fn harness_with_node_controller(options: HarnessOptions) -> Harness {
     let mut harness = Harness::start_with(options).await;
-    harness.spawn(node::run_with);
+    harness.spawn(node::run);
     harness
 }
 

@@ -44,6 +44,7 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
     let controller = tokio::spawn(service::run_with(
         t.h.ctx.clone(),
         fast_settings(resync),
+        t.h.new_caches(),
         controller_shutdown,
     ));
     t.create(&lb_service(
@@ -71,7 +72,7 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
     ] {
         assert!(tags.contains(&owner), "{owner:?} in {tags:?}");
     }
-    let live = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, false)
+    let live = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, false, None)
         .await
         .unwrap();
     assert!(live.orphans.is_empty(), "{:?}", live.orphans);
@@ -94,7 +95,7 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
     t.delete("web").await;
     t.wait_gone("web").await;
 
-    let found = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, false)
+    let found = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, false, None)
         .await
         .unwrap();
     let mut kinds: Vec<_> = found.orphans.iter().map(|o| o.kind).collect();
@@ -117,14 +118,14 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
     );
     assert!(found.orphans.iter().all(|o| o.deletable), "{text}");
 
-    let removed = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, true)
+    let removed = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, true, None)
         .await
         .unwrap();
     assert_eq!(removed.deleted.len(), 4);
     assert_eq!(removed.failed(), 0, "{:?}", removed.deleted);
     assert_eq!(ip_state(&t.h, &ip_id).as_deref(), Some("Free"));
     assert!(firewall_rules(&t.h, &ip_id).is_empty());
-    let again = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, false)
+    let again = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, false, None)
         .await
         .unwrap();
     assert!(again.orphans.is_empty(), "{:?}", again.orphans);
@@ -243,7 +244,7 @@ async fn user_and_kept_addresses_stay_and_foreign_objects_are_not_listed() {
     )
     .await;
 
-    let removed = report(client, &h.kube, CLUSTER, true).await.unwrap();
+    let removed = report(client, &h.kube, CLUSTER, true, None).await.unwrap();
     let listed: Vec<(OrphanKind, String, bool)> = removed
         .orphans
         .iter()

@@ -122,10 +122,10 @@ async fn controllers_run_without_a_403(objects: Vec<(String, Option<String>, Val
     }
     elector.release().await.expect("the Lease is released");
 
-    h.spawn(node::run_with);
-    h.spawn(node_lifecycle::run_with);
+    h.spawn(node::run);
+    h.spawn(node_lifecycle::run);
     let settings = fast_settings(Duration::from_secs(100));
-    h.spawn(move |ctx, _instances, shutdown| service::run_with(ctx, settings, shutdown));
+    h.spawn(move |ctx, caches, shutdown| service::run_with(ctx, settings, caches, shutdown));
     for name in NODES {
         h.create_node(TestNode::new(name).ready(true)).await;
     }

@@ -310,7 +310,7 @@ async fn below_4_22_the_controller_does_not_start() {
     assert!(reason.contains("needs 4.22"), "{reason}");
     h.sim.reset_counts();
     let (trigger, shutdown) = cloudstack_ccm::controllers::shutdown_channel();
-    let task = tokio::spawn(route::run(h.ctx.clone(), h.instances.clone(), shutdown));
+    let task = tokio::spawn(route::run(h.ctx.clone(), h.caches.clone(), shutdown));
     trigger.trigger();
     tokio::time::timeout(WAIT, task)
         .await

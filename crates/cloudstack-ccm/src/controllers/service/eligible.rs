@@ -5,8 +5,9 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{Node, Taint};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::Node;
+
+use crate::controllers::node::taints;
 
 /// Label that removes a Node from every load balancer by its presence, whatever its value
 /// (`"false"` too), as the Kubernetes service controller reads it.
@@ -15,39 +16,15 @@ pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-b
 pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
 pub use crate::controllers::node::UNINITIALIZED_TAINT;
 
-/// What eligibility reads of a Node: metadata (deletion, the exclusion label, the name),
-/// providerID and taints. Implemented by [`Node`] and by the compact [`EligibilityNode`]
-/// the service controller caches.
-pub trait EligibilityFields {
-    /// The Node's metadata.
-    fn metadata(&self) -> &ObjectMeta;
-    /// `spec.providerID`.
-    fn provider_id(&self) -> Option<&str>;
-    /// `spec.taints`.
-    fn taints(&self) -> &[Taint];
-}
-
-impl EligibilityFields for Node {
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn provider_id(&self) -> Option<&str> {
-        self.spec.as_ref()?.provider_id.as_deref()
-    }
-
-    fn taints(&self) -> &[Taint] {
-        self.spec
-            .as_ref()
-            .and_then(|spec| spec.taints.as_deref())
-            .unwrap_or_default()
-    }
+/// The Node's `spec.providerID`.
+fn provider_id(node: &Node) -> Option<&str> {
+    node.spec.as_ref()?.provider_id.as_deref()
 }
 
 /// Whether `node` may be a backend of a load balancer. A Node whose VM cannot be found is
 /// dropped later, when its providerID is resolved.
-pub fn is_eligible(node: &impl EligibilityFields) -> bool {
-    let metadata = node.metadata();
+pub fn is_eligible(node: &Node) -> bool {
+    let metadata = &node.metadata;
     if metadata.deletion_timestamp.is_some() {
         return false;
     }
@@ -58,11 +35,10 @@ pub fn is_eligible(node: &impl EligibilityFields) -> bool {
     if excluded {
         return false;
     }
-    let tainted = node
-        .taints()
+    let tainted = taints(node)
         .iter()
         .any(|taint| taint.key == TO_BE_DELETED_TAINT || taint.key == UNINITIALIZED_TAINT);
-    let has_provider_id = node.provider_id().is_some_and(|id| !id.is_empty());
+    let has_provider_id = provider_id(node).is_some_and(|id| !id.is_empty());
     !tainted && has_provider_id
 }
 
@@ -73,10 +49,9 @@ pub const INITIALISATION_GRACE: jiff::SignedDuration = jiff::SignedDuration::fro
 /// Whether `node` is waiting for the cloud-node controller: it carries the uninitialized
 /// taint (the kubelet's `--cloud-provider=external`), is not being deleted, and was
 /// created less than [`INITIALISATION_GRACE`] before `now` (or has no creation time).
-pub fn is_initialising(node: &impl EligibilityFields, now: jiff::Timestamp) -> bool {
-    let metadata = node.metadata();
-    let tainted = node
-        .taints()
+pub fn is_initialising(node: &Node, now: jiff::Timestamp) -> bool {
+    let metadata = &node.metadata;
+    let tainted = taints(node)
         .iter()
         .any(|taint| taint.key == UNINITIALIZED_TAINT);
     let recent = metadata
@@ -84,84 +59,6 @@ pub fn is_initialising(node: &impl EligibilityFields, now: jiff::Timestamp) -> b
         .as_ref()
         .is_none_or(|created| now.duration_since(created.0) < INITIALISATION_GRACE);
     metadata.deletion_timestamp.is_none() && tainted && recent
-}
-
-/// A Node as the service controller caches it: decoded from the API with only the fields
-/// eligibility reads, so the cache holds a few hundred bytes per Node instead of a whole
-/// `Node` (whose status alone is larger, even when empty).
-#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, serde::Serialize)]
-pub struct EligibilityNode {
-    /// The Node's metadata (reduced by [`EligibilityNode::keep_eligibility_fields`]).
-    pub metadata: ObjectMeta,
-    /// `spec.providerID` and `spec.taints`.
-    #[serde(default)]
-    pub spec: Option<EligibilitySpec>,
-}
-
-/// The spec fields of an [`EligibilityNode`].
-#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize, serde::Serialize)]
-pub struct EligibilitySpec {
-    /// `spec.providerID`.
-    #[serde(rename = "providerID", default)]
-    pub provider_id: Option<String>,
-    /// `spec.taints`.
-    #[serde(default)]
-    pub taints: Option<Vec<Taint>>,
-}
-
-impl k8s_openapi::Resource for EligibilityNode {
-    const API_VERSION: &'static str = <Node as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Node as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Node as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Node as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Node as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = <Node as k8s_openapi::Resource>::Scope;
-}
-
-impl k8s_openapi::Metadata for EligibilityNode {
-    type Ty = ObjectMeta;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-impl EligibilityFields for EligibilityNode {
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn provider_id(&self) -> Option<&str> {
-        self.spec.as_ref()?.provider_id.as_deref()
-    }
-
-    fn taints(&self) -> &[Taint] {
-        self.spec
-            .as_ref()
-            .and_then(|spec| spec.taints.as_deref())
-            .unwrap_or_default()
-    }
-}
-
-impl EligibilityNode {
-    /// Drops the metadata eligibility does not read (managed fields, annotations, other
-    /// labels, owner references), keeping name, resourceVersion, creation and deletion
-    /// timestamps.
-    pub fn keep_eligibility_fields(&mut self) {
-        let metadata = std::mem::take(&mut self.metadata);
-        self.metadata.name = metadata.name;
-        self.metadata.resource_version = metadata.resource_version;
-        self.metadata.deletion_timestamp = metadata.deletion_timestamp;
-        self.metadata.creation_timestamp = metadata.creation_timestamp;
-        self.metadata.labels = metadata.labels.and_then(|mut labels| {
-            let excluded = labels.remove(EXCLUDE_LABEL)?;
-            Some([(EXCLUDE_LABEL.to_string(), excluded)].into())
-        });
-    }
 }
 
 /// One eligible Node, reduced to what load balancing needs.
@@ -178,16 +75,14 @@ pub struct EligibleNode {
 pub type EligibleSet = BTreeSet<EligibleNode>;
 
 /// The eligible subset of `nodes`.
-pub fn eligible_set<'a, N: EligibilityFields + 'a>(
-    nodes: impl IntoIterator<Item = &'a N>,
-) -> EligibleSet {
+pub fn eligible_set<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> EligibleSet {
     nodes
         .into_iter()
-        .filter(|node| is_eligible(*node))
+        .filter(|node| is_eligible(node))
         .filter_map(|node| {
             Some(EligibleNode {
-                name: node.metadata().name.clone()?,
-                provider_id: node.provider_id()?.to_string(),
+                name: node.metadata.name.clone()?,
+                provider_id: provider_id(node)?.to_string(),
             })
         })
         .collect()
@@ -196,7 +91,7 @@ pub fn eligible_set<'a, N: EligibilityFields + 'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus};
+    use k8s_openapi::api::core::v1::{NodeSpec, Taint};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn node(name: &str) -> Node {
@@ -273,47 +168,6 @@ mod tests {
         for (node, want) in cases {
             assert_eq!(is_initialising(&node, now), want, "{:?}", node.metadata);
         }
-    }
-
-    #[test]
-    fn compact_nodes_decode_and_keep_their_eligibility() {
-        let mut deleting = with_taint(node("d"), "other");
-        deleting.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
-        let cases = [
-            node("plain"),
-            with_label(node("x"), "false"),
-            with_label(node("x"), "true"),
-            with_taint(node("t"), TO_BE_DELETED_TAINT),
-            with_taint(node("u"), UNINITIALIZED_TAINT),
-            deleting,
-        ];
-        for original in cases {
-            let mut full = original.clone();
-            full.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
-            full.status = Some(NodeStatus::default());
-            let json = serde_json::to_value(&full).expect("node encodes");
-            let mut compact: EligibilityNode =
-                serde_json::from_value(json).expect("compact node decodes");
-            compact.keep_eligibility_fields();
-            assert_eq!(is_eligible(&compact), is_eligible(&original));
-            assert_eq!(eligible_set([&compact]), eligible_set([&original]));
-            assert!(compact.metadata.annotations.is_none());
-        }
-        let mut labelled = with_label(node("l"), "true");
-        labelled
-            .metadata
-            .labels
-            .as_mut()
-            .unwrap()
-            .insert("zone".into(), "z1".into());
-        let mut compact: EligibilityNode =
-            serde_json::from_value(serde_json::to_value(&labelled).unwrap()).unwrap();
-        compact.keep_eligibility_fields();
-        assert_eq!(compact.metadata.labels.unwrap().len(), 1, "other labels go");
-        assert!(
-            std::mem::size_of::<EligibilityNode>() < std::mem::size_of::<Node>() / 2,
-            "the compact node is much smaller"
-        );
     }
 
     #[test]

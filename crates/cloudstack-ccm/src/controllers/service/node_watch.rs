@@ -1,41 +1,40 @@
-//! Watches Nodes into a shared store and turns changes of the eligible set into one
-//! re-sync signal per burst (not one per Node event). The store keeps each Node reduced
-//! to what eligibility reads ([`EligibilityNode`]), and the eligible Nodes are
-//! computed once per change and shared by every reconcile ([`NodeCache::eligible`]).
+//! The service controller's view of the shared Node cache ([`crate::controllers::NodeCache`]):
+//! the eligible Nodes, computed once per change of the Nodes and shared by every reconcile
+//! ([`EligibleNodes::eligible`]), and one re-sync signal per burst of changes to the
+//! eligible set (not one per Node event).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::stream::BoxStream;
-use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Node;
-use kube::Api;
-use kube::runtime::reflector::store::WriterDropped;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{Notify, mpsc};
 
-use super::eligible::{EligibilityNode, EligibleSet, eligible_set, is_initialising};
+use super::eligible::{EligibleSet, eligible_set, is_initialising};
+use crate::controllers::NodeCache as SharedNodes;
 
 /// The eligible Nodes as (name, providerID) pairs, in name order.
 pub type EligibleList = Arc<Vec<(String, String)>>;
 
-/// The watched Nodes and their eligible subset, kept current by the watch.
+/// The name `reconcile.rs` knows this view by.
+pub type NodeCache = EligibleNodes;
+
+/// The cached Nodes and their eligible subset, renewed on every change of the Nodes.
 #[derive(Clone)]
-pub struct NodeCache {
-    store: Store<EligibilityNode>,
-    /// Renewed after every watch event once the first list is in; `None` before.
+pub struct EligibleNodes {
+    nodes: SharedNodes,
+    /// Renewed after every change once the first list is in; `None` before.
     eligible: Arc<Mutex<Option<EligibleList>>>,
 }
 
-impl NodeCache {
+impl EligibleNodes {
     /// Waits until the first complete list of Nodes is in.
-    pub async fn wait_until_ready(&self) -> Result<(), WriterDropped> {
-        self.store.wait_until_ready().await
+    pub async fn wait_until_ready(&self) {
+        self.nodes.wait_until_ready().await
     }
 
     /// The eligible Nodes: one list shared by every caller, renewed after each change of
-    /// the Nodes (computed from the store until the watch has renewed it once).
+    /// the Nodes (computed from the cache until the first renewal).
     pub fn eligible(&self) -> EligibleList {
         let cached = self
             .eligible
@@ -49,18 +48,18 @@ impl NodeCache {
     /// become eligible any moment); see [`is_initialising`].
     pub fn initialising(&self) -> bool {
         let now = jiff::Timestamp::now();
-        self.store
+        self.nodes
             .state()
             .iter()
-            .any(|node| is_initialising(&**node, now))
+            .any(|node| is_initialising(node, now))
     }
 
-    /// The eligible set of the store's Nodes.
+    /// The eligible set of the cached Nodes.
     fn current(&self) -> EligibleSet {
-        eligible_set(self.store.state().iter().map(|node| &**node))
+        eligible_set(self.nodes.state().iter().map(|node| &**node))
     }
 
-    /// Recomputes the shared eligible list from the store; returns the eligible set.
+    /// Recomputes the shared eligible list from the cache; returns the eligible set.
     fn refresh(&self) -> EligibleSet {
         let current = self.current();
         let list = Arc::new(as_pairs(&current));
@@ -76,21 +75,21 @@ fn as_pairs(set: &EligibleSet) -> Vec<(String, String)> {
         .collect()
 }
 
-impl std::fmt::Debug for NodeCache {
+impl std::fmt::Debug for EligibleNodes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeCache")
-            .field("nodes", &self.store.len())
+        f.debug_struct("EligibleNodes")
+            .field("nodes", &self.nodes)
             .finish_non_exhaustive()
     }
 }
 
-/// The Node cache and the signal stream that fires once after the eligible set changed.
+/// The eligible view and the signal stream that fires once after the eligible set changed.
 pub struct NodeWatch {
-    /// All Nodes (reduced to what eligibility reads) and the eligible ones.
-    pub store: NodeCache,
+    /// The cached Nodes and the eligible ones.
+    pub store: EligibleNodes,
     /// Emits `()` once per burst of changes to the eligible set (after `debounce`).
     pub changes: BoxStream<'static, ()>,
-    /// Keeps the watch running; dropping it stops the watch.
+    /// Keeps the tracking running; dropping it stops it.
     pub tasks: TaskGuard,
 }
 
@@ -105,25 +104,16 @@ impl Drop for TaskGuard {
     }
 }
 
-/// Starts watching `nodes`. The first complete list sets the baseline; every later change
-/// of the eligible set wakes a debouncer that waits `debounce` (collecting further
+/// Follows the changes of `nodes`. The first complete list sets the baseline; every later
+/// change of the eligible set wakes a debouncer that waits `debounce` (collecting further
 /// changes) and then emits one signal.
-pub fn start(nodes: Api<Node>, debounce: Duration) -> NodeWatch {
-    // The same Nodes, decoded into the compact type.
-    let nodes: Api<EligibilityNode> = Api::all(nodes.into_client());
-    let (store, writer) = reflector::store();
-    let events = reflector::reflector(
-        writer,
-        watcher(nodes, crate::controllers::node::node_watch_config())
-            .default_backoff()
-            .modify(EligibilityNode::keep_eligibility_fields),
-    );
-    let cache = NodeCache {
-        store,
+pub fn start(nodes: SharedNodes, debounce: Duration) -> NodeWatch {
+    let view = EligibleNodes {
+        nodes,
         eligible: Arc::default(),
     };
     let changed = Arc::new(Notify::new());
-    let watch_task = tokio::spawn(track_eligible(events, cache.clone(), changed.clone()));
+    let track_task = tokio::spawn(track_eligible(view.clone(), changed.clone()));
     let (sender, receiver) = mpsc::channel(1);
     let debounce_task = tokio::spawn(async move {
         loop {
@@ -136,41 +126,35 @@ pub fn start(nodes: Api<Node>, debounce: Duration) -> NodeWatch {
         }
     });
     NodeWatch {
-        store: cache,
+        store: view,
         changes: futures::stream::unfold(receiver, |mut receiver| async move {
             receiver.recv().await.map(|signal| (signal, receiver))
         })
         .boxed(),
-        tasks: TaskGuard(vec![watch_task, debounce_task]),
+        tasks: TaskGuard(vec![track_task, debounce_task]),
     }
 }
 
-/// Reads the watch; after each event, renews the eligible list, compares the eligible set
-/// with the last one and notifies on a change.
-async fn track_eligible<S>(events: S, cache: NodeCache, changed: Arc<Notify>)
-where
-    S: Stream<Item = Result<watcher::Event<EligibilityNode>, watcher::Error>> + Send,
-{
+/// After each change of the cached Nodes (changes in a burst coalesce), renews the
+/// eligible list, compares the eligible set with the last one and notifies on a change.
+async fn track_eligible(view: EligibleNodes, changed: Arc<Notify>) {
+    let mut changes = view.nodes.changes();
     let mut last: Option<EligibleSet> = None;
-    let mut events = std::pin::pin!(events);
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => continue,
-            Ok(_) => {}
-            Err(err) => {
-                tracing::warn!(error = %err, "node watch failed; retrying");
-                continue;
+    loop {
+        if changes.borrow_and_update().is_some() {
+            let current = view.refresh();
+            match &last {
+                Some(previous) if *previous == current => {}
+                Some(_) => {
+                    tracing::debug!(eligible = current.len(), "eligible nodes changed");
+                    last = Some(current);
+                    changed.notify_one();
+                }
+                None => last = Some(current),
             }
         }
-        let current = cache.refresh();
-        match &last {
-            Some(previous) if *previous == current => {}
-            Some(_) => {
-                tracing::debug!(eligible = current.len(), "eligible nodes changed");
-                last = Some(current);
-                changed.notify_one();
-            }
-            None => last = Some(current),
+        if changes.changed().await.is_err() {
+            return;
         }
     }
 }
@@ -178,26 +162,27 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controllers::service::eligible::EligibilitySpec;
+    use k8s_openapi::api::core::v1::{Node, NodeSpec};
+    use kube::runtime::watcher;
 
-    fn node(name: &str, provider_id: Option<&str>) -> EligibilityNode {
-        let mut node = EligibilityNode::default();
+    fn node(name: &str, provider_id: Option<&str>) -> Node {
+        let mut node = Node::default();
         node.metadata.name = Some(name.to_string());
-        node.spec = Some(EligibilitySpec {
+        node.spec = Some(NodeSpec {
             provider_id: provider_id.map(str::to_string),
-            taints: None,
+            ..NodeSpec::default()
         });
         node
     }
 
     #[test]
     fn the_eligible_list_is_shared_and_renewed_on_refresh() {
-        let (store, mut writer) = reflector::store::<EligibilityNode>();
+        let (nodes, mut writer) = SharedNodes::detached();
         writer.apply_watcher_event(&watcher::Event::Apply(node("b", Some("cs://2"))));
         writer.apply_watcher_event(&watcher::Event::Apply(node("a", Some("cs://1"))));
         writer.apply_watcher_event(&watcher::Event::Apply(node("c", None)));
-        let cache = NodeCache {
-            store,
+        let cache = EligibleNodes {
+            nodes,
             eligible: Arc::default(),
         };
         let pairs = |list: &EligibleList| -> Vec<(String, String)> { list.to_vec() };

@@ -3,13 +3,14 @@
 //! tagged for this cluster whose Service or Node is gone are counted
 //! (`cloudstack_ccm_orphaned_resources{kind}`), one log line says so when the counts
 //! change, and with `--delete-orphans` they are deleted ([`crate::orphans::report`]).
+//! The Node names come from the shared Node cache (no list of the Nodes of its own).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cloud::orphans::OrphanKind;
-use crate::controllers::{Context, Shutdown};
+use crate::controllers::{Context, NodeCache, Shutdown};
 
 /// Resyncs between two orphan passes.
 const RESYNCS_PER_PASS: u32 = 10;
@@ -17,12 +18,22 @@ const RESYNCS_PER_PASS: u32 = 10;
 /// The shortest time between two orphan passes.
 const MIN_PERIOD: Duration = Duration::from_secs(300);
 
-/// Runs the pass until `shutdown` (`resync_period`: the service controller's).
-pub async fn run(ctx: Arc<Context>, resync_period: Duration, shutdown: Shutdown) {
+/// Runs the pass until `shutdown` (`resync_period`: the service controller's), once
+/// `nodes` holds its first complete list (before, every Node would look gone).
+pub async fn run(ctx: Arc<Context>, nodes: NodeCache, resync_period: Duration, shutdown: Shutdown) {
     let period = (resync_period * RESYNCS_PER_PASS).max(MIN_PERIOD);
     let mut last: Option<BTreeMap<OrphanKind, usize>> = None;
+    tokio::select! {
+        () = nodes.wait_until_ready() => {}
+        () = shutdown.wait() => return,
+    }
     loop {
-        pass(&ctx, &mut last).await;
+        let names = nodes
+            .state()
+            .iter()
+            .filter_map(|node| node.metadata.name.clone())
+            .collect();
+        pass(&ctx, names, &mut last).await;
         tokio::select! {
             _ = shutdown.wait() => return,
             _ = tokio::time::sleep(period) => {}
@@ -30,12 +41,17 @@ pub async fn run(ctx: Arc<Context>, resync_period: Duration, shutdown: Shutdown)
     }
 }
 
-async fn pass(ctx: &Context, last: &mut Option<BTreeMap<OrphanKind, usize>>) {
+async fn pass(
+    ctx: &Context,
+    node_names: std::collections::BTreeSet<String>,
+    last: &mut Option<BTreeMap<OrphanKind, usize>>,
+) {
     let report = match crate::orphans::report(
         &ctx.cloudstack,
         &ctx.kube,
         &ctx.cluster_name,
         ctx.delete_orphans,
+        Some(node_names),
     )
     .await
     {

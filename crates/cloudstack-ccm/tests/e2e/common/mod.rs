@@ -11,7 +11,7 @@
 //!
 //! ```ignore
 //! let mut h = Harness::start(Scenario::small()).await;
-//! h.spawn(|ctx, instances, shutdown| node::run_with(ctx, instances, shutdown));
+//! h.spawn(node::run);
 //! h.create_node(TestNode::new("node-1")).await;
 //! let node = h.wait_for_node("node-1", "initialised", |n| !has_taint(n, UNINITIALIZED_TAINT)).await;
 //! h.stop().await;
@@ -27,10 +27,10 @@ use std::time::Duration;
 use cloudstack_ccm::cloud::instances::Instances;
 use cloudstack_ccm::cloud::inventory::{CloudStackVms, Inventory, InventorySettings};
 use cloudstack_ccm::config::CloudConfig;
-use cloudstack_ccm::controllers::{Context, Shutdown, ShutdownTrigger, shutdown_channel};
-use cloudstack_ccm::leader::LeaderStatus;
+use cloudstack_ccm::controllers::{
+    Caches, Context, NodeCache, Shutdown, ShutdownTrigger, shutdown_channel,
+};
 use cloudstack_ccm::metrics::Metrics;
-use cloudstack_ccm::server::Readiness;
 use cloudstack_sim::{Scenario, SimServer, VmSpec};
 use fake_apiserver::FakeApiServer;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
@@ -152,6 +152,9 @@ pub struct Harness {
     pub ctx: Arc<Context>,
     /// One inventory view shared by the controllers the harness starts.
     pub instances: Instances,
+    /// The caches of the controllers the harness starts: [`Harness::instances`] and one
+    /// Node cache (watching from its first reader on).
+    pub caches: Caches,
     trigger: ShutdownTrigger,
     shutdown: Shutdown,
     tasks: Vec<JoinHandle<anyhow::Result<()>>>,
@@ -189,7 +192,7 @@ impl Harness {
             .text
             .parse::<cloudstack::ServerVersion>()
             .expect("the scenario's version parses");
-        let sim = SimServer::start(options.scenario)
+        let sim = SimServer::start(options.scenario.clone())
             .await
             .expect("simulator starts");
         let apiserver = if options.rbac {
@@ -250,22 +253,18 @@ impl Harness {
         .with_observer(metrics.clone());
         let instances = Instances::new(Arc::new(inventory), options.region.clone());
 
-        let ctx = Arc::new(Context {
-            kube: controller_kube,
+        let ctx = context(
+            controller_kube,
             cloudstack,
             server_version,
             cloud_config,
-            cluster_name: options.cluster_name,
             metrics,
-            readiness: Readiness::new(LeaderStatus::new()),
-            node_status_update_frequency: options.node_status_update_frequency,
-            node_monitor_period: options.node_monitor_period,
-            service_resync_period: options.service_resync_period,
-            concurrent_service_syncs: 4,
-            load_balancer_class: None,
-            routes: options.routes,
-            delete_orphans: options.delete_orphans,
-        });
+            &options,
+        );
+        let caches = Caches {
+            instances: instances.clone(),
+            nodes: NodeCache::new(ctx.kube.clone()),
+        };
         let (trigger, shutdown) = shutdown_channel();
         Self {
             sim: Double::local(sim, "CloudStack simulator"),
@@ -274,25 +273,31 @@ impl Harness {
             kube,
             ctx,
             instances,
+            caches,
             trigger,
             shutdown,
             tasks: Vec::new(),
         }
     }
 
-    /// Starts a controller: `run(ctx, instances, shutdown)` (e.g. `node::run_with`).
-    /// It stops at [`Harness::stop`].
+    /// Starts a controller: `run(ctx, caches, shutdown)` (e.g. `node::run`), on the
+    /// harness's [`Caches`] as `controllers::run` starts it. It stops at [`Harness::stop`].
     pub fn spawn<F, Fut>(&mut self, run: F)
     where
-        F: FnOnce(Arc<Context>, Instances, Shutdown) -> Fut,
+        F: FnOnce(Arc<Context>, Caches, Shutdown) -> Fut,
         Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
     {
-        let task = run(
-            self.ctx.clone(),
-            self.instances.clone(),
-            self.shutdown.clone(),
-        );
+        let task = run(self.ctx.clone(), self.caches.clone(), self.shutdown.clone());
         self.tasks.push(tokio::spawn(task));
+    }
+
+    /// Caches for a controller a test starts on its own (a restart stands for a new
+    /// process): the harness's inventory view and a Node cache of its own.
+    pub fn new_caches(&self) -> Caches {
+        Caches {
+            instances: self.instances.clone(),
+            nodes: NodeCache::new(self.ctx.kube.clone()),
+        }
     }
 
     /// Stops every controller started with [`Harness::spawn`] and checks they ended cleanly;
@@ -544,22 +549,18 @@ impl Harness {
         )
         .with_observer(metrics.clone());
         let instances = Instances::new(Arc::new(inventory), cloud_config.region.clone());
-        let ctx = Arc::new(Context {
-            kube: kube.clone(),
+        let ctx = context(
+            kube.clone(),
             cloudstack,
             server_version,
             cloud_config,
-            cluster_name: options.cluster_name,
             metrics,
-            readiness: Readiness::new(LeaderStatus::new()),
-            node_status_update_frequency: options.node_status_update_frequency,
-            node_monitor_period: options.node_monitor_period,
-            service_resync_period: options.service_resync_period,
-            concurrent_service_syncs: 4,
-            load_balancer_class: None,
-            routes: options.routes,
-            delete_orphans: options.delete_orphans,
-        });
+            &options,
+        );
+        let caches = Caches {
+            instances: instances.clone(),
+            nodes: NodeCache::new(ctx.kube.clone()),
+        };
         let (trigger, shutdown) = shutdown_channel();
         Self {
             sim: Double::remote("CloudStack simulator"),
@@ -577,6 +578,7 @@ impl Harness {
             kube,
             ctx,
             instances,
+            caches,
             trigger,
             shutdown,
             tasks: Vec::new(),
@@ -761,6 +763,32 @@ impl Harness {
         )
         .await
     }
+}
+
+/// The controller context of a harness (four Service syncs at a time).
+fn context(
+    kube: kube::Client,
+    cloudstack: cloudstack::Client,
+    server_version: cloudstack::ServerVersion,
+    cloud_config: CloudConfig,
+    metrics: Arc<Metrics>,
+    options: &HarnessOptions,
+) -> Arc<Context> {
+    let mut ctx = Context::new(
+        kube,
+        cloudstack,
+        server_version,
+        cloud_config,
+        options.cluster_name.clone(),
+        metrics,
+    );
+    ctx.node_status_update_frequency = options.node_status_update_frequency;
+    ctx.node_monitor_period = options.node_monitor_period;
+    ctx.service_resync_period = options.service_resync_period;
+    ctx.concurrent_service_syncs = 4;
+    ctx.routes = options.routes.clone();
+    ctx.delete_orphans = options.delete_orphans;
+    Arc::new(ctx)
 }
 
 /// A CloudStack client as the controller manager builds it from `config`.

@@ -44,7 +44,7 @@ pub fn fast_settings() -> Settings {
 pub async fn start_service_controller(scenario: Scenario, vms: &[&str]) -> Harness {
     let mut h = start_with_nodes(scenario, vms).await;
     let ctx = fast_context(&h);
-    h.spawn(move |_, _, shutdown| service::run_with(ctx, fast_settings(), shutdown));
+    h.spawn(move |_, caches, shutdown| service::run_with(ctx, fast_settings(), caches, shutdown));
     h
 }
 
@@ -72,22 +72,20 @@ pub async fn start_with_nodes(scenario: Scenario, vms: &[&str]) -> Harness {
 /// The harness's context with the fast client.
 pub fn fast_context(h: &Harness) -> Arc<Context> {
     let base = &h.ctx;
-    Arc::new(Context {
-        kube: base.kube.clone(),
-        cloudstack: fast_client(h),
-        server_version: base.server_version.clone(),
-        cloud_config: base.cloud_config.clone(),
-        cluster_name: base.cluster_name.clone(),
-        metrics: base.metrics.clone(),
-        readiness: base.readiness.clone(),
-        node_status_update_frequency: base.node_status_update_frequency,
-        node_monitor_period: base.node_monitor_period,
-        service_resync_period: base.service_resync_period,
-        concurrent_service_syncs: 4,
-        load_balancer_class: None,
-        routes: Default::default(),
-        delete_orphans: false,
-    })
+    let mut ctx = Context::new(
+        base.kube.clone(),
+        fast_client(h),
+        base.server_version.clone(),
+        base.cloud_config.clone(),
+        base.cluster_name.clone(),
+        base.metrics.clone(),
+    )
+    .with_readiness(base.readiness.clone());
+    ctx.node_status_update_frequency = base.node_status_update_frequency;
+    ctx.node_monitor_period = base.node_monitor_period;
+    ctx.service_resync_period = base.service_resync_period;
+    ctx.concurrent_service_syncs = 4;
+    Arc::new(ctx)
 }
 
 /// A service controller that can be stopped and started again within one test.
@@ -103,6 +101,7 @@ impl ServiceController {
         let task = tokio::spawn(service::run_with(
             fast_context(h),
             fast_settings(),
+            h.new_caches(),
             shutdown,
         ));
         ServiceController { trigger, task }

@@ -136,6 +136,7 @@ async fn a_cold_restart_reads_policies_only_where_one_may_exist() {
     let first = tokio::spawn(service::run_with(
         t.h.ctx.clone(),
         fast_settings(resync),
+        t.h.new_caches(),
         first_shutdown,
     ));
     for i in 0..PLAIN {
@@ -187,6 +188,7 @@ async fn a_cold_restart_reads_policies_only_where_one_may_exist() {
     let second = tokio::spawn(service::run_with(
         t.h.ctx.clone(),
         fast_settings(resync),
+        t.h.new_caches(),
         second_shutdown,
     ));
     let rules = 2 * PLAIN as u64 + 1;

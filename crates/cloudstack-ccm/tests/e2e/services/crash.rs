@@ -42,6 +42,7 @@ async fn a_controller_killed_during_ip_association_leaks_nothing() {
     let first = tokio::spawn(service::run_with(
         t.h.ctx.clone(),
         fast_settings(RESYNC),
+        t.h.new_caches(),
         first_shutdown,
     ));
     t.create(&lb_service("crashy", &[("TCP", 80, 30080)])).await;
@@ -65,6 +66,7 @@ async fn a_controller_killed_during_ip_association_leaks_nothing() {
     let second = tokio::spawn(service::run_with(
         t.h.ctx.clone(),
         fast_settings(RESYNC),
+        t.h.new_caches(),
         second_shutdown,
     ));
     let address = t.wait_for_ip("crashy").await;

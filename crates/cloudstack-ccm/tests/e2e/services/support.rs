@@ -82,7 +82,7 @@ impl LbTest {
     pub fn start_controller(&mut self, resync: Duration) {
         let settings = fast_settings(resync);
         self.h
-            .spawn(move |ctx, _instances, shutdown| service::run_with(ctx, settings, shutdown));
+            .spawn(move |ctx, caches, shutdown| service::run_with(ctx, settings, caches, shutdown));
     }
 
     /// A CloudStack client of `account` on the simulator (to act "by hand").

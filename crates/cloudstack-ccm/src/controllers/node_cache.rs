@@ -1,0 +1,359 @@
+//! The one Node cache of the process: one watch of the Nodes (one initial list, in pages
+//! of [`NODE_LIST_PAGE_SIZE`]) into one reflector store, each Node trimmed to what the
+//! controllers read ([`keep_node_cache_fields`]).
+//!
+//! [`super::run`] builds it once and hands it (in [`super::Caches`]) to every controller;
+//! the watch starts on first use, so a process whose controllers read no Node (only
+//! `route`) never watches them. The controllers read it three ways:
+//! * cloud-node feeds its `Controller` from [`NodeCache::subscribe`] (every Node present
+//!   when it subscribes, then every Node the watch applies) over [`NodeCache::store`];
+//! * node-lifecycle looks at [`NodeCache::state`] every monitor period;
+//! * the service controller re-evaluates eligibility when [`NodeCache::changes`] fires
+//!   (after every applied or deleted Node and every completed list).
+//!
+//! Readiness is [`NodeCache::wait_until_ready`], not the store's own
+//! `Store::wait_until_ready`: that one wakes a single waiter, and the cloud-node
+//! `Controller` is already waiting on it.
+
+use std::sync::{Arc, Mutex};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus};
+use kube::api::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::{mpsc, watch};
+
+use super::node::PROVIDED_NODE_IP_ANNOTATION;
+use super::service::eligible::EXCLUDE_LABEL;
+
+/// Nodes per page of the Node watch's initial list. A kubelet's Node is ~7 KB of JSON and
+/// several times that decoded; at kube's default of 500 a page alone is tens of MiB while
+/// it is trimmed into the cache, and that peak stays in the resident set.
+pub const NODE_LIST_PAGE_SIZE: u32 = 100;
+
+/// The watcher configuration of the Node watch.
+pub fn node_watch_config() -> watcher::Config {
+    watcher::Config::default().page_size(NODE_LIST_PAGE_SIZE)
+}
+
+/// Trims a Node to what the controllers read, for the one Node cache they share: name,
+/// uid, resourceVersion, creation and deletion timestamps, the provided node IP
+/// annotation, the exclude-from-load-balancers label, providerID, taints, the Ready
+/// condition and the addresses. A kubelet's Node is mostly managedFields, images,
+/// nodeInfo, capacity and conditions nobody here reads; keeping only this is what makes
+/// the cache small at thousands of Nodes.
+pub fn keep_node_cache_fields(node: &mut Node) {
+    let metadata = std::mem::take(&mut node.metadata);
+    node.metadata.name = metadata.name;
+    node.metadata.uid = metadata.uid;
+    node.metadata.resource_version = metadata.resource_version;
+    node.metadata.creation_timestamp = metadata.creation_timestamp;
+    node.metadata.deletion_timestamp = metadata.deletion_timestamp;
+    node.metadata.annotations = metadata.annotations.and_then(|mut annotations| {
+        let node_ip = annotations.remove(PROVIDED_NODE_IP_ANNOTATION)?;
+        Some([(PROVIDED_NODE_IP_ANNOTATION.to_string(), node_ip)].into())
+    });
+    node.metadata.labels = metadata.labels.and_then(|mut labels| {
+        let excluded = labels.remove(EXCLUDE_LABEL)?;
+        Some([(EXCLUDE_LABEL.to_string(), excluded)].into())
+    });
+    node.spec = node.spec.take().map(|spec| NodeSpec {
+        provider_id: spec.provider_id,
+        taints: spec.taints,
+        ..NodeSpec::default()
+    });
+    node.status = node.status.take().map(|status| NodeStatus {
+        conditions: status.conditions.map(|conditions| {
+            conditions
+                .into_iter()
+                .filter(|c| c.type_ == "Ready")
+                .collect()
+        }),
+        addresses: status.addresses,
+        ..NodeStatus::default()
+    });
+}
+
+/// The shared Node cache; clones are handles to the same cache. The watch runs from the
+/// first use until the last handle is dropped.
+#[derive(Clone)]
+pub struct NodeCache {
+    inner: Arc<Inner>,
+}
+
+/// What the handles share.
+struct Inner {
+    store: Store<Node>,
+    fanout: Arc<Fanout>,
+    /// The client and the store's writer until the watch starts.
+    unstarted: Mutex<Option<(kube::Client, reflector::store::Writer<Node>)>>,
+    /// The watch task once started (aborted when the last handle goes).
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .task
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
+        }
+    }
+}
+
+/// What the watch task tells the readers.
+struct Fanout {
+    /// Senders of the [`NodeCache::subscribe`] streams (closed ones are dropped).
+    subscribers: Mutex<Vec<mpsc::UnboundedSender<ObjectRef<Node>>>>,
+    /// `None` until the first list is in; then a count of the changes applied since.
+    changes: watch::Sender<Option<u64>>,
+}
+
+impl NodeCache {
+    /// A cache of the Nodes `client` sees; nothing is listed or watched until first use.
+    pub fn new(client: kube::Client) -> Self {
+        let (store, writer) = reflector::store();
+        Self::from_parts(store, Some((client, writer)))
+    }
+
+    /// A cache that never watches, filled through the returned writer (for unit tests).
+    #[cfg(test)]
+    pub(crate) fn detached() -> (Self, reflector::store::Writer<Node>) {
+        let (store, writer) = reflector::store();
+        (Self::from_parts(store, None), writer)
+    }
+
+    fn from_parts(
+        store: Store<Node>,
+        unstarted: Option<(kube::Client, reflector::store::Writer<Node>)>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                fanout: Arc::new(Fanout {
+                    subscribers: Mutex::default(),
+                    changes: watch::Sender::new(None),
+                }),
+                unstarted: Mutex::new(unstarted),
+                task: Mutex::default(),
+            }),
+        }
+    }
+
+    /// Starts the watch unless it runs already.
+    fn start(&self) {
+        let Some((client, writer)) = self
+            .inner
+            .unstarted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return;
+        };
+        let api: Api<Node> = Api::all(client);
+        let task = tokio::spawn(feed(api, writer, self.inner.fanout.clone()));
+        *self.inner.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+    }
+
+    /// The reflector store (for a `Controller` over the cache). Do not call its
+    /// `wait_until_ready`: see the module documentation.
+    pub fn store(&self) -> Store<Node> {
+        self.start();
+        self.inner.store.clone()
+    }
+
+    /// Every cached Node (empty until the first list is in).
+    pub fn state(&self) -> Vec<Arc<Node>> {
+        self.start();
+        self.inner.store.state()
+    }
+
+    /// Waits until the first complete list of Nodes is in; any number of callers may wait.
+    pub async fn wait_until_ready(&self) {
+        let mut changes = self.changes();
+        // The sender lives in the watch task's Fanout and in this cache: never closed here.
+        let _ = changes.wait_for(Option::is_some).await;
+    }
+
+    /// A receiver that is marked changed after every Node applied or deleted and every
+    /// completed list (the first one included); its value is `None` until the first list.
+    pub fn changes(&self) -> watch::Receiver<Option<u64>> {
+        self.start();
+        self.inner.fanout.changes.subscribe()
+    }
+
+    /// Every Node in the cache when called (once the first list is in, if it is not yet),
+    /// then every Node the watch applies (again after each re-list), as the cache holds it
+    /// when the stream is read. Deleted Nodes are not sent.
+    pub fn subscribe(&self) -> impl Stream<Item = Arc<Node>> + Send + 'static {
+        self.start();
+        let (sender, receiver) = mpsc::unbounded_channel();
+        {
+            let mut subscribers = self
+                .inner
+                .fanout
+                .subscribers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            // Under the lock the watch task holds while it applies and sends an event,
+            // so no Node is missed or sent before it is in the store.
+            if self.inner.fanout.changes.borrow().is_some() {
+                for node in self.inner.store.state() {
+                    let _ = sender.send(ObjectRef::from_obj(&*node));
+                }
+            }
+            subscribers.push(sender);
+        }
+        let store = self.inner.store.clone();
+        futures::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|key| (key, receiver))
+        })
+        .filter_map(move |key| std::future::ready(store.get(&key)))
+    }
+}
+
+impl std::fmt::Debug for NodeCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeCache")
+            .field("nodes", &self.inner.store.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The watch task: applies each event to the store, then tells the subscribers and the
+/// change receivers.
+async fn feed(api: Api<Node>, mut writer: reflector::store::Writer<Node>, fanout: Arc<Fanout>) {
+    let events = watcher(api, node_watch_config())
+        .default_backoff()
+        .modify(keep_node_cache_fields);
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::warn!(%error, "node watch failed; retrying");
+                continue;
+            }
+        };
+        let mut subscribers = fanout.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        writer.apply_watcher_event(&event);
+        let touched: Vec<ObjectRef<Node>> = match &event {
+            watcher::Event::Apply(node) => vec![ObjectRef::from_obj(node)],
+            watcher::Event::InitDone => writer
+                .as_reader()
+                .state()
+                .iter()
+                .map(|node| ObjectRef::from_obj(&**node))
+                .collect(),
+            watcher::Event::Delete(_) => Vec::new(),
+            watcher::Event::Init | watcher::Event::InitApply(_) => continue,
+        };
+        subscribers.retain(|subscriber| {
+            touched
+                .iter()
+                .all(|key| subscriber.send(key.clone()).is_ok())
+        });
+        // Still under the lock: a subscriber sees either this count or this event.
+        fanout
+            .changes
+            .send_modify(|count| *count = Some(count.map_or(0, |n| n + 1)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::node::{has_taint, node_ref};
+    use crate::controllers::node_lifecycle::{
+        SHUTDOWN_TAINT, is_ready, set_shutdown_taint, taints_patch,
+    };
+    use crate::controllers::service::eligible::{eligible_set, is_eligible, is_initialising};
+    use k8s_openapi::api::core::v1::NodeCondition;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn kubelet_node() -> Node {
+        let mut node = Node::default();
+        node.metadata.name = Some("worker-1".into());
+        node.metadata.resource_version = Some("42".into());
+        node.metadata.creation_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+        node.metadata.labels = Some(
+            [
+                ("zone".to_string(), "z1".to_string()),
+                (EXCLUDE_LABEL.to_string(), "false".to_string()),
+            ]
+            .into(),
+        );
+        node.metadata.annotations = Some(
+            [
+                (
+                    PROVIDED_NODE_IP_ANNOTATION.to_string(),
+                    "10.1.1.5".to_string(),
+                ),
+                ("other".to_string(), "x".to_string()),
+            ]
+            .into(),
+        );
+        node.spec = Some(NodeSpec {
+            provider_id: Some("external-cloudstack://vm-1".into()),
+            pod_cidr: Some("10.244.0.0/24".into()),
+            ..NodeSpec::default()
+        });
+        node.status = Some(NodeStatus {
+            conditions: Some(vec![
+                NodeCondition {
+                    type_: "Ready".into(),
+                    status: "False".into(),
+                    ..Default::default()
+                },
+                NodeCondition {
+                    type_: "MemoryPressure".into(),
+                    status: "False".into(),
+                    ..Default::default()
+                },
+            ]),
+            images: Some(Vec::new()),
+            ..Default::default()
+        });
+        set_shutdown_taint(&mut node, true);
+        node
+    }
+
+    #[test]
+    fn trimmed_nodes_keep_what_every_controller_reads() {
+        let node = kubelet_node();
+        let mut trimmed = node.clone();
+        keep_node_cache_fields(&mut trimmed);
+        // cloud-node and node-lifecycle
+        assert_eq!(is_ready(&trimmed), is_ready(&node));
+        assert!(has_taint(&trimmed, SHUTDOWN_TAINT));
+        assert_eq!(node_ref(&trimmed), node_ref(&node));
+        assert_eq!(trimmed.metadata.resource_version.as_deref(), Some("42"));
+        // the service controller
+        assert_eq!(is_eligible(&trimmed), is_eligible(&node));
+        assert_eq!(eligible_set([&trimmed]), eligible_set([&node]));
+        let now = jiff::Timestamp::now();
+        assert_eq!(is_initialising(&trimmed, now), is_initialising(&node, now));
+        // and nothing else
+        assert_eq!(trimmed.metadata.labels.as_ref().unwrap().len(), 1);
+        assert_eq!(trimmed.metadata.annotations.as_ref().unwrap().len(), 1);
+        assert!(trimmed.spec.as_ref().unwrap().pod_cidr.is_none());
+        let status = trimmed.status.as_ref().unwrap();
+        assert!(status.images.is_none());
+        assert_eq!(status.conditions.as_ref().unwrap().len(), 1);
+        // what node-lifecycle writes back from it
+        let patch = taints_patch(&trimmed);
+        assert_eq!(patch["metadata"]["resourceVersion"], "42");
+        assert_eq!(patch["spec"]["taints"][0]["key"], SHUTDOWN_TAINT);
+        set_shutdown_taint(&mut trimmed, false);
+        assert_eq!(
+            taints_patch(&trimmed)["spec"]["taints"],
+            serde_json::json!([]),
+            "an empty list removes the last taint"
+        );
+    }
+}

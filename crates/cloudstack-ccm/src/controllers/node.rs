@@ -224,7 +224,7 @@ impl CloudNode {
             let outcome = match &result {
                 Ok(true) => "updated",
                 Ok(false) => "unchanged",
-                Err(_) => "error",
+                Err(_) => crate::metrics::RESULT_ERROR,
             };
             self.metrics.reconcile(METRICS_NAME, outcome);
             if let Err(error) = result {
@@ -335,7 +335,7 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<CloudNode>) -> Result<Action, NodeE
         Err(error) => {
             let result = match error {
                 NodeError::VmNotFound { .. } => "not-found",
-                _ => "error",
+                _ => crate::metrics::RESULT_ERROR,
             };
             ctx.metrics.reconcile(METRICS_NAME, result);
             tracing::warn!(node = %name, %error, "initialising node failed");

@@ -193,7 +193,8 @@ impl NodeLifecycle {
             Err(error) => {
                 tracing::warn!(%error, "cannot check the VM list before deleting nodes; deleting none");
                 for _ in &doomed {
-                    self.metrics.reconcile(METRICS_NAME, "error");
+                    self.metrics
+                        .reconcile(METRICS_NAME, crate::metrics::RESULT_ERROR);
                 }
                 return;
             }
@@ -234,7 +235,8 @@ impl NodeLifecycle {
         match result {
             Ok(action) => self.metrics.reconcile(METRICS_NAME, action_label(action)),
             Err(error) => {
-                self.metrics.reconcile(METRICS_NAME, "error");
+                self.metrics
+                    .reconcile(METRICS_NAME, crate::metrics::RESULT_ERROR);
                 tracing::warn!(node = %node.name_any(), %error, "node lifecycle check failed");
             }
         }
@@ -389,7 +391,7 @@ impl NodeLifecycle {
 
 fn action_label(action: LifecycleAction) -> &'static str {
     match action {
-        LifecycleAction::None => "ok",
+        LifecycleAction::None => crate::metrics::RESULT_OK,
         LifecycleAction::AddShutdownTaint => "tainted",
         LifecycleAction::RemoveShutdownTaint => "untainted",
         LifecycleAction::Delete => "deleted",

@@ -140,7 +140,10 @@ pub(crate) async fn plan_context(ctx: &Context) -> Result<PlanReport, DryRunErro
             source,
         })?;
     let settings = Settings::from_context(ctx);
-    let engine = Engine::new(ctx.cloudstack.clone(), settings.engine(ctx));
+    let inventory = crate::controllers::node::instances_for(ctx)
+        .inventory()
+        .clone();
+    let engine = Engine::new(ctx.cloudstack.clone(), inventory, settings.engine(ctx));
     let options = settings::spec_options(ctx);
     let plans = plan_services(&engine, &services.items, &nodes.items, &options).await;
     Ok(PlanReport { plans })

@@ -358,6 +358,33 @@ impl Inventory {
         Ok(find(&snapshot))
     }
 
+    /// The view as it is, whatever its age (listed first if it never was), for readers
+    /// that need only what does not change while a VM lives (its default network) and
+    /// leave freshness to the node controllers' refreshes. When it lacks any VM of `ids`
+    /// (a VM newer than the view), it is refreshed once, as [`Inventory::lookup`] does on
+    /// a miss; a VM still missing after that is not there.
+    pub async fn view_holding<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str> + Clone,
+    ) -> Result<Arc<ListedVms>, InventoryError> {
+        let view = self
+            .refresh_when(|view| view.fetched_at().is_none())
+            .await?;
+        let holds_all =
+            |view: &ListedVms| ids.clone().into_iter().all(|id| view.by_id(id).is_some());
+        if holds_all(&view) {
+            self.count_lookup(true);
+            return Ok(view);
+        }
+        self.count_lookup(false);
+        let min_interval = self.settings.min_refresh_interval;
+        let seen = view.fetched_at();
+        self.refresh_when(|view| {
+            view.fetched_at() == seen && view.age().is_none_or(|age| age >= min_interval)
+        })
+        .await
+    }
+
     /// Lists the VMs now (single flight), whatever the age of the view.
     pub async fn refresh(&self) -> Result<Arc<ListedVms>, InventoryError> {
         self.refresh_when(|_| true).await
@@ -571,6 +598,31 @@ mod tests {
         inventory.snapshot().await.unwrap();
         assert_eq!(source.calls.load(Ordering::SeqCst), 2);
     }
+    #[tokio::test]
+    async fn a_view_holding_known_vms_is_used_whatever_its_age() {
+        let source = Arc::new(CountingSource::default());
+        *source.vms.lock().unwrap() = vec![vm("vm-1", "node-1")];
+        let inventory = Arc::new(Inventory::new(
+            source.clone(),
+            InventorySettings {
+                max_age: Duration::ZERO,
+                min_refresh_interval: Duration::ZERO,
+            },
+        ));
+        // Never listed: one list.
+        let view = inventory.view_holding(["vm-1"]).await.unwrap();
+        assert!(view.by_id("VM-1").is_some());
+        assert_eq!(source.calls.load(Ordering::SeqCst), 1);
+        // Older than max_age but holding the VMs asked for: no list.
+        inventory.view_holding(["vm-1"]).await.unwrap();
+        assert_eq!(source.calls.load(Ordering::SeqCst), 1);
+        // A VM newer than the view: one refresh, which finds it.
+        source.vms.lock().unwrap().push(vm("vm-2", "node-2"));
+        let view = inventory.view_holding(["vm-1", "vm-2"]).await.unwrap();
+        assert!(view.by_id("vm-2").is_some());
+        assert_eq!(source.calls.load(Ordering::SeqCst), 2);
+    }
+
     #[test]
     fn record_from_virtual_machine_lists_the_default_nic_first() {
         let vm: cloudstack::VmSummary = serde_json::from_value(serde_json::json!({

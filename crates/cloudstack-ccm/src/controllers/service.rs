@@ -63,7 +63,11 @@ pub async fn run_with(
         () = nodes.store.wait_until_ready() => {}
         () = shutdown.wait() => return Ok(()),
     }
-    let engine = Arc::new(Engine::new(ctx.cloudstack.clone(), settings.engine(&ctx)));
+    let engine = Arc::new(Engine::new(
+        ctx.cloudstack.clone(),
+        caches.instances.inventory().clone(),
+        settings.engine(&ctx),
+    ));
     let state = Arc::new(reconcile::State {
         recorder: Recorder::new(
             client.clone(),

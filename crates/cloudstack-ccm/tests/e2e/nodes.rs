@@ -294,7 +294,11 @@ async fn a_node_ip_on_a_second_nic_initialises_the_node_and_every_nic_is_listed(
     h.create_node(TestNode::new("node-1").annotation(annotation, "10.1.2.50"))
         .await;
 
-    let node = h.wait_for_node("node-1", "initialised", initialised).await;
+    let node = h
+        .wait_for_node("node-1", "initialised with addresses", |n| {
+            initialised(n) && !addresses(n).is_empty()
+        })
+        .await;
     assert_eq!(
         addresses(&node),
         pairs(&[("InternalIP", "10.1.2.50"), ("Hostname", "node-1")]),
@@ -316,7 +320,11 @@ async fn a_node_ip_on_a_second_nic_initialises_the_node_and_every_nic_is_listed(
     })
     .await;
     h.create_node(TestNode::new("node-1")).await;
-    let node = h.wait_for_node("node-1", "initialised", initialised).await;
+    let node = h
+        .wait_for_node("node-1", "initialised with addresses", |n| {
+            initialised(n) && !addresses(n).is_empty()
+        })
+        .await;
     assert_eq!(
         addresses(&node),
         pairs(&[

@@ -19,6 +19,7 @@ use super::observe::assemble::{ObserveInputs, observe};
 use super::observe::details::{PolicyKinds, RuleDetails, RuleDetailsCache};
 use super::plan::{self, Backends, Plan, PlanContext, PlanError, RuleRef, Step};
 use super::spec::LbSpec;
+use crate::cloud::inventory::{Inventory, InventoryError};
 use crate::cloud::provider_id::ProviderId;
 
 /// Why a Service's load balancer could not be ensured or deleted.
@@ -27,6 +28,9 @@ pub enum EnsureError {
     /// Reading CloudStack failed.
     #[error("reading CloudStack: {0}")]
     Observe(#[source] cloudstack::Error),
+    /// Listing the VMs (the node inventory) failed.
+    #[error("reading CloudStack: {0}")]
+    Inventory(#[source] InventoryError),
     /// The spec cannot be reached on this network (nothing was changed).
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -182,6 +186,8 @@ pub struct EngineSettings {
 /// The load-balancer engine shared by all Services.
 pub struct Engine {
     client: cloudstack::Client,
+    /// The node inventory: which network each Node's VM is on.
+    inventory: Arc<Inventory>,
     settings: EngineSettings,
     views: AccountViewCache,
     details: RuleDetailsCache,
@@ -201,10 +207,16 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// An engine using `client`.
-    pub fn new(client: cloudstack::Client, settings: EngineSettings) -> Engine {
+    /// An engine using `client`, reading VMs from `inventory` (the node controllers' VM
+    /// inventory: one VM list for the whole process).
+    pub fn new(
+        client: cloudstack::Client,
+        inventory: Arc<Inventory>,
+        settings: EngineSettings,
+    ) -> Engine {
         Engine {
             client,
+            inventory,
             views: AccountViewCache::new(settings.view_max_age),
             details: RuleDetailsCache::new(settings.details_max_age),
             queues: NetworkQueues::default(),
@@ -236,7 +248,9 @@ impl Engine {
     }
 
     /// Resolves Nodes (name, providerID) to their VMs and the VMs' default-NIC network,
-    /// from the shared view (one VM list per resync, never a call per Node). Nodes whose
+    /// from the node inventory as it is (a VM's default network does not change while it
+    /// lives; the inventory is listed again only when it lacks one of the VMs, so a resync
+    /// lists no VM and never makes a call per Node). Nodes whose
     /// VM is unknown are left out. A load balancer serves one network: `network_id` when
     /// given (the one recorded or asked for on the Service), else the network holding the
     /// most of the Nodes (the lowest id among equals); Nodes on other networks are left
@@ -246,17 +260,23 @@ impl Engine {
         nodes: &[(String, String)],
         network_id: Option<&str>,
     ) -> Result<ResolvedBackends, EnsureError> {
-        let view = self.view().await?;
-        let mut by_network: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        let mut vm_of_node = Vec::with_capacity(nodes.len());
         for (name, provider_id) in nodes {
-            let vm_id = match ProviderId::parse(provider_id) {
-                Ok(id) => id.vm_id().to_ascii_lowercase(),
+            match ProviderId::parse(provider_id) {
+                Ok(id) => vm_of_node.push((name, id.vm_id().to_ascii_lowercase())),
                 Err(err) => {
-                    tracing::debug!(node = %name, error = %err, "node left out of load balancers");
-                    continue;
+                    tracing::debug!(node = %name, error = %err, "node left out of load balancers")
                 }
-            };
-            match view.vm_networks.get(&vm_id) {
+            }
+        }
+        let vms = self
+            .inventory
+            .view_holding(vm_of_node.iter().map(|(_, vm_id)| vm_id.as_str()))
+            .await
+            .map_err(EnsureError::Inventory)?;
+        let mut by_network: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for (name, vm_id) in vm_of_node {
+            match vms.by_id(&vm_id).and_then(|vm| vm.network_id.as_ref()) {
                 Some(network) => {
                     by_network
                         .entry(network.clone())
@@ -434,7 +454,7 @@ impl Engine {
 
     /// Renews what the controller's own changes made stale.
     fn after_changes(&self, applied: &apply::Applied) {
-        self.views.invalidate_objects();
+        self.views.invalidate();
         for id in applied
             .touched_rules
             .iter()

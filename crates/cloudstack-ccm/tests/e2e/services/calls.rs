@@ -1,5 +1,6 @@
 //! What a periodic resync costs: 50 unchanged LoadBalancer Services make no mutating
-//! CloudStack call and a handful of reads that does not grow with the number of nodes.
+//! CloudStack call and a handful of reads (no VM list) that does not grow with the number
+//! of nodes.
 //! What a cold restart costs: load-balancer policies are read only for the rules whose
 //! Service asks for one (or whose tag says we made one).
 
@@ -118,6 +119,11 @@ async fn a_resync_of_fifty_unchanged_services_costs_a_handful_of_reads() {
             counts.get("listLoadBalancerRuleInstances"),
             None,
             "members are cached: {counts:?}"
+        );
+        assert_eq!(
+            counts.get("listVirtualMachines"),
+            None,
+            "the VMs' networks come from the node inventory, not a list per resync: {counts:?}"
         );
     }
     assert_eq!(small, large, "reads do not grow with the number of nodes");

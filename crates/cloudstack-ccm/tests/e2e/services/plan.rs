@@ -45,6 +45,7 @@ async fn the_dry_run_plans_without_changing_anything() {
     let ctx = &t.h.ctx;
     let engine = Engine::new(
         ctx.cloudstack.clone(),
+        t.h.instances.inventory().clone(),
         fast_settings(Duration::from_secs(100)).engine(ctx),
     );
     t.h.sim.reset_counts();

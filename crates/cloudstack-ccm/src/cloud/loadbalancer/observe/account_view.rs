@@ -1,17 +1,18 @@
-//! [`AccountView`]: what the account sees of CloudStack, shared by every Service of a
-//! resync: every load-balancer rule, every allocated public IP, every firewall rule,
-//! every network and every VM's default-NIC network, each read with ONE paginated list
-//! call, plus the ingress items of the ACL lists in use (one call per list, read when
-//! first needed). All Services reconciled during a resync read the same view, so a
-//! resync of many unchanged Services costs a handful of calls, whatever the number of
-//! Services and Nodes.
+//! [`AccountView`]: what the account sees of CloudStack's load-balancer objects, shared
+//! by every Service of a resync: every load-balancer rule, every allocated public IP,
+//! every firewall rule and every network, each read with ONE paginated list call, plus the
+//! ingress items of the ACL lists in use (one call per list, read when first needed). All
+//! Services reconciled during a resync read the same view, so a resync of many unchanged
+//! Services costs a handful of calls, whatever the number of Services and Nodes.
 //!
-//! [`AccountViewCache`] renews the view when a resync starts or a Node changes
-//! ([`AccountViewCache::invalidate`]), and when it is older than the cache's maximum
-//! age. After a change the controller made itself ([`AccountViewCache::invalidate_objects`]
-//! from apply) the rules, IPs, firewall rules and networks are read again but the VM →
-//! network map is kept: the controller never changes VMs, and re-listing every VM after
-//! every Service would cost O(Nodes) per Service.
+//! The VMs are not in it: which network a Node's VM is on comes from the node inventory
+//! (`cloud/inventory.rs`), the one VM list of the process (see
+//! `Engine::resolve_backends`), so a resync reads no VM and its reads do not grow with
+//! the number of Nodes.
+//!
+//! [`AccountViewCache`] renews the view when a resync starts, a Node changes or the
+//! controller changed something itself ([`AccountViewCache::invalidate`]), and when it is
+//! older than the cache's maximum age.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,12 +21,11 @@ use std::time::{Duration, Instant};
 
 use cloudstack::{
     FirewallRule, ListFirewallRules, ListLoadBalancerRules, ListNetworkAcls, ListNetworks,
-    ListPublicIpAddresses, ListVirtualMachines, LoadBalancerRule, Network, NetworkAcl,
-    PublicIpAddress, Request, VmSummary,
+    ListPublicIpAddresses, LoadBalancerRule, Network, NetworkAcl, PublicIpAddress,
 };
 
-/// What the account sees of CloudStack's load-balancer objects, networks and VMs, as
-/// read at one time (the ACL items as first needed).
+/// What the account sees of CloudStack's load-balancer objects and networks, as read at
+/// one time (the ACL items as first needed).
 #[derive(Debug)]
 pub(crate) struct AccountView {
     /// Every load-balancer rule the account sees.
@@ -36,24 +36,15 @@ pub(crate) struct AccountView {
     pub firewall_rules: Vec<FirewallRule>,
     /// Every network the account sees.
     pub networks: Vec<Network>,
-    /// Default-NIC network of every VM, by lower-case VM id (shared with the next view
-    /// when only the controller's own changes made this one stale).
-    pub vm_networks: Arc<HashMap<String, String>>,
     /// Ingress items by ACL list id, read on first use.
     acl_items: tokio::sync::Mutex<HashMap<String, Arc<Vec<NetworkAcl>>>>,
     /// When the lists were read.
     fetched_at: Instant,
-    /// When the VM list was read.
-    vms_fetched_at: Instant,
 }
 
 impl AccountView {
-    /// Reads the lists concurrently; with `known_vms` (a map and when it was read) the
-    /// VM list is not read again.
-    async fn fetch_keeping_vms(
-        client: &cloudstack::Client,
-        known_vms: Option<(Arc<HashMap<String, String>>, Instant)>,
-    ) -> Result<AccountView, cloudstack::Error> {
+    /// Reads the four lists concurrently.
+    async fn fetch(client: &cloudstack::Client) -> Result<AccountView, cloudstack::Error> {
         let rules = ListLoadBalancerRules {
             listall: Some(true),
             ..Default::default()
@@ -71,41 +62,19 @@ impl AccountView {
             listall: Some(true),
             ..Default::default()
         };
-        let vms = ListVirtualMachines {
-            listall: Some(true),
-            details: vec!["min".into(), "nics".into()],
-            ..Default::default()
-        };
-        let read_vms = async {
-            if let Some(known) = known_vms {
-                return Ok(known);
-            }
-            // Only the fields of the VM → network map are decoded.
-            let listed = client
-                .list_all::<VmSummary>(
-                    ListVirtualMachines::COMMAND,
-                    "virtualmachine",
-                    vms.to_params(),
-                )
-                .await?;
-            Ok((Arc::new(vm_networks(&listed)), Instant::now()))
-        };
-        let (rules, ips, firewall_rules, networks, (vm_networks, vms_fetched_at)) = futures::try_join!(
+        let (rules, ips, firewall_rules, networks) = futures::try_join!(
             client.list_load_balancer_rules(&rules),
             client.list_public_ip_addresses(&ips),
             client.list_firewall_rules(&firewall),
             client.list_networks(&networks),
-            read_vms,
         )?;
         Ok(AccountView {
             rules,
             ips,
             firewall_rules,
             networks,
-            vm_networks,
             acl_items: tokio::sync::Mutex::default(),
             fetched_at: Instant::now(),
-            vms_fetched_at,
         })
     }
 
@@ -116,17 +85,14 @@ impl AccountView {
         ips: Vec<PublicIpAddress>,
         firewall_rules: Vec<FirewallRule>,
         networks: Vec<Network>,
-        vms: &[VmSummary],
     ) -> AccountView {
         AccountView {
             rules,
             ips,
             firewall_rules,
             networks,
-            vm_networks: Arc::new(vm_networks(vms)),
             acl_items: tokio::sync::Mutex::default(),
             fetched_at: Instant::now(),
-            vms_fetched_at: Instant::now(),
         }
     }
 
@@ -189,16 +155,6 @@ impl AccountView {
     }
 }
 
-/// The default-NIC network of each VM, by lower-case VM id.
-fn vm_networks(vms: &[VmSummary]) -> HashMap<String, String> {
-    vms.iter()
-        .filter_map(|vm| {
-            let network = vm.default_nic()?.networkid.clone()?;
-            Some((vm.id.as_deref()?.to_ascii_lowercase(), network))
-        })
-        .collect()
-}
-
 /// Holds the current [`AccountView`]; concurrent readers share one fetch.
 #[derive(Debug)]
 pub(crate) struct AccountViewCache {
@@ -206,8 +162,6 @@ pub(crate) struct AccountViewCache {
     current: tokio::sync::Mutex<Option<Cached>>,
     /// Bumped by every invalidation; a view read in an older generation is not used.
     generation: AtomicU64,
-    /// Bumped by the invalidations that also drop the VM → network map.
-    vm_generation: AtomicU64,
     max_age: Duration,
 }
 
@@ -215,7 +169,6 @@ pub(crate) struct AccountViewCache {
 #[derive(Debug)]
 struct Cached {
     generation: u64,
-    vm_generation: u64,
     view: Arc<AccountView>,
 }
 
@@ -225,7 +178,6 @@ impl AccountViewCache {
         Self {
             current: tokio::sync::Mutex::new(None),
             generation: AtomicU64::new(0),
-            vm_generation: AtomicU64::new(0),
             max_age,
         }
     }
@@ -238,24 +190,17 @@ impl AccountViewCache {
     ) -> Result<Arc<AccountView>, cloudstack::Error> {
         let mut current = self.current.lock().await;
         let generation = self.generation.load(Ordering::SeqCst);
-        let vm_generation = self.vm_generation.load(Ordering::SeqCst);
         if let Some(cached) = current.as_ref()
             && cached.generation == generation
             && cached.view.fetched_at.elapsed() < self.max_age
         {
             return Ok(cached.view.clone());
         }
-        let known_vms = current
-            .as_ref()
-            .filter(|cached| cached.vm_generation == vm_generation)
-            .filter(|cached| cached.view.vms_fetched_at.elapsed() < self.max_age)
-            .map(|cached| (cached.view.vm_networks.clone(), cached.view.vms_fetched_at));
-        let fresh = Arc::new(AccountView::fetch_keeping_vms(client, known_vms).await?);
+        let fresh = Arc::new(AccountView::fetch(client).await?);
         // Stamped with the generations seen before the read: an invalidation during the
         // read (a change that may be missing from it) makes the next caller read again.
         *current = Some(Cached {
             generation,
-            vm_generation,
             view: fresh.clone(),
         });
         Ok(fresh)
@@ -263,13 +208,6 @@ impl AccountViewCache {
 
     /// Forgets the view; the next [`AccountViewCache::get`] reads CloudStack again.
     pub fn invalidate(&self) {
-        self.vm_generation.fetch_add(1, Ordering::SeqCst);
-        self.generation.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Forgets the rules, IPs, firewall rules and networks of the view (after the
-    /// controller changed some), keeping the VM → network map.
-    pub fn invalidate_objects(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
 }
@@ -277,26 +215,6 @@ impl AccountViewCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn vms_map_to_their_default_nic_network() {
-        let vms: Vec<VmSummary> = serde_json::from_value(serde_json::json!([
-            { "id": "VM-A", "nic": [
-                { "networkid": "secondary", "isdefault": false },
-                { "networkid": "main", "isdefault": true } ] },
-            { "id": "vm-b", "nic": [] }
-        ]))
-        .expect("vms decode");
-        let view = AccountView::from_parts(Vec::new(), Vec::new(), Vec::new(), Vec::new(), &vms);
-        assert_eq!(
-            view.vm_networks.get("vm-a").map(String::as_str),
-            Some("main")
-        );
-        assert!(
-            !view.vm_networks.contains_key("vm-b"),
-            "no default NIC, no network"
-        );
-    }
 
     #[test]
     fn lookups_by_id_address_and_ip() {
@@ -308,7 +226,7 @@ mod tests {
             serde_json::json!([{ "id": "ip1", "ipaddress": "203.0.113.5" }]),
         )
         .expect("ips decode");
-        let view = AccountView::from_parts(rules, ips, Vec::new(), Vec::new(), &[]);
+        let view = AccountView::from_parts(rules, ips, Vec::new(), Vec::new());
         assert_eq!(
             view.ip_by_address("203.0.113.5")
                 .and_then(|ip| ip.id.as_deref()),

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// Failure counts by object key (`namespace/name`, or a Node name), turned into growing
 /// retry delays.
 #[derive(Debug)]
-pub struct RetryBackoff {
+pub(crate) struct RetryBackoff {
     base: Duration,
     max: Duration,
     failures: Mutex<HashMap<String, u32>>,

@@ -31,10 +31,10 @@ pub use kube::runtime::events::{Event, EventType, Reporter};
 
 /// Distinct messages of one object, type and reason before they are combined
 /// (client-go `defaultAggregateMaxEvents`).
-pub const SIMILAR_EVENT_LIMIT: usize = 10;
+pub(crate) const SIMILAR_EVENT_LIMIT: usize = 10;
 /// The window in which similar messages are counted (client-go
 /// `defaultAggregateIntervalInSeconds`).
-pub const SIMILAR_EVENT_WINDOW: Duration = Duration::from_secs(600);
+pub(crate) const SIMILAR_EVENT_WINDOW: Duration = Duration::from_secs(600);
 /// Events remembered for aggregation (client-go `maxLruCacheEntries`).
 const CACHE_SIZE: usize = 4096;
 /// The prefix of a combined message (client-go `EventAggregatorByReasonMessageFunc`).

@@ -68,11 +68,11 @@ pub struct Context {
 }
 
 /// `--node-status-update-frequency`'s default.
-pub const DEFAULT_NODE_STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_NODE_STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(300);
 /// `--node-monitor-period`'s default.
-pub const DEFAULT_NODE_MONITOR_PERIOD: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_NODE_MONITOR_PERIOD: Duration = Duration::from_secs(5);
 /// `--service-resync-period`'s default.
-pub const DEFAULT_SERVICE_RESYNC_PERIOD: Duration = Duration::from_secs(100);
+pub(crate) const DEFAULT_SERVICE_RESYNC_PERIOD: Duration = Duration::from_secs(100);
 
 impl Context {
     /// A context over these clients, with the flags' defaults: node status every 5 m,

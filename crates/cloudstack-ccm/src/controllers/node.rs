@@ -32,22 +32,22 @@ use crate::metrics::Metrics;
 /// Taint the kubelet sets until a cloud controller initialises the node.
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 /// Annotation in which the kubelet passes `--node-ip`.
-pub const PROVIDED_NODE_IP_ANNOTATION: &str = "alpha.kubernetes.io/provided-node-ip";
+pub(crate) const PROVIDED_NODE_IP_ANNOTATION: &str = "alpha.kubernetes.io/provided-node-ip";
 /// Instance-type label (GA).
-pub const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+pub(crate) const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 /// Instance-type label (beta twin).
-pub const LABEL_INSTANCE_TYPE_BETA: &str = "beta.kubernetes.io/instance-type";
+pub(crate) const LABEL_INSTANCE_TYPE_BETA: &str = "beta.kubernetes.io/instance-type";
 /// Zone label (GA).
-pub const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
+pub(crate) const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
 /// Zone label (beta twin).
-pub const LABEL_ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
+pub(crate) const LABEL_ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
 /// Region label (GA).
-pub const LABEL_REGION: &str = "topology.kubernetes.io/region";
+pub(crate) const LABEL_REGION: &str = "topology.kubernetes.io/region";
 /// Region label (beta twin).
-pub const LABEL_REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
+pub(crate) const LABEL_REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
 
 /// Name of this controller in Events (`reportingController`).
-pub const CONTROLLER_NAME: &str = "cloud-node-controller";
+pub(crate) const CONTROLLER_NAME: &str = "cloud-node-controller";
 /// Metrics label of this controller.
 const METRICS_NAME: &str = "node";
 /// First retry delay of a node that could not be initialised; doubles up to [`MAX_RETRY`].
@@ -57,7 +57,7 @@ const MAX_RETRY: Duration = Duration::from_secs(300);
 
 /// Why a node could not be initialised or refreshed.
 #[derive(Debug, thiserror::Error)]
-pub enum NodeError {
+pub(crate) enum NodeError {
     /// No VM matches the node (yet).
     #[error("node {node}: no CloudStack VM matches its providerID or name")]
     VmNotFound {
@@ -108,12 +108,12 @@ pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyho
 }
 
 /// Nodes initialised or refreshed at the same time.
-pub const NODE_SYNC_CONCURRENCY: u16 = 16;
+pub(crate) const NODE_SYNC_CONCURRENCY: u16 = 16;
 
 /// A node-facing view of the VMs for this context: one [`Inventory`] over
 /// `listVirtualMachines` with the default freshness, counted in the metrics, and the
 /// cloud-config `region`.
-pub fn instances_for(ctx: &Context) -> Instances {
+pub(crate) fn instances_for(ctx: &Context) -> Instances {
     let source = Arc::new(CloudStackVms::new(ctx.cloudstack.clone()));
     let inventory =
         Inventory::new(source, InventorySettings::default()).with_observer(ctx.metrics.clone());
@@ -355,7 +355,7 @@ fn error_policy(node: Arc<Node>, _error: &NodeError, ctx: Arc<CloudNode>) -> Act
 }
 
 /// The strings the cloud layer needs from a node.
-pub fn node_ref(node: &Node) -> NodeRef<'_> {
+pub(crate) fn node_ref(node: &Node) -> NodeRef<'_> {
     NodeRef {
         name: node.metadata.name.as_deref().unwrap_or_default(),
         provider_id: node
@@ -390,7 +390,7 @@ pub fn taints(node: &Node) -> &[Taint] {
 /// `spec.providerID` when empty, and the taints without the uninitialized one. It carries
 /// the cached resourceVersion, so a Node changed since (say, a taint added) is refused
 /// with a conflict and retried from the new state instead of being overwritten.
-pub fn initialisation_patch(node: &Node, metadata: &InstanceMetadata) -> serde_json::Value {
+pub(crate) fn initialisation_patch(node: &Node, metadata: &InstanceMetadata) -> serde_json::Value {
     let labels: BTreeMap<&str, &str> = [
         (LABEL_INSTANCE_TYPE, &metadata.instance_type),
         (LABEL_INSTANCE_TYPE_BETA, &metadata.instance_type),
@@ -422,7 +422,7 @@ pub fn initialisation_patch(node: &Node, metadata: &InstanceMetadata) -> serde_j
 }
 
 /// Converts addresses to the Kubernetes type.
-pub fn to_k8s_addresses(addresses: &[NodeAddress]) -> Vec<K8sNodeAddress> {
+pub(crate) fn to_k8s_addresses(addresses: &[NodeAddress]) -> Vec<K8sNodeAddress> {
     addresses
         .iter()
         .map(|address| K8sNodeAddress {

@@ -30,10 +30,10 @@ use super::service::eligible::EXCLUDE_LABEL;
 /// Nodes per page of the Node watch's initial list. A kubelet's Node is ~7 KB of JSON and
 /// several times that decoded; at kube's default of 500 a page alone is tens of MiB while
 /// it is trimmed into the cache, and that peak stays in the resident set.
-pub const NODE_LIST_PAGE_SIZE: u32 = 100;
+pub(crate) const NODE_LIST_PAGE_SIZE: u32 = 100;
 
 /// The watcher configuration of the Node watch.
-pub fn node_watch_config() -> watcher::Config {
+pub(crate) fn node_watch_config() -> watcher::Config {
     watcher::Config::default().page_size(NODE_LIST_PAGE_SIZE)
 }
 
@@ -43,7 +43,7 @@ pub fn node_watch_config() -> watcher::Config {
 /// condition and the addresses. A kubelet's Node is mostly managedFields, images,
 /// nodeInfo, capacity and conditions nobody here reads; keeping only this is what makes
 /// the cache small at thousands of Nodes.
-pub fn keep_node_cache_fields(node: &mut Node) {
+pub(crate) fn keep_node_cache_fields(node: &mut Node) {
     let metadata = std::mem::take(&mut node.metadata);
     node.metadata.name = metadata.name;
     node.metadata.uid = metadata.uid;

@@ -36,23 +36,23 @@ use crate::metrics::Metrics;
 /// Taint put on nodes whose VM is shut down.
 pub const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
 /// Reason of the Event recorded before a node is deleted.
-pub const DELETING_NODE_REASON: &str = "DeletingNode";
+pub(crate) const DELETING_NODE_REASON: &str = "DeletingNode";
 /// Reason of the Warning Event recorded when the safety rail holds a deletion back.
 pub const DELETION_REFUSED_REASON: &str = "NodeDeletionRefused";
 /// Metrics `result` of a deletion the safety rail held back.
-pub const DELETION_REFUSED_RESULT: &str = "deletion_refused";
+pub(crate) const DELETION_REFUSED_RESULT: &str = "deletion_refused";
 /// Metrics `result` of a deletion the rate limit put off to a later period.
-pub const DELETION_DEFERRED_RESULT: &str = "deletion_deferred";
+pub(crate) const DELETION_DEFERRED_RESULT: &str = "deletion_deferred";
 /// At most one initialised Node in this many is deleted per monitor period (at least one).
-pub const NODES_PER_DELETION: usize = 10;
+pub(crate) const NODES_PER_DELETION: usize = 10;
 /// Name of this controller in Events (`reportingController`).
-pub const CONTROLLER_NAME: &str = "cloud-node-lifecycle-controller";
+pub(crate) const CONTROLLER_NAME: &str = "cloud-node-lifecycle-controller";
 /// Metrics label of this controller.
 const METRICS_NAME: &str = "node-lifecycle";
 
 /// What one look at a node decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LifecycleAction {
+pub(crate) enum LifecycleAction {
     /// Nothing to change.
     None,
     /// The VM is shut down: add the shutdown taint.
@@ -65,7 +65,7 @@ pub enum LifecycleAction {
 
 /// Why a node could not be handled.
 #[derive(Debug, thiserror::Error)]
-pub enum LifecycleError {
+pub(crate) enum LifecycleError {
     /// The VM lookup failed.
     #[error(transparent)]
     Instance(#[from] InstanceError),
@@ -98,7 +98,7 @@ pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyho
 
 /// What the safety rail says about the deletions one look wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeletionVerdict {
+pub(crate) enum DeletionVerdict {
     /// Delete at most this many now (the others wait for the next period).
     Allow(usize),
     /// Delete none: the VM list does not look like this cluster's.
@@ -109,7 +109,7 @@ pub enum DeletionVerdict {
 /// usable VM key) of which `found` have their VM in the inventory, refuse every deletion
 /// when `found` is zero or less than half of `initialised`; else allow
 /// `max(1, initialised / NODES_PER_DELETION)` deletions this period.
-pub fn deletion_verdict(initialised: usize, found: usize) -> DeletionVerdict {
+pub(crate) fn deletion_verdict(initialised: usize, found: usize) -> DeletionVerdict {
     if found == 0 || found * 2 < initialised {
         return DeletionVerdict::Refuse;
     }
@@ -117,7 +117,7 @@ pub fn deletion_verdict(initialised: usize, found: usize) -> DeletionVerdict {
 }
 
 /// State of the cloud-node-lifecycle controller.
-pub struct NodeLifecycle {
+pub(crate) struct NodeLifecycle {
     client: kube::Client,
     instances: Instances,
     recorder: Recorder,
@@ -399,7 +399,7 @@ fn action_label(action: LifecycleAction) -> &'static str {
 }
 
 /// True when the node's `Ready` condition is `True`.
-pub fn is_ready(node: &Node) -> bool {
+pub(crate) fn is_ready(node: &Node) -> bool {
     node.status
         .as_ref()
         .and_then(|status| status.conditions.as_ref())
@@ -410,7 +410,7 @@ pub fn is_ready(node: &Node) -> bool {
 /// A merge patch setting the node's taints to those of `node`, valid only while the Node
 /// still has `node`'s resourceVersion (a concurrent change makes it fail with a conflict,
 /// as an update would).
-pub fn taints_patch(node: &Node) -> serde_json::Value {
+pub(crate) fn taints_patch(node: &Node) -> serde_json::Value {
     let taints = node.spec.as_ref().and_then(|spec| spec.taints.clone());
     serde_json::json!({
         "metadata": { "resourceVersion": node.metadata.resource_version },
@@ -419,7 +419,7 @@ pub fn taints_patch(node: &Node) -> serde_json::Value {
 }
 
 /// Adds (`true`) or removes (`false`) the shutdown taint.
-pub fn set_shutdown_taint(node: &mut Node, present: bool) {
+pub(crate) fn set_shutdown_taint(node: &mut Node, present: bool) {
     let taints = node
         .spec
         .get_or_insert_with(Default::default)

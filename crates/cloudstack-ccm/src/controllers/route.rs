@@ -29,7 +29,7 @@ use crate::controllers::node::node_ref;
 use super::{Caches, Context, Shutdown};
 
 /// The Node condition the route controller owns.
-pub const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
+pub(crate) const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
 
 /// The route controller's flags.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -249,7 +249,7 @@ impl RouteController {
 /// Works out the routes `nodes` need: pod CIDRs (IPv4) of Nodes whose VM is on a VPC tier,
 /// to the Node's InternalIP. A Node whose VM, network or address cannot be found now is
 /// kept (its routes stay).
-pub async fn node_routes(
+pub(crate) async fn node_routes(
     ctx: &Context,
     instances: &Instances,
     nodes: &[Node],
@@ -338,7 +338,7 @@ pub fn pod_cidrs(node: &Node) -> Vec<Cidr> {
 }
 
 /// The Node's first IPv4 `InternalIP`.
-pub fn internal_ipv4(node: &Node) -> Option<IpAddr> {
+pub(crate) fn internal_ipv4(node: &Node) -> Option<IpAddr> {
     node.status
         .as_ref()?
         .addresses

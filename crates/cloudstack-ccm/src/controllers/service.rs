@@ -39,7 +39,7 @@ pub use self::settings::Settings;
 const MIN_RESYNC_PERIOD: Duration = Duration::from_millis(10);
 
 /// The reporting component of our Events (as the Kubernetes service controller's).
-pub const REPORTER: &str = "service-controller";
+pub(crate) const REPORTER: &str = "service-controller";
 
 /// Runs the service controller until `shutdown` fires, with backends from the Node
 /// cache of `caches`.

@@ -32,7 +32,7 @@ impl From<&LbRule> for RuleFacts {
 
 /// Turns newly completed jobs into lines.
 #[derive(Debug)]
-pub struct CloudWatch {
+pub(crate) struct CloudWatch {
     /// Epoch milliseconds of the demo's start (the simulator's clock).
     start_ms: u64,
     reported: HashSet<String>,

@@ -14,7 +14,7 @@ pub use crate::controllers::service::finalizer::FINALIZER;
 
 /// What the demo observed of its objects.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KubeView {
+pub(crate) struct KubeView {
     /// Nodes that are initialised (providerID set, `uninitialized` taint gone).
     pub initialised: BTreeSet<String>,
     /// The Service exists.
@@ -31,7 +31,7 @@ pub struct KubeView {
 
 /// Compares successive views of the cluster and describes what changed.
 #[derive(Debug, Default)]
-pub struct KubeWatch {
+pub(crate) struct KubeWatch {
     view: KubeView,
     seen_events: HashSet<String>,
 }
@@ -164,7 +164,7 @@ impl KubeWatch {
 }
 
 /// Whether the cloud-node controller has initialised the Node.
-pub fn is_initialised(node: &Value) -> bool {
+pub(crate) fn is_initialised(node: &Value) -> bool {
     let tainted = node["spec"]["taints"]
         .as_array()
         .is_some_and(|taints| taints.iter().any(|t| t["key"] == UNINITIALIZED_TAINT));

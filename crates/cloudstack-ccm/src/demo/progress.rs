@@ -21,7 +21,7 @@ const POLL: Duration = Duration::from_millis(20);
 
 /// What the demo saw at one instant.
 #[derive(Debug, Clone)]
-pub struct WorldState {
+pub(crate) struct WorldState {
     /// The simulator's state.
     pub cloud: State,
     /// The demo's Kubernetes objects.
@@ -29,7 +29,7 @@ pub struct WorldState {
 }
 
 /// The progress view and its clock.
-pub struct Progress<W: Write> {
+pub(crate) struct Progress<W: Write> {
     out: W,
     style: Style,
     started: Instant,

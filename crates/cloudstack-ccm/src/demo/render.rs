@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// What kind of line it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mark {
+pub(crate) enum Mark {
     /// Something the demo itself did (created, changed or deleted an object).
     Action,
     /// A change the controllers made, observed in CloudStack or Kubernetes.
@@ -20,7 +20,7 @@ pub enum Mark {
 
 /// One line of the progress view.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Line {
+pub(crate) struct Line {
     /// Time since the demo started.
     pub at: Duration,
     /// Its kind.
@@ -50,7 +50,7 @@ impl Line {
 
 /// Terminal styling, or none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Style {
+pub(crate) struct Style {
     /// Colours and symbols on.
     pub fancy: bool,
 }
@@ -171,7 +171,7 @@ pub struct PhaseStats {
 }
 
 /// The summary table, a total row included.
-pub fn summary_table(style: &Style, phases: &[PhaseStats]) -> String {
+pub(crate) fn summary_table(style: &Style, phases: &[PhaseStats]) -> String {
     let total = PhaseStats {
         name: "total".to_string(),
         wall: phases.iter().map(|p| p.wall).sum(),

@@ -15,11 +15,11 @@ pub const ACCOUNT: &str = "alice";
 /// Namespace of the demo Service.
 pub const NAMESPACE: &str = "default";
 /// Name of the demo Service.
-pub const SERVICE: &str = "web";
+pub(crate) const SERVICE: &str = "web";
 /// How long each simulated async job takes.
-pub const JOB_DURATION_MS: u64 = 300;
+pub(crate) const JOB_DURATION_MS: u64 = 300;
 /// Latency the simulator adds to every API call.
-pub const CALL_LATENCY_MS: u64 = 4;
+pub(crate) const CALL_LATENCY_MS: u64 = 4;
 
 /// A Node and the VM behind it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +86,7 @@ pub fn cloud() -> Scenario {
 
 /// A Node as the kubelet registers it with `--cloud-provider=external`: no providerID,
 /// the `uninitialized` taint.
-pub fn node_manifest(node: &DemoNode) -> Value {
+pub(crate) fn node_manifest(node: &DemoNode) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -101,7 +101,7 @@ pub fn node_manifest(node: &DemoNode) -> Value {
 }
 
 /// The LoadBalancer Service with two TCP ports.
-pub fn service_manifest() -> Value {
+pub(crate) fn service_manifest() -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -119,7 +119,7 @@ pub fn service_manifest() -> Value {
 
 /// The change: turn on the PROXY protocol and add a third port. `current_ports` are the
 /// Service's ports as stored (with their node ports, which are kept).
-pub fn service_change(current_ports: &Value) -> Value {
+pub(crate) fn service_change(current_ports: &Value) -> Value {
     let mut ports = current_ports.as_array().cloned().unwrap_or_default();
     ports.push(json!({ "name": "metrics", "port": 9090, "targetPort": 9090, "protocol": "TCP" }));
     json!({

@@ -11,7 +11,7 @@ use super::world::World;
 
 /// The files written for the hand-made commands (removed when the demo ends).
 #[derive(Debug)]
-pub struct ServeFiles {
+pub(crate) struct ServeFiles {
     /// The directory holding them.
     pub dir: PathBuf,
     /// A kubeconfig for the API server.

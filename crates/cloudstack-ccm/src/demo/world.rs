@@ -21,7 +21,7 @@ use crate::metrics::Metrics;
 use crate::server::Readiness;
 
 /// Both servers and the running controllers.
-pub struct World {
+pub(crate) struct World {
     /// The CloudStack simulator.
     pub sim: SimServer,
     /// The Kubernetes API server.

@@ -13,7 +13,7 @@ use crate::controllers::node::taints;
 /// (`"false"` too), as the Kubernetes service controller reads it.
 pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 /// Taint the cluster autoscaler puts on a Node it is about to delete.
-pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
+pub(crate) const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
 pub use crate::controllers::node::UNINITIALIZED_TAINT;
 
 /// The Node's `spec.providerID`.
@@ -23,7 +23,7 @@ fn provider_id(node: &Node) -> Option<&str> {
 
 /// Whether `node` may be a backend of a load balancer. A Node whose VM cannot be found is
 /// dropped later, when its providerID is resolved.
-pub fn is_eligible(node: &Node) -> bool {
+pub(crate) fn is_eligible(node: &Node) -> bool {
     let metadata = &node.metadata;
     if metadata.deletion_timestamp.is_some() {
         return false;
@@ -44,12 +44,12 @@ pub fn is_eligible(node: &Node) -> bool {
 
 /// How long after its creation a Node with the uninitialized taint counts as being
 /// initialised (after that, it is a Node that will not be initialised, e.g. without a VM).
-pub const INITIALISATION_GRACE: jiff::SignedDuration = jiff::SignedDuration::from_secs(300);
+pub(crate) const INITIALISATION_GRACE: jiff::SignedDuration = jiff::SignedDuration::from_secs(300);
 
 /// Whether `node` is waiting for the cloud-node controller: it carries the uninitialized
 /// taint (the kubelet's `--cloud-provider=external`), is not being deleted, and was
 /// created less than [`INITIALISATION_GRACE`] before `now` (or has no creation time).
-pub fn is_initialising(node: &Node, now: jiff::Timestamp) -> bool {
+pub(crate) fn is_initialising(node: &Node, now: jiff::Timestamp) -> bool {
     let metadata = &node.metadata;
     let tainted = taints(node)
         .iter()
@@ -63,7 +63,7 @@ pub fn is_initialising(node: &Node, now: jiff::Timestamp) -> bool {
 
 /// One eligible Node, reduced to what load balancing needs.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct EligibleNode {
+pub(crate) struct EligibleNode {
     /// The Node's name.
     pub name: String,
     /// The Node's `spec.providerID`.
@@ -72,10 +72,10 @@ pub struct EligibleNode {
 
 /// The set of eligible Nodes; two sets compare equal when the same Nodes with the same
 /// providerIDs are eligible, which is what decides whether Services must be re-synced.
-pub type EligibleSet = BTreeSet<EligibleNode>;
+pub(crate) type EligibleSet = BTreeSet<EligibleNode>;
 
 /// The eligible subset of `nodes`.
-pub fn eligible_set<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> EligibleSet {
+pub(crate) fn eligible_set<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> EligibleSet {
     nodes
         .into_iter()
         .filter(|node| is_eligible(node))

@@ -99,7 +99,7 @@ pub async fn publish(recorder: &Recorder, service: &Service, reason: Reason, not
 
 /// Publishes `SyncLoadBalancerFailed` with the Kubernetes service controller's note,
 /// `Error syncing load balancer: <error>`.
-pub async fn publish_sync_failed(
+pub(crate) async fn publish_sync_failed(
     recorder: &Recorder,
     service: &Service,
     error: &(dyn std::fmt::Display + Sync),
@@ -115,7 +115,7 @@ pub async fn publish_sync_failed(
 }
 
 /// Publishes one `LoadBalancerWarning` per warning.
-pub async fn publish_warnings(
+pub(crate) async fn publish_warnings(
     recorder: &Recorder,
     service: &Service,
     warnings: impl IntoIterator<Item = String>,

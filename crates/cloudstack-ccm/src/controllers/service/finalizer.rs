@@ -13,7 +13,7 @@ use crate::cloud::loadbalancer::spec::{self, SpecOptions};
 pub const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 
 /// Whether `service` asks for a load balancer from us and is not being deleted.
-pub fn wants_load_balancer(service: &Service, options: &SpecOptions) -> bool {
+pub(crate) fn wants_load_balancer(service: &Service, options: &SpecOptions) -> bool {
     service.metadata.deletion_timestamp.is_none() && spec::wants_load_balancer(service, options)
 }
 

@@ -14,7 +14,7 @@ use crate::cloud::loadbalancer::ip_claim::{IpRecorder, RecordError, RecordedIp};
 
 /// Writes the IP id (and whether we associated it, and the network) into the Service's
 /// annotations with a merge patch.
-pub struct AnnotationIpRecorder {
+pub(crate) struct AnnotationIpRecorder {
     api: Api<Service>,
     name: String,
 }

@@ -11,18 +11,15 @@ use futures::stream::BoxStream;
 use tokio::sync::{Notify, mpsc};
 
 use super::eligible::{EligibleSet, eligible_set, is_initialising};
-use crate::controllers::NodeCache as SharedNodes;
+use crate::controllers::NodeCache;
 
 /// The eligible Nodes as (name, providerID) pairs, in name order.
-pub type EligibleList = Arc<Vec<(String, String)>>;
-
-/// The name `reconcile.rs` knows this view by.
-pub type NodeCache = EligibleNodes;
+pub(crate) type EligibleList = Arc<Vec<(String, String)>>;
 
 /// The cached Nodes and their eligible subset, renewed on every change of the Nodes.
 #[derive(Clone)]
-pub struct EligibleNodes {
-    nodes: SharedNodes,
+pub(crate) struct EligibleNodes {
+    nodes: NodeCache,
     /// Renewed after every change once the first list is in; `None` before.
     eligible: Arc<Mutex<Option<EligibleList>>>,
 }
@@ -84,7 +81,7 @@ impl std::fmt::Debug for EligibleNodes {
 }
 
 /// The eligible view and the signal stream that fires once after the eligible set changed.
-pub struct NodeWatch {
+pub(crate) struct NodeWatch {
     /// The cached Nodes and the eligible ones.
     pub store: EligibleNodes,
     /// Emits `()` once per burst of changes to the eligible set (after `debounce`).
@@ -94,7 +91,7 @@ pub struct NodeWatch {
 }
 
 /// Aborts the background tasks when dropped.
-pub struct TaskGuard(Vec<tokio::task::JoinHandle<()>>);
+pub(crate) struct TaskGuard(Vec<tokio::task::JoinHandle<()>>);
 
 impl Drop for TaskGuard {
     fn drop(&mut self) {
@@ -107,7 +104,7 @@ impl Drop for TaskGuard {
 /// Follows the changes of `nodes`. The first complete list sets the baseline; every later
 /// change of the eligible set wakes a debouncer that waits `debounce` (collecting further
 /// changes) and then emits one signal.
-pub fn start(nodes: SharedNodes, debounce: Duration) -> NodeWatch {
+pub fn start(nodes: NodeCache, debounce: Duration) -> NodeWatch {
     let view = EligibleNodes {
         nodes,
         eligible: Arc::default(),
@@ -177,7 +174,7 @@ mod tests {
 
     #[test]
     fn the_eligible_list_is_shared_and_renewed_on_refresh() {
-        let (nodes, mut writer) = SharedNodes::detached();
+        let (nodes, mut writer) = NodeCache::detached();
         writer.apply_watcher_event(&watcher::Event::Apply(node("b", Some("cs://2"))));
         writer.apply_watcher_event(&watcher::Event::Apply(node("a", Some("cs://1"))));
         writer.apply_watcher_event(&watcher::Event::Apply(node("c", None)));

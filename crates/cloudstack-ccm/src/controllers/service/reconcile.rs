@@ -19,7 +19,7 @@ use super::eligible::eligible_set;
 use super::events::{self, Reason};
 use super::finalizer;
 use super::ip_record::AnnotationIpRecorder;
-use super::node_watch::NodeCache;
+use super::node_watch::EligibleNodes;
 use super::status::{self, IngressTarget};
 use crate::controllers::backoff::RetryBackoff;
 
@@ -39,7 +39,7 @@ pub struct State {
     /// Posts Events.
     pub recorder: Recorder,
     /// The Nodes and the eligible ones.
-    pub nodes: NodeCache,
+    pub nodes: EligibleNodes,
     /// What the spec needs from the configuration.
     pub spec_options: SpecOptions,
     /// Retry delays per Service.
@@ -72,7 +72,7 @@ fn kube_err(action: &'static str) -> impl FnOnce(kube::Error) -> ReconcileError 
 }
 
 /// `namespace/name` of a Service, for logs and the backoff table.
-pub fn key_of(service: &Service) -> String {
+pub(crate) fn key_of(service: &Service) -> String {
     format!(
         "{}/{}",
         service.namespace().unwrap_or_default(),
@@ -99,7 +99,11 @@ pub async fn reconcile(service: Arc<Service>, state: Arc<State>) -> Result<Actio
 }
 
 /// Decides how long to wait before retrying a failed Service (exponential backoff).
-pub fn error_policy(service: Arc<Service>, err: &ReconcileError, state: Arc<State>) -> Action {
+pub(crate) fn error_policy(
+    service: Arc<Service>,
+    err: &ReconcileError,
+    state: Arc<State>,
+) -> Action {
     let key = key_of(&service);
     let delay = state.backoff.next_delay(&key);
     tracing::warn!(service = %key, error = %err, retry_in = ?delay, "load balancer sync failed");

@@ -8,7 +8,7 @@ use serde_json::json;
 
 /// What the ingress of a provisioned load balancer should show.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IngressTarget {
+pub(crate) enum IngressTarget {
     /// The public IP; `proxy` sets `ipMode: Proxy` (traffic arrives with the PROXY header).
     Ip {
         /// The public IP address.
@@ -39,7 +39,7 @@ impl IngressTarget {
 }
 
 /// The ingress list currently in the Service's status.
-pub fn current_ingress(service: &Service) -> Vec<LoadBalancerIngress> {
+pub(crate) fn current_ingress(service: &Service) -> Vec<LoadBalancerIngress> {
     service
         .status
         .as_ref()
@@ -50,7 +50,10 @@ pub fn current_ingress(service: &Service) -> Vec<LoadBalancerIngress> {
 
 /// Whether two ingress lists say the same thing. A missing `ipMode` next to an IP means
 /// `VIP` (the API server's default), so it does not count as a difference.
-pub fn same_ingress(current: &[LoadBalancerIngress], wanted: &[LoadBalancerIngress]) -> bool {
+pub(crate) fn same_ingress(
+    current: &[LoadBalancerIngress],
+    wanted: &[LoadBalancerIngress],
+) -> bool {
     fn key(entry: &LoadBalancerIngress) -> (Option<&str>, Option<&str>, &str) {
         let mode = match (&entry.ip, entry.ip_mode.as_deref()) {
             (Some(_), None) => "VIP",
@@ -63,7 +66,7 @@ pub fn same_ingress(current: &[LoadBalancerIngress], wanted: &[LoadBalancerIngre
 
 /// Patches `status.loadBalancer.ingress` to `wanted` unless it already says that.
 /// Returns whether a patch was sent.
-pub async fn patch_if_changed(
+pub(crate) async fn patch_if_changed(
     api: &Api<Service>,
     service: &Service,
     wanted: &[LoadBalancerIngress],

@@ -13,36 +13,14 @@ use kube::api::ListParams;
 use crate::cli::ManagerArgs;
 use crate::cloud::loadbalancer::ensure::Engine;
 use crate::cloud::loadbalancer::plan::Plan;
-use crate::config::{CloudConfig, ConfigError};
+use crate::config::CloudConfig;
 use crate::controllers::Context;
 use crate::controllers::route::{self, RouteController};
 use crate::controllers::service::{Settings, plan_services, settings};
 use crate::metrics::Metrics;
 
-use crate::connect::{self, ConnectError};
-
-/// Why the dry run could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum DryRunError {
-    /// The cloud-config is missing, unreadable or invalid.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// A client could not be built or CloudStack not be reached.
-    #[error(transparent)]
-    Connect(#[from] ConnectError),
-    /// Listing Services or Nodes failed.
-    #[error("cannot list {what}: {source}")]
-    List {
-        /// `Services` or `Nodes`.
-        what: &'static str,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Writing the output failed.
-    #[error("cannot write the plan: {0}")]
-    Output(#[from] std::io::Error),
-}
+use crate::connect;
+use crate::tool::ToolError;
 
 /// The plan of every LoadBalancer Service the controller owns.
 #[derive(Debug, Clone)]
@@ -67,7 +45,7 @@ impl PlanReport {
 }
 
 /// Connects with `args` (the controller manager's flags) and prints the plans to `out`.
-pub async fn run(args: &ManagerArgs, out: &mut impl Write) -> Result<PlanReport, DryRunError> {
+pub async fn run(args: &ManagerArgs, out: &mut impl Write) -> Result<PlanReport, ToolError> {
     let config = CloudConfig::load(args.cloud_config.as_deref(), |name| {
         std::env::var(name).ok()
     })?;
@@ -124,18 +102,18 @@ pub async fn write_route_plan(ctx: Arc<Context>, out: &mut impl Write) -> std::i
 }
 
 /// Plans every Service of the cluster behind `ctx` without changing anything.
-pub(crate) async fn plan_context(ctx: &Context) -> Result<PlanReport, DryRunError> {
+pub(crate) async fn plan_context(ctx: &Context) -> Result<PlanReport, ToolError> {
     let services = Api::<Service>::all(ctx.kube.clone())
         .list(&ListParams::default())
         .await
-        .map_err(|source| DryRunError::List {
+        .map_err(|source| ToolError::List {
             what: "Services",
             source,
         })?;
     let nodes = Api::<Node>::all(ctx.kube.clone())
         .list(&ListParams::default())
         .await
-        .map_err(|source| DryRunError::List {
+        .map_err(|source| ToolError::List {
             what: "Nodes",
             source,
         })?;

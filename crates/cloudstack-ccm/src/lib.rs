@@ -15,3 +15,4 @@ pub mod leader;
 pub mod metrics;
 pub mod orphans;
 pub mod server;
+pub mod tool;

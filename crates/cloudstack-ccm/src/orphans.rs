@@ -12,35 +12,10 @@ use kube::api::ListParams;
 
 use crate::cli::ManagerArgs;
 use crate::cloud::orphans::{self, Orphan, Owners};
-use crate::config::{CloudConfig, ConfigError};
-use crate::connect::{self, ConnectError};
+use crate::config::CloudConfig;
+use crate::connect;
 use crate::metrics::Metrics;
-
-/// Why the orphan report could not be made.
-#[derive(Debug, thiserror::Error)]
-pub enum OrphansError {
-    /// The cloud-config is missing, unreadable or invalid.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// A client could not be built or CloudStack not be reached.
-    #[error(transparent)]
-    Connect(#[from] ConnectError),
-    /// Listing Services or Nodes failed.
-    #[error("cannot list {what}: {source}")]
-    List {
-        /// `Services` or `Nodes`.
-        what: &'static str,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Listing CloudStack objects failed.
-    #[error("reading CloudStack: {0}")]
-    CloudStack(#[source] cloudstack::Error),
-    /// Writing the output failed.
-    #[error("cannot write the report: {0}")]
-    Output(#[from] std::io::Error),
-}
+use crate::tool::ToolError;
 
 /// The orphans found and, with `--delete`, how each deletion went.
 #[derive(Debug)]
@@ -63,11 +38,11 @@ impl OrphanReport {
 pub async fn owners(
     kube: &kube::Client,
     node_names: Option<BTreeSet<String>>,
-) -> Result<Owners, OrphansError> {
+) -> Result<Owners, ToolError> {
     let services = Api::<Service>::all(kube.clone())
         .list(&ListParams::default())
         .await
-        .map_err(|source| OrphansError::List {
+        .map_err(|source| ToolError::List {
             what: "Services",
             source,
         })?;
@@ -76,7 +51,7 @@ pub async fn owners(
         None => Api::<Node>::all(kube.clone())
             .list(&ListParams::default())
             .await
-            .map_err(|source| OrphansError::List {
+            .map_err(|source| ToolError::List {
                 what: "Nodes",
                 source,
             })?
@@ -126,10 +101,10 @@ pub async fn report(
     cluster: &str,
     delete: bool,
     node_names: Option<BTreeSet<String>>,
-) -> Result<OrphanReport, OrphansError> {
+) -> Result<OrphanReport, ToolError> {
     let tagged = orphans::observe(cloudstack, cluster)
         .await
-        .map_err(OrphansError::CloudStack)?;
+        .map_err(ToolError::CloudStack)?;
     let orphans = orphans::classify(&tagged, &owners(kube, node_names).await?);
     let deleted = if delete {
         orphans::delete(cloudstack, &orphans)
@@ -148,7 +123,7 @@ pub async fn run(
     args: &ManagerArgs,
     delete: bool,
     out: &mut impl Write,
-) -> Result<OrphanReport, OrphansError> {
+) -> Result<OrphanReport, ToolError> {
     let config = CloudConfig::load(args.cloud_config.as_deref(), |name| {
         std::env::var(name).ok()
     })?;

@@ -55,7 +55,8 @@ const FIRST_RETRY: Duration = Duration::from_millis(500);
 /// Longest retry delay of a node that could not be initialised.
 const MAX_RETRY: Duration = Duration::from_secs(300);
 
-/// Why a node could not be initialised or refreshed.
+/// Why a node could not be initialised, refreshed or checked (cloud-node and
+/// node-lifecycle).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum NodeError {
     /// No VM matches the node (yet).

@@ -28,7 +28,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 
 use super::events::{Event, EventType, Recorder};
-use super::node::{UNINITIALIZED_TAINT, has_taint, node_ref, reporter};
+use super::node::{NodeError, UNINITIALIZED_TAINT, has_taint, node_ref, reporter};
 use super::{Caches, Context, NodeCache, Shutdown};
 use crate::cloud::instances::{InstanceError, Instances};
 use crate::metrics::Metrics;
@@ -61,24 +61,6 @@ pub(crate) enum LifecycleAction {
     RemoveShutdownTaint,
     /// The VM is gone: delete the node.
     Delete,
-}
-
-/// Why a node could not be handled.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum LifecycleError {
-    /// The VM lookup failed.
-    #[error(transparent)]
-    Instance(#[from] InstanceError),
-    /// The Kubernetes API refused a request.
-    #[error("node {node}: {action}: {source}")]
-    Kube {
-        /// Node name.
-        node: String,
-        /// What we tried.
-        action: &'static str,
-        /// The API error.
-        source: kube::Error,
-    },
 }
 
 /// Runs the cloud-node-lifecycle controller until `shutdown` fires: VM answers from
@@ -228,7 +210,7 @@ impl NodeLifecycle {
         &self,
         node: &Node,
         started: std::time::Instant,
-        result: Result<LifecycleAction, LifecycleError>,
+        result: Result<LifecycleAction, NodeError>,
     ) {
         self.metrics
             .reconcile_duration(METRICS_NAME, started.elapsed());
@@ -246,7 +228,7 @@ impl NodeLifecycle {
     /// resolved against one VM list.
     /// A node whose VM key is unusable (a foreign providerID) is not counted; one whose
     /// name several VMs share is found.
-    async fn coverage(&self, nodes: &[Arc<Node>]) -> Result<(usize, usize), LifecycleError> {
+    async fn coverage(&self, nodes: &[Arc<Node>]) -> Result<(usize, usize), NodeError> {
         let snapshot = self
             .instances
             .inventory()
@@ -323,7 +305,7 @@ impl NodeLifecycle {
         &self,
         node: &Node,
         action: LifecycleAction,
-    ) -> Result<LifecycleAction, LifecycleError> {
+    ) -> Result<LifecycleAction, NodeError> {
         let name = node.name_any();
         match action {
             LifecycleAction::None => {}
@@ -337,7 +319,7 @@ impl NodeLifecycle {
                         &Patch::Merge(taints_patch(&updated)),
                     )
                     .await
-                    .map_err(|source| LifecycleError::Kube {
+                    .map_err(|source| NodeError::Kube {
                         node: name.clone(),
                         action: "update taints",
                         source,
@@ -361,7 +343,7 @@ impl NodeLifecycle {
                 Api::<Node>::all(self.client.clone())
                     .delete(&name, &DeleteParams::default())
                     .await
-                    .map_err(|source| LifecycleError::Kube {
+                    .map_err(|source| NodeError::Kube {
                         node: name.clone(),
                         action: "delete",
                         source,
@@ -372,7 +354,7 @@ impl NodeLifecycle {
     }
 
     /// Decides what to do with `node`, reading only the inventory.
-    pub async fn decide(&self, node: &Node) -> Result<LifecycleAction, LifecycleError> {
+    pub async fn decide(&self, node: &Node) -> Result<LifecycleAction, NodeError> {
         let tainted = has_taint(node, SHUTDOWN_TAINT);
         if is_ready(node) {
             return Ok(if tainted {

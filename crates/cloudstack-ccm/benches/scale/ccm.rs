@@ -9,6 +9,11 @@ use std::time::Duration;
 /// The controller manager binary Cargo built for this benchmark.
 const BINARY: &str = env!("CARGO_BIN_EXE_cloudstack-ccm");
 
+/// Runs the controller under a wrapper when set: the command (e.g. `heaptrack -o
+/// /tmp/ccm`) is split on spaces and the binary and its arguments follow it. For heap
+/// profiles; RSS and CPU figures are then the wrapper's process tree's, not comparable.
+const WRAPPER_ENV: &str = "SCALE_CCM_WRAPPER";
+
 /// Flags that change between scenarios; everything else is fixed (`--leader-elect=false`,
 /// the health server on a free loopback port, `-v=0`).
 #[derive(Debug, Clone)]
@@ -88,7 +93,16 @@ impl Ccm {
         let stderr = std::fs::File::create(&log)
             .with_context(|| format!("creating the log file {}", log.display()))?;
         let port = free_port()?;
-        let mut command = tokio::process::Command::new(BINARY);
+        let wrapper = std::env::var(WRAPPER_ENV).unwrap_or_default();
+        let mut wrapper = wrapper.split_whitespace();
+        let mut command = match wrapper.next() {
+            Some(program) => {
+                let mut command = tokio::process::Command::new(program);
+                command.args(wrapper).arg(BINARY);
+                command
+            }
+            None => tokio::process::Command::new(BINARY),
+        };
         // `SCALE_CCM_LOG=<directives>` turns on the child's detailed log (off by default:
         // logging costs CPU the measurements should not include).
         match std::env::var("SCALE_CCM_LOG") {

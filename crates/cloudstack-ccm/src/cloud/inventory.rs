@@ -390,7 +390,8 @@ impl Inventory {
         self.refresh_when(|_| true).await
     }
 
-    fn current(&self) -> Arc<ListedVms> {
+    /// The view as it is now, without reading CloudStack (empty before the first list).
+    pub(crate) fn current(&self) -> Arc<ListedVms> {
         self.snapshot
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -19,7 +19,7 @@ use super::observe::assemble::{ObserveInputs, observe};
 use super::observe::details::{PolicyKinds, RuleDetails, RuleDetailsCache};
 use super::plan::{self, Backends, Plan, PlanContext, PlanError, RuleRef, Step};
 use super::spec::LbSpec;
-use crate::cloud::inventory::{Inventory, InventoryError};
+use crate::cloud::inventory::{Inventory, InventoryError, ListedVms};
 use crate::cloud::provider_id::ProviderId;
 
 /// Why a Service's load balancer could not be ensured or deleted.
@@ -196,7 +196,21 @@ pub struct Engine {
     picked: PickedAddresses,
     /// Set by a resync: the next view read drops cached details of vanished rules.
     prune_details: AtomicBool,
+    /// Backends resolved lately, reused while the eligible Nodes and the inventory's view
+    /// are the same objects (every Service of a resync shares one set of VM ids).
+    resolved: std::sync::Mutex<Vec<ResolvedMemo>>,
 }
+
+/// Backends resolved from one list of eligible Nodes, one inventory view and one network.
+struct ResolvedMemo {
+    nodes: Arc<Vec<(String, String)>>,
+    network_id: Option<String>,
+    vms: Arc<ListedVms>,
+    resolved: ResolvedBackends,
+}
+
+/// At most this many resolved backends are kept (one per network a Service names).
+const RESOLVED_MEMO_SIZE: usize = 8;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -222,6 +236,7 @@ impl Engine {
             queues: NetworkQueues::default(),
             picked: PickedAddresses::default(),
             prune_details: AtomicBool::new(false),
+            resolved: std::sync::Mutex::default(),
             settings,
         }
     }
@@ -255,11 +270,51 @@ impl Engine {
     /// given (the one recorded or asked for on the Service), else the network holding the
     /// most of the Nodes (the lowest id among equals); Nodes on other networks are left
     /// out and named in [`ResolvedBackends::elsewhere`].
+    ///
+    /// The result is reused while `nodes` and the inventory's view are the same objects
+    /// (and every VM was found): the Services of a resync share one set of VM ids.
     pub async fn resolve_backends(
+        &self,
+        nodes: &Arc<Vec<(String, String)>>,
+        network_id: Option<&str>,
+    ) -> Result<ResolvedBackends, EnsureError> {
+        let current = self.inventory.current();
+        if let Some(found) = self.memo().iter().find(|memo| {
+            Arc::ptr_eq(&memo.nodes, nodes)
+                && Arc::ptr_eq(&memo.vms, &current)
+                && memo.network_id.as_deref() == network_id
+        }) {
+            return Ok(found.resolved.clone());
+        }
+        let (resolved, vms, all_found) = self.resolve_backends_now(nodes, network_id).await?;
+        if all_found {
+            let mut memo = self.memo();
+            memo.retain(|memo| Arc::ptr_eq(&memo.nodes, nodes) && Arc::ptr_eq(&memo.vms, &vms));
+            if memo.len() >= RESOLVED_MEMO_SIZE {
+                memo.remove(0);
+            }
+            memo.push(ResolvedMemo {
+                nodes: nodes.clone(),
+                network_id: network_id.map(str::to_string),
+                vms,
+                resolved: resolved.clone(),
+            });
+        }
+        Ok(resolved)
+    }
+
+    fn memo(&self) -> std::sync::MutexGuard<'_, Vec<ResolvedMemo>> {
+        self.resolved.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// [`Engine::resolve_backends`] without the reuse: also the inventory view it read and
+    /// whether every Node's VM was in it.
+    async fn resolve_backends_now(
         &self,
         nodes: &[(String, String)],
         network_id: Option<&str>,
-    ) -> Result<ResolvedBackends, EnsureError> {
+    ) -> Result<(ResolvedBackends, Arc<ListedVms>, bool), EnsureError> {
+        let mut all_found = true;
         let mut vm_of_node = Vec::with_capacity(nodes.len());
         for (name, provider_id) in nodes {
             match ProviderId::parse(provider_id) {
@@ -284,6 +339,7 @@ impl Engine {
                         .insert(name.clone(), vm_id);
                 }
                 None => {
+                    all_found = false;
                     tracing::debug!(node = %name, vm = %vm_id, "no VM for node; left out of load balancers")
                 }
             }
@@ -296,12 +352,14 @@ impl Engine {
                 .map(|(id, _)| id.clone()),
         };
         let Some(chosen) = chosen else {
-            return Ok(ResolvedBackends::default());
+            return Ok((ResolvedBackends::default(), vms, all_found));
         };
-        let vm_ids = by_network
-            .remove(&chosen)
-            .map(|members| members.into_values().collect())
-            .unwrap_or_default();
+        let vm_ids = Arc::new(
+            by_network
+                .remove(&chosen)
+                .map(|members| members.into_values().collect())
+                .unwrap_or_default(),
+        );
         let elsewhere = by_network
             .into_iter()
             .flat_map(|(network, members)| {
@@ -311,13 +369,14 @@ impl Engine {
                 })
             })
             .collect();
-        Ok(ResolvedBackends {
+        let resolved = ResolvedBackends {
             backends: Backends {
                 network_id: chosen,
                 vm_ids,
             },
             elsewhere,
-        })
+        };
+        Ok((resolved, vms, all_found))
     }
 
     /// The capabilities of network `network_id` from the view.
@@ -623,5 +682,76 @@ mod tests {
             name: "n".into(),
         }];
         assert_eq!(prepared(delete).change(), Change::Other);
+    }
+
+    /// A VM source whose VMs are all on network `net-1`, counting its lists.
+    struct OneNetwork(std::sync::atomic::AtomicUsize);
+
+    impl crate::cloud::inventory::VmSource for OneNetwork {
+        fn list_vms(
+            &self,
+        ) -> futures::future::BoxFuture<
+            '_,
+            Result<Vec<crate::cloud::inventory::VmRecord>, crate::cloud::inventory::InventoryError>,
+        > {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async {
+                Ok((1..=3)
+                    .map(|i| crate::cloud::inventory::VmRecord {
+                        id: format!("00000000-0000-0000-0000-00000000000{i}"),
+                        name: format!("node-{i}"),
+                        network_id: Some("net-1".into()),
+                        ..Default::default()
+                    })
+                    .collect())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn services_of_the_same_eligible_nodes_share_one_set_of_vm_ids() {
+        let source = Arc::new(OneNetwork(Default::default()));
+        let inventory = Arc::new(Inventory::new(source.clone(), Default::default()));
+        let client = cloudstack::Client::new(cloudstack::ClientConfig::new(
+            "http://127.0.0.1:9/client/api",
+            "key",
+            "secret",
+        ))
+        .expect("client");
+        let engine = Engine::new(
+            client,
+            inventory,
+            EngineSettings {
+                cluster_name: "c".into(),
+                server: ServerFeatures::for_version(4, 22, 0),
+                view_max_age: Duration::from_secs(60),
+                details_max_age: Duration::from_secs(60),
+            },
+        );
+        let nodes = |n: usize| {
+            Arc::new(
+                (1..=n)
+                    .map(|i| {
+                        (
+                            format!("node-{i}"),
+                            format!("external-cloudstack://00000000-0000-0000-0000-00000000000{i}"),
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let eligible = nodes(3);
+        let first = engine.resolve_backends(&eligible, None).await.unwrap();
+        let second = engine.resolve_backends(&eligible, None).await.unwrap();
+        assert_eq!(first.backends.network_id, "net-1");
+        assert_eq!(first.backends.vm_ids.len(), 3);
+        assert!(
+            Arc::ptr_eq(&first.backends.vm_ids, &second.backends.vm_ids),
+            "one set for every Service of the same eligible Nodes"
+        );
+        // Other eligible Nodes: resolved again, from the same inventory view.
+        let fewer = engine.resolve_backends(&nodes(2), None).await.unwrap();
+        assert_eq!(fewer.backends.vm_ids.len(), 2);
+        assert_eq!(source.0.load(Ordering::SeqCst), 1, "one VM list in all");
     }
 }

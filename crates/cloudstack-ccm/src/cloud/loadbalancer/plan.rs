@@ -36,6 +36,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use super::capabilities::{DEFAULT_ACL_LISTS, NetworkCapabilities, PortAccess, ServerFeatures};
 use super::observe::{
@@ -65,8 +66,9 @@ pub(crate) const POLICY_DESCRIPTION: &str = GO_CCM_MANAGED_TEXT;
 pub struct Backends {
     /// The network of the VMs' default NICs (where the rules live).
     pub network_id: String,
-    /// VM ids of the eligible nodes.
-    pub vm_ids: BTreeSet<String>,
+    /// VM ids of the eligible nodes: one set shared by every Service resolved from the
+    /// same eligible Nodes (5000 ids are not copied per Service).
+    pub vm_ids: Arc<BTreeSet<String>>,
 }
 
 /// The environment a plan is made for.

@@ -125,7 +125,7 @@ fn vpc(acl_name: &str) -> PlanContext {
 fn backends(vms: &[&str]) -> Backends {
     Backends {
         network_id: NET.into(),
-        vm_ids: vms.iter().map(|v| v.to_string()).collect(),
+        vm_ids: std::sync::Arc::new(vms.iter().map(|v| v.to_string()).collect()),
     }
 }
 

@@ -315,10 +315,12 @@ pub async fn plan_services(
     nodes: &[Node],
     options: &SpecOptions,
 ) -> Vec<(String, Result<Plan, String>)> {
-    let eligible: Vec<(String, String)> = eligible_set(nodes)
-        .into_iter()
-        .map(|n| (n.name, n.provider_id))
-        .collect();
+    let eligible: Arc<Vec<(String, String)>> = Arc::new(
+        eligible_set(nodes)
+            .into_iter()
+            .map(|n| (n.name, n.provider_id))
+            .collect(),
+    );
     let mut plans = Vec::new();
     for service in services
         .iter()
@@ -350,7 +352,7 @@ enum DryRunError {
 async fn plan_one(
     engine: &Engine,
     spec: &LbSpec,
-    eligible: &[(String, String)],
+    eligible: &Arc<Vec<(String, String)>>,
 ) -> Result<Plan, DryRunError> {
     let network = engine.network_in_use(spec).await?;
     let resolved = engine

@@ -348,13 +348,7 @@ impl Inventory {
             return Ok(Some(found));
         }
         self.count_lookup(false);
-        let min_interval = self.settings.min_refresh_interval;
-        let seen = snapshot.fetched_at();
-        let snapshot = self
-            .refresh_when(|snap| {
-                snap.fetched_at() == seen && snap.age().is_none_or(|age| age >= min_interval)
-            })
-            .await?;
+        let snapshot = self.refresh_after_miss(&snapshot).await?;
         Ok(find(&snapshot))
     }
 
@@ -377,8 +371,17 @@ impl Inventory {
             return Ok(view);
         }
         self.count_lookup(false);
+        self.refresh_after_miss(&view).await
+    }
+
+    /// After `missed` lacked a VM: lists again unless another caller already renewed the
+    /// view or `missed` is younger than `min_refresh_interval`.
+    async fn refresh_after_miss(
+        &self,
+        missed: &ListedVms,
+    ) -> Result<Arc<ListedVms>, InventoryError> {
         let min_interval = self.settings.min_refresh_interval;
-        let seen = view.fetched_at();
+        let seen = missed.fetched_at();
         self.refresh_when(|view| {
             view.fetched_at() == seen && view.age().is_none_or(|age| age >= min_interval)
         })

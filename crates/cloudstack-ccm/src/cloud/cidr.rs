@@ -15,6 +15,33 @@ pub struct Cidr {
 }
 
 impl Cidr {
+    /// True when `inner` lies inside this network (same address family).
+    pub fn contains(&self, inner: &Cidr) -> bool {
+        if self.prefix > inner.prefix {
+            return false;
+        }
+        match (self.addr, inner.addr) {
+            (IpAddr::V4(o), IpAddr::V4(i)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(o) & mask == u32::from(i) & mask
+            }
+            (IpAddr::V6(o), IpAddr::V6(i)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(o) & mask == u128::from(i) & mask
+            }
+            _ => false,
+        }
+    }
+
+    /// True when the two networks overlap (one contains the other).
+    pub fn overlaps(&self, other: &Cidr) -> bool {
+        self.contains(other) || other.contains(self)
+    }
+
     /// `0.0.0.0/0`, everything.
     pub const ANY_V4: Cidr = Cidr {
         addr: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
@@ -79,5 +106,18 @@ mod tests {
             Cidr::parse_lenient_list("10.0.0.0/8 1.2.3.4/32,::/0").len(),
             3
         );
+    }
+
+    #[test]
+    fn containment_and_overlap() {
+        let cidr = |text: &str| Cidr::parse(text).unwrap();
+        assert!(cidr("10.244.0.0/16").contains(&cidr("10.244.3.0/24")));
+        assert!(!cidr("10.244.3.0/24").contains(&cidr("10.244.0.0/16")));
+        assert!(!cidr("10.245.0.0/16").contains(&cidr("10.244.3.0/24")));
+        assert!(cidr("0.0.0.0/0").contains(&cidr("10.244.3.0/24")));
+        assert!(cidr("fd00::/48").contains(&cidr("fd00:0:0:1::/64")));
+        assert!(!cidr("fd00::/48").contains(&cidr("10.0.0.0/8")));
+        assert!(cidr("10.244.3.0/24").overlaps(&cidr("10.244.0.0/16")));
+        assert!(!cidr("10.244.3.0/24").overlaps(&cidr("10.244.4.0/24")));
     }
 }

@@ -23,7 +23,7 @@ use crate::cloud::cidr::Cidr;
 use crate::cloud::instances::Instances;
 use crate::cloud::loadbalancer::job_queue::NetworkQueues;
 use crate::cloud::routes::plan::{RouteInputs, RoutePlan, RouteStep, plan};
-use crate::cloud::routes::{DesiredRoute, apply, cidr_contains, observe, unsupported_reason};
+use crate::cloud::routes::{DesiredRoute, apply, observe, unsupported_reason};
 use crate::controllers::node::node_ref;
 
 use super::{Caches, Context, Shutdown};
@@ -299,11 +299,7 @@ pub(crate) async fn node_routes(
         };
         for cidr in cidrs {
             if !ctx.routes.cluster_cidrs.is_empty()
-                && !ctx
-                    .routes
-                    .cluster_cidrs
-                    .iter()
-                    .any(|c| cidr_contains(c, &cidr))
+                && !ctx.routes.cluster_cidrs.iter().any(|c| c.contains(&cidr))
             {
                 out.skipped.push(format!(
                     "Node {name}: pod CIDR {cidr} is outside --cluster-cidr; no route made"

@@ -3,10 +3,11 @@
 //!
 //! Each Node with a pod CIDR whose VM sits on a VPC tier gets one static route in that VPC,
 //! `cidr = pod CIDR → nexthop = the Node's InternalIP`, tagged with the cluster name and the
-//! Node name. [`observe`] reads the routes (one `listStaticRoutes` call), [`plan`] compares
+//! Node name. [`observe`] reads the routes (one `listStaticRoutes` call, and `listNetworks` for
+//! the tiers' VPCs), [`plan`] compares
 //! them with what the Nodes need (pure, so `cloudstack-ccm plan` prints it and tests assert
-//! on it), and [`apply`] runs the plan, serialising each VPC's jobs through the shared
-//! network job queue ([`crate::cloud::loadbalancer::job_queue`]). Routes without this
+//! on it), and [`apply`] runs the plan, serialising each VPC's jobs through a network job queue
+//! ([`crate::cloud::loadbalancer::job_queue`]; the route controller's own, keyed by VPC id). Routes without this
 //! cluster's tag are never changed.
 
 pub mod apply;
@@ -29,33 +30,6 @@ pub(crate) fn unsupported_reason(version: &cloudstack::ServerVersion) -> Option<
             "CloudStack {version} has no next-hop static routes (createStaticRoute nexthop needs {major}.{minor})"
         )
     })
-}
-
-/// True when `inner` lies inside `outer` (same address family).
-pub(crate) fn cidr_contains(outer: &Cidr, inner: &Cidr) -> bool {
-    if outer.prefix > inner.prefix {
-        return false;
-    }
-    match (outer.addr, inner.addr) {
-        (IpAddr::V4(o), IpAddr::V4(i)) => {
-            let mask = u32::MAX
-                .checked_shl(32 - u32::from(outer.prefix))
-                .unwrap_or(0);
-            u32::from(o) & mask == u32::from(i) & mask
-        }
-        (IpAddr::V6(o), IpAddr::V6(i)) => {
-            let mask = u128::MAX
-                .checked_shl(128 - u32::from(outer.prefix))
-                .unwrap_or(0);
-            u128::from(o) & mask == u128::from(i) & mask
-        }
-        _ => false,
-    }
-}
-
-/// True when the two networks overlap (one contains the other).
-pub(crate) fn cidrs_overlap(a: &Cidr, b: &Cidr) -> bool {
-    cidr_contains(a, b) || cidr_contains(b, a)
 }
 
 /// The route one Node needs.
@@ -103,37 +77,6 @@ impl ObservedRoute {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cidr(text: &str) -> Cidr {
-        Cidr::parse(text).unwrap()
-    }
-
-    #[test]
-    fn containment_and_overlap() {
-        assert!(cidr_contains(
-            &cidr("10.244.0.0/16"),
-            &cidr("10.244.3.0/24")
-        ));
-        assert!(!cidr_contains(
-            &cidr("10.244.3.0/24"),
-            &cidr("10.244.0.0/16")
-        ));
-        assert!(!cidr_contains(
-            &cidr("10.245.0.0/16"),
-            &cidr("10.244.3.0/24")
-        ));
-        assert!(cidr_contains(&cidr("0.0.0.0/0"), &cidr("10.244.3.0/24")));
-        assert!(cidr_contains(&cidr("fd00::/48"), &cidr("fd00:0:0:1::/64")));
-        assert!(!cidr_contains(&cidr("fd00::/48"), &cidr("10.0.0.0/8")));
-        assert!(cidrs_overlap(
-            &cidr("10.244.3.0/24"),
-            &cidr("10.244.0.0/16")
-        ));
-        assert!(!cidrs_overlap(
-            &cidr("10.244.3.0/24"),
-            &cidr("10.244.4.0/24")
-        ));
-    }
 
     #[test]
     fn version_gate() {

@@ -15,7 +15,7 @@ use std::fmt;
 
 use crate::cloud::cidr::Cidr;
 
-use super::{DesiredRoute, ObservedRoute, cidr_contains, cidrs_overlap};
+use super::{DesiredRoute, ObservedRoute};
 
 /// What the plan is made from.
 #[derive(Debug, Clone, Default)]
@@ -143,8 +143,7 @@ pub fn plan(cluster: &str, inputs: &RouteInputs) -> RoutePlan {
         let foreign = inputs.observed.iter().find(|r| {
             !r.is_owned_by(cluster)
                 && r.vpc_id == want.vpc_id
-                && r.destination()
-                    .is_some_and(|d| cidrs_overlap(&d, &want.cidr))
+                && r.destination().is_some_and(|d| d.overlaps(&want.cidr))
         });
         if let Some(foreign) = foreign {
             out.warnings.push(format!(
@@ -167,7 +166,7 @@ pub fn plan(cluster: &str, inputs: &RouteInputs) -> RoutePlan {
         let in_cluster_cidr = inputs.cluster_cidrs.is_empty()
             || route
                 .destination()
-                .is_some_and(|d| inputs.cluster_cidrs.iter().any(|c| cidr_contains(c, &d)));
+                .is_some_and(|d| inputs.cluster_cidrs.iter().any(|c| c.contains(&d)));
         if !in_cluster_cidr {
             continue;
         }

@@ -7,6 +7,13 @@ use std::collections::BTreeMap;
 /// Resource tags as `key -> value`.
 pub type Tags = BTreeMap<String, String>;
 
+/// A CloudStack object's tags as a map (entries without a key are skipped).
+pub(crate) fn tag_map(tags: &[cloudstack::Tag]) -> Tags {
+    tags.iter()
+        .filter_map(|t| Some((t.key.clone()?, t.value.clone().unwrap_or_default())))
+        .collect()
+}
+
 /// Tag key naming the cluster that owns a resource.
 pub(crate) const TAG_CLUSTER: &str = "cloudstack-ccm/cluster";
 /// Tag key naming the Service (UID) that owns a resource.

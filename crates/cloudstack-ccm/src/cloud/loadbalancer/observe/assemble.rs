@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use cloudstack::{
-    FirewallRule, ListPublicIpAddresses, LoadBalancerRule, NetworkAcl, PublicIpAddress, Tag,
+    FirewallRule, ListPublicIpAddresses, LoadBalancerRule, NetworkAcl, PublicIpAddress,
 };
 
 use super::account_view::AccountView;
@@ -19,14 +19,9 @@ use super::{
 use crate::cloud::cidr::Cidr;
 use crate::cloud::loadbalancer::spec::LbSpec;
 use crate::cloud::loadbalancer::vocabulary::{Algorithm, IpProtocol, LbProtocol};
-use crate::cloud::tags::{TAG_ASSOCIATED, TAG_HEALTH_CHECK, TAG_SERVICE_UID, TAG_STICKINESS, Tags};
-
-/// Tags as a map (entries without a key are skipped).
-pub(crate) fn tag_map(tags: &[Tag]) -> Tags {
-    tags.iter()
-        .filter_map(|t| Some((t.key.clone()?, t.value.clone().unwrap_or_default())))
-        .collect()
-}
+use crate::cloud::tags::{
+    TAG_ASSOCIATED, TAG_HEALTH_CHECK, TAG_SERVICE_UID, TAG_STICKINESS, Tags, tag_map,
+};
 
 /// The Service's rules in the view, by exact name.
 pub(crate) fn own_rules<'a>(

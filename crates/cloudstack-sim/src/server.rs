@@ -93,27 +93,23 @@ impl Shared {
             Some(job) => (job.finish_ms, job.cancel_ms),
             None => return,
         };
+        let Some(at) = finish.or(cancel) else {
+            return;
+        };
         let shared = Arc::clone(self);
-        match (finish, cancel) {
-            (Some(at), _) => {
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(at.saturating_sub(now_ms()))).await;
-                    shared.complete_job(&job_id);
-                });
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(at.saturating_sub(now_ms()))).await;
+            if finish.is_some() {
+                shared.complete_job(&job_id);
+                return;
             }
-            (None, Some(at)) => {
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(at.saturating_sub(now_ms()))).await;
-                    let mut state = lock(&shared.state);
-                    if state.job(&job_id).is_some_and(|j| j.status == 0) {
-                        tracing::info!(job = %job_id, "job cancelled for blocking its queue");
-                        state.cancel_job(&job_id);
-                        shared.persist(&state);
-                    }
-                });
+            let mut state = lock(&shared.state);
+            if state.job(&job_id).is_some_and(|j| j.status == 0) {
+                tracing::info!(job = %job_id, "job cancelled for blocking its queue");
+                state.cancel_job(&job_id);
+                shared.persist(&state);
             }
-            (None, None) => {}
-        }
+        });
     }
 
     fn complete_job(&self, job_id: &str) {

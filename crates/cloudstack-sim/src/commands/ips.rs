@@ -271,15 +271,7 @@ pub fn finish_disassociate(
 
 /// Returns an address to the pool with its LB rules, firewall rules and tags.
 pub fn release(state: &mut State, ip_id: &str) {
-    let forwarding: Vec<String> = state
-        .pf_rules
-        .iter()
-        .filter(|r| r.ip_id == ip_id)
-        .map(|r| r.id.clone())
-        .collect();
-    for rule in forwarding {
-        super::port_forwarding::remove_rule(state, &rule);
-    }
+    super::port_forwarding::remove_rules_where(state, |r| r.ip_id == ip_id);
     let rules: Vec<String> = state
         .lb_rules
         .iter()

@@ -229,13 +229,9 @@ pub fn finish_remove(
         .lb_rule(rule_id)
         .ok_or_else(|| remove_failed(format!("Invalid load balancer value: {rule_id}")))?;
     if !caller.can_access(state, &rule.owner) {
-        return Err(ApiError::new(
-            530,
-            None,
-            format!(
-                "Account {} does not have permission to operate on load balancer rule {rule_id}",
-                caller.account
-            ),
+        return Err(super::lb::job_denied(
+            caller,
+            &format!("load balancer rule {rule_id}"),
         ));
     }
     if members.is_empty() {

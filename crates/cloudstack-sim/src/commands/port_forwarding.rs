@@ -269,6 +269,19 @@ pub fn finish_delete(state: &mut State, rule_id: &str) -> Result<Value, ApiError
     Ok(success())
 }
 
+/// Removes every rule `doomed` picks, each as [`remove_rule`] does.
+pub fn remove_rules_where(state: &mut State, doomed: impl Fn(&crate::state::PfRule) -> bool) {
+    let ids: Vec<String> = state
+        .pf_rules
+        .iter()
+        .filter(|r| doomed(r))
+        .map(|r| r.id.clone())
+        .collect();
+    for id in ids {
+        remove_rule(state, &id);
+    }
+}
+
 /// Removes a rule with its tags and `openfirewall` firewall rule.
 pub fn remove_rule(state: &mut State, rule_id: &str) {
     let Some(pos) = state.pf_rules.iter().position(|r| r.id == rule_id) else {

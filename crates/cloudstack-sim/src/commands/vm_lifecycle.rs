@@ -146,15 +146,7 @@ pub fn expunge_vm(state: &mut State, vm_id: &str) -> bool {
     for rule in &mut state.lb_rules {
         rule.members.retain(|m| m.vm_id != vm_id);
     }
-    let forwarding: Vec<String> = state
-        .pf_rules
-        .iter()
-        .filter(|r| r.vm_id == vm_id)
-        .map(|r| r.id.clone())
-        .collect();
-    for rule in forwarding {
-        super::port_forwarding::remove_rule(state, &rule);
-    }
+    super::port_forwarding::remove_rules_where(state, |r| r.vm_id == vm_id);
     for ip in state
         .ips
         .iter_mut()

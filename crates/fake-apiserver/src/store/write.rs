@@ -328,7 +328,6 @@ impl State {
         meta_mut(&mut object).insert("name".into(), json!(name));
         validate_event(kind, &object)?;
         let meta = meta_mut(&mut object);
-        meta.insert("name".into(), json!(name));
         meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         meta.insert("creationTimestamp".into(), json!(now_timestamp()));
         meta.insert("generation".into(), json!(1));

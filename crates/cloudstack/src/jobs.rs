@@ -73,6 +73,11 @@ const RUN_TIME_WEIGHT: f64 = 0.3;
 /// next time, until one finds a job still running.
 const FINISHED_AT_FIRST_POLL_SHARE: f64 = 0.9;
 
+/// A sample counts for at most this multiple of the run time known so far: one job that
+/// hung behind a busy router must not delay the first poll of every job after it; a real
+/// change of run time still shows within a few jobs.
+const MAX_SAMPLE_GROWTH: f64 = 2.0;
+
 /// After the due time, polls are this share of the learnt run time apart (growing ×1.5).
 const AFTER_DUE_SHARE: f64 = 0.1;
 
@@ -100,9 +105,11 @@ impl JobRunTimes {
     fn learn(&self, command: &str, sample: Duration) {
         let mut learnt = self.learnt.lock().unwrap_or_else(|e| e.into_inner());
         let typical = match learnt.0.get(command) {
-            Some(known) => known
-                .mul_f64(1.0 - RUN_TIME_WEIGHT)
-                .saturating_add(sample.mul_f64(RUN_TIME_WEIGHT)),
+            Some(known) => known.mul_f64(1.0 - RUN_TIME_WEIGHT).saturating_add(
+                sample
+                    .min(known.mul_f64(MAX_SAMPLE_GROWTH))
+                    .mul_f64(RUN_TIME_WEIGHT),
+            ),
             None => sample,
         };
         learnt.0.insert(command.to_owned(), typical);
@@ -142,21 +149,26 @@ impl LearntPacing {
     }
 
     /// The run time the finished job teaches: between the last poll that found it running
-    /// and the poll that found it finished, or a little under the wait when the first poll
+    /// and the poll that found it finished (sent at `last_poll`, or at `answered` when the
+    /// job's deadline cut the wait short), or a little under the wait when the first poll
     /// found it finished.
-    fn sample(&self) -> Option<Duration> {
-        let done = self.last_poll?.duration_since(self.started);
-        Some(match self.running_at {
+    fn sample(&self, answered: Instant) -> Duration {
+        let done = self
+            .last_poll
+            .unwrap_or(answered)
+            .duration_since(self.started);
+        match self.running_at {
             Some(running) => (running.duration_since(self.started) + done) / 2,
             None => done.mul_f64(FINISHED_AT_FIRST_POLL_SHARE),
-        })
+        }
     }
 }
 
 impl JobPacing for LearntPacing {
     fn before_poll(&mut self, attempt: u32) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            self.running_at = self.last_poll;
+            // Unset while waiting: a wait the deadline cuts short leaves no stale time.
+            self.running_at = self.last_poll.take().or(self.running_at);
             match (attempt, self.typical) {
                 (0, Some(run_time)) => tokio::time::sleep_until(self.started + run_time).await,
                 _ => tokio::time::sleep(self.steps.next_interval()).await,
@@ -191,8 +203,9 @@ impl Client {
     /// due when `command`'s jobs typically end ([`Client::typical_job_run_time`]), then
     /// the interval grows ×1.5 from a tenth of that up to `job_poll_max`; before any run
     /// time is learnt it starts at `job_poll_initial`. After `job_timeout` the result is
-    /// [`Error::JobTimeout`]. A failed job is [`Error::JobFailed`]. Every finished job
-    /// teaches its command's typical run time.
+    /// [`Error::JobTimeout`]. A failed job is [`Error::JobFailed`]. Every job that
+    /// succeeded teaches its command's typical run time (a sample counts for at most
+    /// twice the time known).
     pub async fn wait_job(&self, command: &str, jobid: &str) -> Result<Value, Error> {
         let config = &self.inner.config;
         let mut pacing = LearntPacing::new(
@@ -201,9 +214,10 @@ impl Client {
             config.job_poll_max,
         );
         let result = self.wait_job_paced(command, jobid, &mut pacing).await;
-        if matches!(&result, Ok(_) | Err(Error::JobFailed { .. }))
-            && let Some(sample) = pacing.sample()
-        {
+        // Only a job that did its work teaches a run time: one that failed its checks
+        // ends early and would make every later job be polled too soon.
+        if result.is_ok() {
+            let sample = pacing.sample(Instant::now());
             self.inner.job_run_times.learn(command, sample);
         }
         result
@@ -315,4 +329,53 @@ pub fn job_object<T: DeserializeOwned>(
         command: command.to_owned(),
         detail: format!("{key}: {e}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_slow_job_at_most_doubles_the_run_time_a_command_is_known_by() {
+        let times = JobRunTimes::default();
+        times.learn("createLoadBalancerRule", Duration::from_millis(400));
+        // A job that waited a minute behind a busy router.
+        times.learn("createLoadBalancerRule", Duration::from_secs(60));
+        let after_outlier = times.typical("createLoadBalancerRule").unwrap();
+        assert_eq!(
+            after_outlier,
+            Duration::from_millis(520),
+            "0.7 × 400 + 0.3 × 800"
+        );
+        // Back to normal jobs: the estimate returns towards 400 ms.
+        for _ in 0..5 {
+            times.learn("createLoadBalancerRule", Duration::from_millis(400));
+        }
+        let settled = times.typical("createLoadBalancerRule").unwrap();
+        assert!(settled < Duration::from_millis(430), "{settled:?}");
+        // A lasting change still shows: jobs twice as slow for good are learnt.
+        for _ in 0..10 {
+            times.learn("createLoadBalancerRule", Duration::from_millis(800));
+        }
+        let slower = times.typical("createLoadBalancerRule").unwrap();
+        assert!(slower > Duration::from_millis(770), "{slower:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_cut_short_learns_from_when_the_answer_came() {
+        let mut pacing = LearntPacing::new(
+            Some(Duration::from_secs(1)),
+            Duration::from_millis(50),
+            Duration::from_secs(1),
+        );
+        pacing.before_poll(0).await; // found running at 1 s
+        // The deadline cuts the next wait: the future is dropped before it polls.
+        let _ = tokio::time::timeout(Duration::from_millis(10), pacing.before_poll(1)).await;
+        let answered = Instant::now();
+        assert_eq!(
+            pacing.sample(answered),
+            Duration::from_millis(1005),
+            "between the poll that found it running (1 s) and the answer (1.01 s)"
+        );
+    }
 }

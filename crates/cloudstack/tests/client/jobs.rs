@@ -143,11 +143,13 @@ async fn failed_job_carries_the_job_error() {
         "jobresult": {"errorcode": 530, "errortext": "Failed to create load balancer rule: a1b2-tcp-80"}
     });
     let server = TestServer::start(lb_job_server(1, failure)).await;
-    let error = server
-        .client()
+    let client = server.client();
+    let error = client
         .create_load_balancer_rule(&lb_request())
         .await
         .unwrap_err();
+    // A job that failed its checks ended early: it teaches no run time.
+    assert_eq!(client.typical_job_run_time("createLoadBalancerRule"), None);
     match &error {
         Error::JobFailed {
             command,

@@ -77,8 +77,8 @@ pub async fn write_route_plan(ctx: Arc<Context>, out: &mut impl Write) -> std::i
         writeln!(out, "Routes: not managed ({reason}).")?;
         return out.flush();
     }
-    let instances = crate::controllers::node::instances_for(&ctx);
-    match RouteController::new(ctx, instances).plan().await {
+    let caches = crate::controllers::Caches::for_context(&ctx);
+    match RouteController::new(ctx, caches).plan().await {
         Ok((wanted, _)) if wanted.on_vpc == 0 && !wanted.isolated_networks.is_empty() => writeln!(
             out,
             "Routes: not managed (the Nodes' VMs are on isolated networks)."

@@ -25,6 +25,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{mpsc, watch};
 
 use super::node::PROVIDED_NODE_IP_ANNOTATION;
+use super::route::NETWORK_UNAVAILABLE;
 use super::service::eligible::EXCLUDE_LABEL;
 
 /// Nodes per page of the Node watch's initial list. A kubelet's Node is ~7 KB of JSON and
@@ -39,8 +40,8 @@ pub(crate) fn node_watch_config() -> watcher::Config {
 
 /// Trims a Node to what the controllers read, for the one Node cache they share: name,
 /// uid, resourceVersion, creation and deletion timestamps, the provided node IP
-/// annotation, the exclude-from-load-balancers label, providerID, taints, the Ready
-/// condition and the addresses. A kubelet's Node is mostly managedFields, images,
+/// annotation, the exclude-from-load-balancers label, providerID, taints, pod CIDRs, the
+/// Ready and NetworkUnavailable conditions and the addresses. A kubelet's Node is mostly managedFields, images,
 /// nodeInfo, capacity and conditions nobody here reads; keeping only this is what makes
 /// the cache small at thousands of Nodes.
 pub(crate) fn keep_node_cache_fields(node: &mut Node) {
@@ -61,13 +62,15 @@ pub(crate) fn keep_node_cache_fields(node: &mut Node) {
     node.spec = node.spec.take().map(|spec| NodeSpec {
         provider_id: spec.provider_id,
         taints: spec.taints,
+        pod_cidr: spec.pod_cidr,
+        pod_cidrs: spec.pod_cidrs,
         ..NodeSpec::default()
     });
     node.status = node.status.take().map(|status| NodeStatus {
         conditions: status.conditions.map(|conditions| {
             conditions
                 .into_iter()
-                .filter(|c| c.type_ == "Ready")
+                .filter(|c| c.type_ == "Ready" || c.type_ == NETWORK_UNAVAILABLE)
                 .collect()
         }),
         addresses: status.addresses,
@@ -272,6 +275,7 @@ mod tests {
     use crate::controllers::node_lifecycle::{
         SHUTDOWN_TAINT, is_ready, set_shutdown_taint, taints_patch,
     };
+    use crate::controllers::route::{internal_ipv4, network_condition, pod_cidrs};
     use crate::controllers::service::eligible::{eligible_set, is_eligible, is_initialising};
     use k8s_openapi::api::core::v1::NodeCondition;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -311,11 +315,21 @@ mod tests {
                     ..Default::default()
                 },
                 NodeCondition {
+                    type_: NETWORK_UNAVAILABLE.into(),
+                    status: "False".into(),
+                    reason: Some("RouteCreated".into()),
+                    ..Default::default()
+                },
+                NodeCondition {
                     type_: "MemoryPressure".into(),
                     status: "False".into(),
                     ..Default::default()
                 },
             ]),
+            addresses: Some(vec![k8s_openapi::api::core::v1::NodeAddress {
+                type_: "InternalIP".into(),
+                address: "10.1.1.5".into(),
+            }]),
             images: Some(Vec::new()),
             ..Default::default()
         });
@@ -338,13 +352,19 @@ mod tests {
         assert_eq!(eligible_set([&trimmed]), eligible_set([&node]));
         let now = jiff::Timestamp::now();
         assert_eq!(is_initialising(&trimmed, now), is_initialising(&node, now));
+        // the route controller
+        assert_eq!(pod_cidrs(&trimmed), pod_cidrs(&node));
+        assert_eq!(internal_ipv4(&trimmed), internal_ipv4(&node));
+        assert_eq!(
+            network_condition(&trimmed).map(|c| c.reason.as_deref()),
+            Some(Some("RouteCreated"))
+        );
         // and nothing else
         assert_eq!(trimmed.metadata.labels.as_ref().unwrap().len(), 1);
         assert_eq!(trimmed.metadata.annotations.as_ref().unwrap().len(), 1);
-        assert!(trimmed.spec.as_ref().unwrap().pod_cidr.is_none());
         let status = trimmed.status.as_ref().unwrap();
         assert!(status.images.is_none());
-        assert_eq!(status.conditions.as_ref().unwrap().len(), 1);
+        assert_eq!(status.conditions.as_ref().unwrap().len(), 2);
         // what node-lifecycle writes back from it
         let patch = taints_patch(&trimmed);
         assert_eq!(patch["metadata"]["resourceVersion"], "42");

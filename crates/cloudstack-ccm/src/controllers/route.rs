@@ -5,17 +5,24 @@
 //! It starts only with `--allocate-node-cidrs` and `--configure-cloud-routes` (as in
 //! Kubernetes), on CloudStack 4.22 or later, and only when the Nodes' VMs sit on VPC tiers;
 //! otherwise one log line says why and it idles until shutdown. Every
-//! `--route-reconciliation-period` it lists the Nodes, works out the routes they need,
-//! observes the routes CloudStack has and applies the difference.
+//! `--route-reconciliation-period` it reads the Nodes from the process's one Node cache
+//! (which keeps their pod CIDRs and this condition), works out the routes they need,
+//! observes the routes CloudStack has and applies the difference. Each pass is counted in
+//! `cloudstack_ccm_reconciles_total{controller="route"}`.
+//!
+//! Its jobs queue per VPC ([`NetworkQueues`] keyed by VPC id), as CloudStack queues them:
+//! `createStaticRoute` and `deleteStaticRoute` synchronise on the VPC
+//! (`BaseAsyncCmd.vpcSyncObject`), load-balancer and firewall commands on their tier
+//! network (`networkSyncObject`), so the two never wait for each other on the server.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::cli::ManagerArgs;
@@ -25,8 +32,13 @@ use crate::cloud::loadbalancer::job_queue::NetworkQueues;
 use crate::cloud::routes::plan::{RouteInputs, RoutePlan, RouteStep, plan};
 use crate::cloud::routes::{DesiredRoute, apply, observe, unsupported_reason};
 use crate::controllers::node::node_ref;
+use crate::metrics::{RESULT_ERROR, RESULT_OK};
 
+use super::node_cache::NodeCache;
 use super::{Caches, Context, Shutdown};
+
+/// The controller's name in metrics.
+const METRICS_NAME: &str = "route";
 
 /// The Node condition the route controller owns.
 pub(crate) const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
@@ -80,18 +92,25 @@ pub fn not_started_reason(ctx: &Context) -> Option<String> {
     unsupported_reason(&ctx.server_version)
 }
 
-/// Runs the controller until `shutdown`, with VM answers from `caches.instances` (it lists
-/// the Nodes itself each pass: it reads their pod CIDRs, which the Node cache drops).
+/// Runs the controller until `shutdown`, with VM answers from `caches.instances` and the
+/// Nodes from `caches.nodes`.
 pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyhow::Result<()> {
     if let Some(reason) = not_started_reason(&ctx) {
         tracing::info!("route controller not started: {reason}");
         shutdown.wait().await;
         return Ok(());
     }
-    let controller = RouteController::new(ctx.clone(), caches.instances);
-    tracing::info!("route controller started");
+    let controller = RouteController::new(ctx.clone(), caches);
+    let mut started = false;
     loop {
-        match controller.pass().await {
+        let result = controller.pass().await;
+        let outcome = if result.is_ok() {
+            RESULT_OK
+        } else {
+            RESULT_ERROR
+        };
+        ctx.metrics.reconcile(METRICS_NAME, outcome);
+        match result {
             Ok(Pass::Isolated(networks)) => {
                 tracing::info!(
                     "route controller not started: the Nodes' VMs are on isolated networks ({}); VPC static routes need VPC tiers",
@@ -99,6 +118,10 @@ pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyho
                 );
                 shutdown.wait().await;
                 return Ok(());
+            }
+            Ok(Pass::Done) if !started => {
+                started = true;
+                tracing::info!("route controller started");
             }
             Ok(Pass::Done) => {}
             Err(error) => tracing::warn!(%error, "route reconciliation failed; retrying"),
@@ -122,9 +145,6 @@ pub enum Pass {
 /// Why a pass could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum RouteError {
-    /// Listing Nodes failed.
-    #[error("cannot list Nodes: {0}")]
-    Nodes(#[source] kube::Error),
     /// Reading CloudStack failed.
     #[error("reading CloudStack: {0}")]
     Observe(#[source] cloudstack::Error),
@@ -147,17 +167,19 @@ pub struct NodeRoutes {
 pub struct RouteController {
     ctx: Arc<Context>,
     instances: Instances,
+    nodes: NodeCache,
     queues: NetworkQueues,
     /// Warnings already logged (each once).
     warned: Mutex<HashSet<String>>,
 }
 
 impl RouteController {
-    /// A controller using `ctx` and the shared VM view.
-    pub fn new(ctx: Arc<Context>, instances: Instances) -> Self {
+    /// A controller using `ctx` and the shared VM view and Node cache.
+    pub fn new(ctx: Arc<Context>, caches: Caches) -> Self {
         RouteController {
             ctx,
-            instances,
+            instances: caches.instances,
+            nodes: caches.nodes,
             queues: NetworkQueues::default(),
             warned: Mutex::new(HashSet::new()),
         }
@@ -165,21 +187,18 @@ impl RouteController {
 
     /// Plans without changing anything: the routes to create and delete.
     pub async fn plan(&self) -> Result<(NodeRoutes, RoutePlan), RouteError> {
-        let nodes = self.list_nodes().await?;
+        let nodes = self.cached_nodes().await;
         self.plan_for(&nodes).await
     }
 
-    /// Every Node of the cluster (one list per pass).
-    async fn list_nodes(&self) -> Result<Vec<Node>, RouteError> {
-        Ok(Api::<Node>::all(self.ctx.kube.clone())
-            .list(&ListParams::default())
-            .await
-            .map_err(RouteError::Nodes)?
-            .items)
+    /// Every Node of the cluster as the Node cache holds it (once its first list is in).
+    async fn cached_nodes(&self) -> Vec<Arc<Node>> {
+        self.nodes.wait_until_ready().await;
+        self.nodes.state()
     }
 
     /// The routes `nodes` need against the routes CloudStack has.
-    async fn plan_for(&self, nodes: &[Node]) -> Result<(NodeRoutes, RoutePlan), RouteError> {
+    async fn plan_for(&self, nodes: &[Arc<Node>]) -> Result<(NodeRoutes, RoutePlan), RouteError> {
         let mut wanted = node_routes(&self.ctx, &self.instances, nodes).await?;
         wanted.inputs.observed = observe::routes(&self.ctx.cloudstack)
             .await
@@ -190,7 +209,7 @@ impl RouteController {
 
     /// One reconciliation: plan, apply, set the Nodes' conditions.
     pub async fn pass(&self) -> Result<Pass, RouteError> {
-        let nodes = self.list_nodes().await?;
+        let nodes = self.cached_nodes().await;
         let (wanted, plan) = self.plan_for(&nodes).await?;
         if wanted.on_vpc == 0 && !wanted.isolated_networks.is_empty() {
             return Ok(Pass::Isolated(
@@ -224,10 +243,10 @@ impl RouteController {
             }
         }
         let node_api = Api::<Node>::all(self.ctx.kube.clone());
-        // The conditions as listed at the start of the pass: no read per Node.
+        // The conditions as cached at the start of the pass: no read per Node.
         let listed: HashMap<&str, &Node> = nodes
             .iter()
-            .filter_map(|node| Some((node.metadata.name.as_deref()?, node)))
+            .filter_map(|node| Some((node.metadata.name.as_deref()?, node.as_ref())))
             .collect();
         for (node, ok) in created {
             let current = listed.get(node.as_str()).copied();
@@ -252,7 +271,7 @@ impl RouteController {
 pub(crate) async fn node_routes(
     ctx: &Context,
     instances: &Instances,
-    nodes: &[Node],
+    nodes: &[Arc<Node>],
 ) -> Result<NodeRoutes, RouteError> {
     let networks = observe::network_vpcs(&ctx.cloudstack)
         .await
@@ -345,6 +364,16 @@ pub(crate) fn internal_ipv4(node: &Node) -> Option<IpAddr> {
         .find(IpAddr::is_ipv4)
 }
 
+/// The Node's `NetworkUnavailable` condition, if it has one.
+pub(crate) fn network_condition(node: &Node) -> Option<&NodeCondition> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == NETWORK_UNAVAILABLE)
+}
+
 /// Sets `NetworkUnavailable` as Kubernetes' route controller (`updateNetworkingCondition`)
 /// does: `False`/`RouteCreated` when the route exists, `True`/`NoRouteCreated` when it could
 /// not be made. Nothing is written when the condition `listed` at the start of the pass
@@ -364,11 +393,7 @@ async fn set_network_condition(
             "RouteController failed to create a route",
         )
     };
-    let current = listed
-        .and_then(|node| node.status.as_ref())
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == NETWORK_UNAVAILABLE));
+    let current = listed.and_then(network_condition);
     if current.is_some_and(|c| c.status == status && c.reason.as_deref() == Some(reason)) {
         return Ok(());
     }

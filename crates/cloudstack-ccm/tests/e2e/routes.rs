@@ -12,6 +12,7 @@ use cloudstack_ccm::cloud::routes::plan::RouteStep;
 use cloudstack_ccm::controllers::route::{self, Pass, RouteController, RouteSettings};
 use cloudstack_sim::{NicSpec, Scenario, SimServer, Version, VmSpec};
 use common::*;
+use fake_apiserver::Verb;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -66,6 +67,8 @@ async fn create_node(h: &Harness, name: &str, vm_id: &str, pod_cidr: &str, ip: &
     set_internal_ip(h, name, ip).await;
 }
 
+/// Sets the Node's InternalIP and waits until the shared Node cache, which the route
+/// controller reads, holds it.
 async fn set_internal_ip(h: &Harness, name: &str, ip: &str) {
     let patch = json!({ "status": { "addresses": [
         { "type": "InternalIP", "address": ip },
@@ -75,6 +78,22 @@ async fn set_internal_ip(h: &Harness, name: &str, ip: &str) {
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
+    h.caches.nodes.wait_until_ready().await;
+    eventually("the Node cache holds the address", WAIT, || async {
+        h.caches
+            .nodes
+            .state()
+            .iter()
+            .filter(|node| node.metadata.name.as_deref() == Some(name))
+            .flat_map(|node| {
+                node.status
+                    .iter()
+                    .flat_map(|s| s.addresses.iter().flatten())
+            })
+            .any(|a| a.type_ == "InternalIP" && a.address == ip)
+            .then_some(())
+    })
+    .await;
 }
 
 /// `(cidr, next hop, cluster tag, node tag)` of every route in the simulator.
@@ -251,6 +270,11 @@ async fn routes_are_created_changed_and_removed_with_nodes() {
         ],
     )
     .await;
+    let metrics = h.ctx.metrics.encode();
+    assert!(
+        metrics.contains(r#"cloudstack_ccm_reconciles_total{controller="route",result="ok"}"#),
+        "route passes are counted:\n{metrics}"
+    );
     h.stop().await;
 }
 
@@ -259,7 +283,7 @@ async fn a_steady_state_pass_changes_nothing() {
     let h = start("4.22").await;
     let w1 = vm_on(&h.sim, "tier1", "w1", "10.100.1.11");
     create_node(&h, "w1", &w1, "10.244.1.0/24", "10.100.1.11").await;
-    let controller = RouteController::new(h.ctx.clone(), h.instances.clone());
+    let controller = RouteController::new(h.ctx.clone(), h.caches.clone());
     assert_eq!(controller.pass().await.unwrap(), Pass::Done);
     let (_, plan) = controller.plan().await.unwrap();
     assert!(plan.is_empty(), "{plan}");
@@ -272,6 +296,10 @@ async fn a_steady_state_pass_changes_nothing() {
         .filter(|(command, _)| cloudstack_sim::commands::is_mutating(command))
         .collect();
     assert!(mutating.is_empty(), "{mutating:?}");
+    if !h.is_remote() {
+        // The passes read the shared Node cache: one list when it started, none per pass.
+        assert_eq!(h.kube_request_count(Verb::List, "nodes"), 1);
+    }
     h.stop().await;
 }
 
@@ -280,7 +308,7 @@ async fn the_plan_names_each_route_change() {
     let h = start("4.22").await;
     let w1 = vm_on(&h.sim, "tier1", "w1", "10.100.1.11");
     create_node(&h, "w1", &w1, "10.244.1.0/24", "10.100.1.11").await;
-    let controller = RouteController::new(h.ctx.clone(), h.instances.clone());
+    let controller = RouteController::new(h.ctx.clone(), h.caches.clone());
     let (_, plan) = controller.plan().await.unwrap();
     assert_eq!(plan.steps.len(), 1);
     assert!(matches!(&plan.steps[0], RouteStep::Create(r) if r.node == "w1"));
@@ -334,7 +362,7 @@ async fn nodes_on_isolated_networks_stop_the_controller() {
     let h = start("4.22").await;
     let id = h.add_vm("iso-1", "10.1.1.50");
     create_node(&h, "iso-1", &id, "10.244.5.0/24", "10.1.1.50").await;
-    let controller = RouteController::new(h.ctx.clone(), h.instances.clone());
+    let controller = RouteController::new(h.ctx.clone(), h.caches.clone());
     let network = h.sim.with_state(|s| {
         s.networks
             .iter()

@@ -11,9 +11,12 @@ use kube::Api;
 use kube::api::ListParams;
 
 use crate::cli::ManagerArgs;
+use crate::cloud::cidr::Cidr;
+use crate::cloud::loadbalancer::annotations as ann;
 use crate::cloud::orphans::{self, Orphan, Owners};
 use crate::config::CloudConfig;
 use crate::connect;
+use crate::controllers::NodeCache;
 use crate::metrics::Metrics;
 use crate::tool::ToolError;
 
@@ -33,11 +36,15 @@ impl OrphanReport {
     }
 }
 
-/// What exists in the cluster: Service UIDs and the addresses they name, Node names
-/// (`node_names` when given, e.g. from the controllers' Node cache; else listed).
+/// What exists in the cluster: Service UIDs and the addresses they name (the address,
+/// IP id and claim annotations, `loadBalancerIP`, the status), Node names (from
+/// `node_cache` when given, the controllers' Node cache; else listed), and
+/// `cluster_cidrs` (`--cluster-cidr`). Read it after what is tagged in CloudStack: an
+/// object made for a Service or Node created meanwhile then finds its owner.
 pub async fn owners(
     kube: &kube::Client,
-    node_names: Option<BTreeSet<String>>,
+    node_cache: Option<&NodeCache>,
+    cluster_cidrs: &[Cidr],
 ) -> Result<Owners, ToolError> {
     let services = Api::<Service>::all(kube.clone())
         .list(&ListParams::default())
@@ -46,8 +53,12 @@ pub async fn owners(
             what: "Services",
             source,
         })?;
-    let nodes = match node_names {
-        Some(names) => names,
+    let nodes: BTreeSet<String> = match node_cache {
+        Some(cache) => cache
+            .state()
+            .iter()
+            .filter_map(|node| node.metadata.name.clone())
+            .collect(),
         None => Api::<Node>::all(kube.clone())
             .list(&ListParams::default())
             .await
@@ -65,9 +76,9 @@ pub async fn owners(
         if let Some(uid) = &service.metadata.uid {
             owners.service_uids.insert(uid.clone());
         }
-        let annotations = service.metadata.annotations.iter().flatten();
-        for (key, value) in annotations {
-            if key.contains("cloudstack") {
+        let annotations = service.metadata.annotations.as_ref();
+        for key in [ann::ADDRESS.key, ann::IP_ID.key, ann::IP_CLAIM.key] {
+            if let Some(value) = annotations.and_then(|a| a.get(key)) {
                 owners.service_addresses.insert(value.clone());
             }
         }
@@ -90,22 +101,33 @@ pub async fn owners(
         }
     }
     owners.nodes = nodes;
+    owners.cluster_cidrs = cluster_cidrs.to_vec();
     Ok(owners)
 }
 
-/// Finds the orphans of `cluster` and, when `delete` is set, deletes them; the Nodes are
-/// `node_names` when given (see [`owners`]).
+/// Where [`report`] looks: the cluster, its Nodes and its `--cluster-cidr`.
+pub struct Scope<'a> {
+    /// `--cluster-name`: the tag value of the cluster's objects.
+    pub cluster: &'a str,
+    /// The controllers' Node cache, or `None` to list the Nodes.
+    pub node_cache: Option<&'a NodeCache>,
+    /// `--cluster-cidr`.
+    pub cluster_cidrs: &'a [Cidr],
+}
+
+/// Finds the orphans in `scope` and, when `delete` is set, deletes them. CloudStack is
+/// read first, then the Services and Nodes (see [`owners`]).
 pub async fn report(
     cloudstack: &cloudstack::Client,
     kube: &kube::Client,
-    cluster: &str,
+    scope: Scope<'_>,
     delete: bool,
-    node_names: Option<BTreeSet<String>>,
 ) -> Result<OrphanReport, ToolError> {
-    let tagged = orphans::observe(cloudstack, cluster)
+    let tagged = orphans::observe(cloudstack, scope.cluster)
         .await
         .map_err(ToolError::CloudStack)?;
-    let orphans = orphans::classify(&tagged, &owners(kube, node_names).await?);
+    let owners = owners(kube, scope.node_cache, scope.cluster_cidrs).await?;
+    let orphans = orphans::classify(&tagged, &owners);
     let deleted = if delete {
         orphans::delete(cloudstack, &orphans)
             .await
@@ -129,7 +151,12 @@ pub async fn run(
     })?;
     let cloudstack = connect::cloudstack_client(&config, Arc::new(Metrics::new()))?;
     let kube = connect::kube_client(args).await?;
-    let report = report(&cloudstack, &kube, &args.cluster_name, delete, None).await?;
+    let scope = Scope {
+        cluster: &args.cluster_name,
+        node_cache: None,
+        cluster_cidrs: &args.cluster_cidr,
+    };
+    let report = report(&cloudstack, &kube, scope, delete).await?;
     write_report(&report, &args.cluster_name, out)?;
     Ok(report)
 }

@@ -6,8 +6,10 @@
 //! rules, firewall rules, network ACL items and static routes carrying this cluster's tag,
 //! and says why each one whose owner no longer exists is an orphan. [`delete`] removes
 //! them — rules and routes first, then addresses — but never an address the user brought
-//! (only addresses the controller associated carry its tag) and never one without rules
-//! of a gone Service (it may have been kept with `keep-ip`).
+//! (only addresses the controller associated carry its tag), never one its Service keeps
+//! (`cloudstack-ccm/keep-ip`), never one without rules of a gone Service (it may have been
+//! kept with `keep-ip` before the tag existed), and never a route outside
+//! `--cluster-cidr` (the route controller leaves those alone too).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -18,7 +20,9 @@ use cloudstack::{
     ListPublicIpAddresses, ListStaticRoutes, Tag, tag_value,
 };
 
-use crate::cloud::tags::{TAG_ASSOCIATED, TAG_CLUSTER, TAG_NODE, TAG_SERVICE_UID};
+use crate::cloud::cidr::Cidr;
+use crate::cloud::routes::within_cluster_cidrs;
+use crate::cloud::tags::{TAG_ASSOCIATED, TAG_CLUSTER, TAG_KEEP_IP, TAG_NODE, TAG_SERVICE_UID};
 
 /// The kind of an orphaned object (the `kind` label of the orphan metric).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -72,6 +76,8 @@ pub struct Owners {
     pub service_addresses: BTreeSet<String>,
     /// Names of every Node.
     pub nodes: BTreeSet<String>,
+    /// `--cluster-cidr`: routes outside are not the controller's to delete.
+    pub cluster_cidrs: Vec<Cidr>,
 }
 
 /// A tagged object whose owner is gone.
@@ -245,6 +251,8 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
     for route in routes {
         let node = tag_value(&route.tags, TAG_NODE).unwrap_or_default();
         if !owners.nodes.contains(node) {
+            let destination = route.cidr.as_deref().and_then(Cidr::parse);
+            let managed = within_cluster_cidrs(&owners.cluster_cidrs, destination);
             out.push(Orphan {
                 kind: OrphanKind::StaticRoute,
                 id: route.id.clone().unwrap_or_default(),
@@ -253,8 +261,12 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
                     route.cidr.as_deref().unwrap_or_default(),
                     route.nexthop.as_deref().unwrap_or("a private gateway")
                 ),
-                reason: format!("Node {node} no longer exists"),
-                deletable: true,
+                reason: if managed {
+                    format!("Node {node} no longer exists")
+                } else {
+                    format!("Node {node} no longer exists; the route is outside --cluster-cidr")
+                },
+                deletable: managed,
             });
         }
     }
@@ -269,7 +281,13 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
             continue;
         }
         let associated = tag_value(&ip.tags, TAG_ASSOCIATED) == Some("true");
-        let (reason, deletable) = if ips_with_orphaned_rules.contains(&id) && associated {
+        let kept = tag_value(&ip.tags, TAG_KEEP_IP) == Some("true");
+        let (reason, deletable) = if kept {
+            (
+                "no Service uses it; its Service asked to keep it (keep-ip)".to_string(),
+                false,
+            )
+        } else if ips_with_orphaned_rules.contains(&id) && associated {
             (
                 "no Service uses it; its rules belong to deleted Services".to_string(),
                 true,

@@ -28,5 +28,9 @@ pub(crate) const TAG_HEALTH_CHECK: &str = "cloudstack-ccm/health-check";
 pub(crate) const TAG_OPEN_FIREWALL: &str = "cloudstack-ccm/open-firewall";
 /// Tag key set on rules the controller gave a stickiness policy (as [`TAG_HEALTH_CHECK`]).
 pub(crate) const TAG_STICKINESS: &str = "cloudstack-ccm/stickiness";
+/// Tag key set on a public IP the controller associated while its Service asks to keep it
+/// (`keep-ip`): should the Service disappear without the controller seeing it (a
+/// force-removed finalizer), the orphan pass still never releases the address.
+pub(crate) const TAG_KEEP_IP: &str = "cloudstack-ccm/keep-ip";
 /// Tag key naming the Node a VPC static route serves.
 pub(crate) const TAG_NODE: &str = "cloudstack-ccm/node";

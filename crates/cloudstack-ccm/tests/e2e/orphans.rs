@@ -8,14 +8,25 @@ use std::time::Duration;
 
 use crate::services::support::*;
 use cloudstack::{AssociateIpAddress, CreateLoadBalancerRule, CreateStaticRoute, CreateTags};
+use cloudstack_ccm::cloud::cidr::Cidr;
+use cloudstack_ccm::cloud::loadbalancer::annotations;
 use cloudstack_ccm::cloud::orphans::OrphanKind;
 use cloudstack_ccm::controllers::{service, shutdown_channel};
-use cloudstack_ccm::orphans::{report, write_report};
+use cloudstack_ccm::orphans::{Scope, report, write_report};
 use cloudstack_sim::Scenario;
 use kube::api::{Patch, PatchParams};
 
 const CLUSTER: &str = "kubernetes";
 const GONE_UID: &str = "6f1c4c1e-0000-4000-8000-00000000dead";
+
+/// This cluster's orphans, the Nodes listed, with `cluster_cidrs` as `--cluster-cidr`.
+fn scope(cluster_cidrs: &[Cidr]) -> Scope<'_> {
+    Scope {
+        cluster: CLUSTER,
+        node_cache: None,
+        cluster_cidrs,
+    }
+}
 
 fn tags_of(h: &common::Harness, id: &str) -> Vec<(String, String)> {
     h.sim.with_state(|s| {
@@ -72,7 +83,7 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
     ] {
         assert!(tags.contains(&owner), "{owner:?} in {tags:?}");
     }
-    let live = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, false, None)
+    let live = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), false)
         .await
         .unwrap();
     assert!(live.orphans.is_empty(), "{:?}", live.orphans);
@@ -95,7 +106,7 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
     t.delete("web").await;
     t.wait_gone("web").await;
 
-    let found = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, false, None)
+    let found = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), false)
         .await
         .unwrap();
     let mut kinds: Vec<_> = found.orphans.iter().map(|o| o.kind).collect();
@@ -118,14 +129,14 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
     );
     assert!(found.orphans.iter().all(|o| o.deletable), "{text}");
 
-    let removed = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, true, None)
+    let removed = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), true)
         .await
         .unwrap();
     assert_eq!(removed.deleted.len(), 4);
     assert_eq!(removed.failed(), 0, "{:?}", removed.deleted);
     assert_eq!(ip_state(&t.h, &ip_id).as_deref(), Some("Free"));
     assert!(firewall_rules(&t.h, &ip_id).is_empty());
-    let again = report(&t.h.ctx.cloudstack, &t.h.kube, CLUSTER, false, None)
+    let again = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), false)
         .await
         .unwrap();
     assert!(again.orphans.is_empty(), "{:?}", again.orphans);
@@ -221,30 +232,77 @@ async fn user_and_kept_addresses_stay_and_foreign_objects_are_not_listed() {
         ],
     )
     .await;
-    // A route of a Node that is gone.
+    // Routes of a Node that is gone: one inside --cluster-cidr, one outside it (the route
+    // controller leaves those alone, and so does the orphan pass).
     let vpc = h.sim.with_state(|s| s.vpcs[0].id.clone());
-    let route = client
-        .create_static_route(&CreateStaticRoute {
-            cidr: "10.244.9.0/24".into(),
-            vpcid: Some(vpc),
-            nexthop: Some("10.100.1.99".into()),
-            gatewayid: None,
+    let static_route = |cidr: &'static str| {
+        let vpc = vpc.clone();
+        async move {
+            let id = client
+                .create_static_route(&CreateStaticRoute {
+                    cidr: cidr.into(),
+                    vpcid: Some(vpc),
+                    nexthop: Some("10.100.1.99".into()),
+                    gatewayid: None,
+                })
+                .await
+                .unwrap()
+                .id
+                .unwrap();
+            tag(
+                id.clone(),
+                "StaticRoute",
+                vec![
+                    ("cloudstack-ccm/cluster", CLUSTER),
+                    ("cloudstack-ccm/node", "gone"),
+                ],
+            )
+            .await;
+            id
+        }
+    };
+    let route = static_route("10.244.9.0/24").await;
+    let outside_route = static_route("192.168.50.0/24").await;
+    // An address a keep-ip Service kept: rules of its gone Service still on it.
+    let keep_tagged_ip = associate().await.id.unwrap();
+    tag(
+        keep_tagged_ip.clone(),
+        "PublicIpAddress",
+        vec![
+            ("cloudstack-ccm/cluster", CLUSTER),
+            ("cloudstack-ccm/associated", "true"),
+            ("cloudstack-ccm/keep-ip", "true"),
+        ],
+    )
+    .await;
+    let kept_rule = client
+        .create_load_balancer_rule(&CreateLoadBalancerRule {
+            name: "akept-tcp-80".into(),
+            algorithm: "roundrobin".into(),
+            privateport: 30081,
+            publicport: 80,
+            publicipid: Some(keep_tagged_ip.clone()),
+            openfirewall: Some(false),
+            ..Default::default()
         })
         .await
         .unwrap()
         .id
         .unwrap();
     tag(
-        route.clone(),
-        "StaticRoute",
+        kept_rule.clone(),
+        "LoadBalancer",
         vec![
             ("cloudstack-ccm/cluster", CLUSTER),
-            ("cloudstack-ccm/node", "gone"),
+            ("cloudstack-ccm/service-uid", GONE_UID),
         ],
     )
     .await;
 
-    let removed = report(client, &h.kube, CLUSTER, true, None).await.unwrap();
+    let cluster_cidr = [Cidr::parse("10.244.0.0/16").unwrap()];
+    let removed = report(client, &h.kube, scope(&cluster_cidr), true)
+        .await
+        .unwrap();
     let listed: Vec<(OrphanKind, String, bool)> = removed
         .orphans
         .iter()
@@ -267,6 +325,18 @@ async fn user_and_kept_addresses_stay_and_foreign_objects_are_not_listed() {
         "{listed:?}"
     );
     assert!(
+        listed.contains(&(OrphanKind::StaticRoute, outside_route.clone(), false)),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&(OrphanKind::LoadBalancerRule, kept_rule.clone(), true)),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&(OrphanKind::PublicIp, keep_tagged_ip.clone(), false)),
+        "{listed:?}"
+    );
+    assert!(
         !listed.iter().any(|(_, id, _)| id == &other_ip),
         "{listed:?}"
     );
@@ -281,7 +351,11 @@ async fn user_and_kept_addresses_stay_and_foreign_objects_are_not_listed() {
             s.static_routes.iter().all(|r| r.id != route),
             "orphaned route deleted"
         );
-        for ip in [&user_ip, &kept_ip, &other_ip] {
+        assert!(
+            s.static_routes.iter().any(|r| r.id == outside_route),
+            "a route outside --cluster-cidr is left alone"
+        );
+        for ip in [&user_ip, &kept_ip, &other_ip, &keep_tagged_ip] {
             let state = s.ips.iter().find(|i| &i.id == ip).map(|i| i.state.clone());
             assert_eq!(state.as_deref(), Some("Allocated"), "address {ip} kept");
         }
@@ -386,5 +460,67 @@ async fn with_delete_orphans_a_service_force_deleted_while_down_is_cleaned_up_on
         .then_some(())
     })
     .await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_address_of_a_force_deleted_service_is_never_released() {
+    let resync = Duration::from_secs(100);
+    let t = LbTest::prepare(Scenario::small(), &["node-1", "node-2"], resync).await;
+    let (stop_controller, controller_shutdown) = shutdown_channel();
+    let controller = tokio::spawn(service::run_with(
+        t.h.ctx.clone(),
+        fast_settings(resync),
+        t.h.new_caches(),
+        controller_shutdown,
+    ));
+    t.create(&lb_service("web", &[("TCP", 80, 30080)])).await;
+    let ip_id = ip_id_of(&t.h, &t.wait_for_ip("web").await);
+    let keep_tag = ("cloudstack-ccm/keep-ip".to_string(), "true".to_string());
+    assert!(!tags_of(&t.h, &ip_id).contains(&keep_tag));
+    // The user asks to keep the address: the controller marks it.
+    t.patch(
+        "web",
+        serde_json::json!({"metadata": {"annotations": {
+            annotations::KEEP_IP.key: "true"
+        }}}),
+    )
+    .await;
+    common::eventually("the address is marked kept", common::WAIT, || async {
+        tags_of(&t.h, &ip_id).contains(&keep_tag).then_some(())
+    })
+    .await;
+
+    // The controller is down; the finalizer is removed and the Service deleted.
+    stop_controller.trigger();
+    controller.await.unwrap().unwrap();
+    t.services()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    t.delete("web").await;
+    t.wait_gone("web").await;
+
+    let removed = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), true)
+        .await
+        .unwrap();
+    let address = removed
+        .orphans
+        .iter()
+        .find(|o| o.kind == OrphanKind::PublicIp)
+        .expect("the address is listed");
+    assert!(!address.deletable, "{address}");
+    assert!(address.reason.contains("keep-ip"), "{address}");
+    assert_eq!(removed.failed(), 0, "{:?}", removed.deleted);
+    assert_eq!(ip_state(&t.h, &ip_id).as_deref(), Some("Allocated"));
+    assert!(
+        t.h.sim
+            .with_state(|s| s.lb_rules.iter().all(|r| r.ip_id != ip_id)),
+        "the gone Service's rules are deleted"
+    );
     t.stop().await;
 }

@@ -47,7 +47,7 @@ use super::spec::{HealthCheck, LbSpec, RuleSpec, Stickiness};
 use super::vocabulary::{Algorithm, IpProtocol, LbProtocol};
 use crate::cloud::cidr::Cidr;
 use crate::cloud::tags::{
-    TAG_ASSOCIATED, TAG_CLUSTER, TAG_HEALTH_CHECK, TAG_OPEN_FIREWALL, TAG_SERVICE_UID,
+    TAG_ASSOCIATED, TAG_CLUSTER, TAG_HEALTH_CHECK, TAG_KEEP_IP, TAG_OPEN_FIREWALL, TAG_SERVICE_UID,
     TAG_STICKINESS, Tags,
 };
 
@@ -421,7 +421,7 @@ pub(crate) fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanCo
                 release.push(Step::UntagResources {
                     resource_type: TagResourceType::PublicIpAddress,
                     resources: vec![ip.id.clone()],
-                    keys: [TAG_ASSOCIATED, TAG_CLUSTER]
+                    keys: [TAG_ASSOCIATED, TAG_CLUSTER, TAG_KEEP_IP]
                         .into_iter()
                         .filter(|key| ip.tags.contains_key(*key))
                         .map(str::to_string)

@@ -1279,6 +1279,53 @@ fn keep_ip_hands_the_address_to_the_user() {
 }
 
 #[test]
+fn an_address_the_controller_associated_is_marked_while_its_service_keeps_it() {
+    let ctx = isolated((4, 18, 0));
+    let keep = spec(
+        json!({(ann::KEEP_IP.key): "true"}),
+        &THREE_PORTS[..1],
+        json!({}),
+    );
+    let mut observed = applied(&keep, &["vm1"]);
+    let p = plan(&keep, &observed, &backends(&["vm1"]), &ctx).unwrap();
+    let steps: Vec<&Step> = p.steps().collect();
+    assert!(
+        matches!(steps.as_slice(), [Step::TagResources { resource_type: TagResourceType::PublicIpAddress, tags, .. }]
+            if tags.get(TAG_KEEP_IP).map(String::as_str) == Some("true")),
+        "{p}"
+    );
+    // Marked: nothing to do while the Service keeps it.
+    let mut ip = our_ip();
+    ip.tags.insert(TAG_KEEP_IP.to_string(), "true".to_string());
+    observed.ip = Some(ip);
+    assert!(
+        plan(&keep, &observed, &backends(&["vm1"]), &ctx)
+            .unwrap()
+            .is_empty()
+    );
+    // The Service no longer keeps it: the mark goes.
+    let plain = simple(&THREE_PORTS[..1]);
+    let p = plan(&plain, &observed, &backends(&["vm1"]), &ctx).unwrap();
+    let steps: Vec<&Step> = p.steps().collect();
+    assert!(
+        matches!(steps.as_slice(), [Step::UntagResources { keys, .. }] if keys == &[TAG_KEEP_IP.to_string()]),
+        "{p}"
+    );
+    // An address the user brought is never marked.
+    let brought = spec(
+        json!({(ann::KEEP_IP.key): "true"}),
+        &THREE_PORTS[..1],
+        json!({"loadBalancerIP": "203.0.113.5"}),
+    );
+    observed.ip = Some(ObservedIp {
+        tags: Tags::new(),
+        ..our_ip()
+    });
+    let p = plan(&brought, &observed, &backends(&["vm1"]), &ctx).unwrap();
+    assert!(p.is_empty(), "{p}");
+}
+
+#[test]
 fn an_address_the_go_provider_associated_is_adopted_and_released() {
     let s = simple(&THREE_PORTS[..1]);
     let mut observed = applied(&s, &["vm1"]);

@@ -32,6 +32,14 @@ pub(crate) fn unsupported_reason(version: &cloudstack::ServerVersion) -> Option<
     })
 }
 
+/// Whether a route to `destination` is this controller's to change under `--cluster-cidr`
+/// (`cluster_cidrs`): every route when none is given, else only those inside one. A
+/// tagged route outside is left alone, by the route controller and by the orphan pass.
+pub(crate) fn within_cluster_cidrs(cluster_cidrs: &[Cidr], destination: Option<Cidr>) -> bool {
+    cluster_cidrs.is_empty()
+        || destination.is_some_and(|d| cluster_cidrs.iter().any(|c| c.contains(&d)))
+}
+
 /// The route one Node needs.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DesiredRoute {

@@ -15,7 +15,7 @@ use std::fmt;
 
 use crate::cloud::cidr::Cidr;
 
-use super::{DesiredRoute, ObservedRoute};
+use super::{DesiredRoute, ObservedRoute, within_cluster_cidrs};
 
 /// What the plan is made from.
 #[derive(Debug, Clone, Default)]
@@ -163,11 +163,7 @@ pub fn plan(cluster: &str, inputs: &RouteInputs) -> RoutePlan {
         if inputs.keep_nodes.contains(node) {
             continue;
         }
-        let in_cluster_cidr = inputs.cluster_cidrs.is_empty()
-            || route
-                .destination()
-                .is_some_and(|d| inputs.cluster_cidrs.iter().any(|c| c.contains(&d)));
-        if !in_cluster_cidr {
+        if !within_cluster_cidrs(&inputs.cluster_cidrs, route.destination()) {
             continue;
         }
         let needed_elsewhere = inputs.desired.iter().any(|d| d.node == node);

@@ -3,7 +3,8 @@
 //! tagged for this cluster whose Service or Node is gone are counted
 //! (`cloudstack_ccm_orphaned_resources{kind}`), one log line says so when the counts
 //! change, and with `--delete-orphans` they are deleted ([`crate::orphans::report`]).
-//! The Node names come from the shared Node cache (no list of the Nodes of its own).
+//! The Node names come from the shared Node cache (no list of the Nodes of its own), read
+//! after CloudStack so that a route made for a Node that joined meanwhile finds it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,12 +29,7 @@ pub async fn run(ctx: Arc<Context>, nodes: NodeCache, resync_period: Duration, s
         () = shutdown.wait() => return,
     }
     loop {
-        let names = nodes
-            .state()
-            .iter()
-            .filter_map(|node| node.metadata.name.clone())
-            .collect();
-        pass(&ctx, names, &mut last).await;
+        pass(&ctx, &nodes, &mut last).await;
         tokio::select! {
             _ = shutdown.wait() => return,
             _ = tokio::time::sleep(period) => {}
@@ -41,26 +37,20 @@ pub async fn run(ctx: Arc<Context>, nodes: NodeCache, resync_period: Duration, s
     }
 }
 
-async fn pass(
-    ctx: &Context,
-    node_names: std::collections::BTreeSet<String>,
-    last: &mut Option<BTreeMap<OrphanKind, usize>>,
-) {
-    let report = match crate::orphans::report(
-        &ctx.cloudstack,
-        &ctx.kube,
-        &ctx.cluster_name,
-        ctx.delete_orphans,
-        Some(node_names),
-    )
-    .await
-    {
-        Ok(report) => report,
-        Err(error) => {
-            tracing::warn!(%error, "cannot look for orphaned CloudStack objects");
-            return;
-        }
+async fn pass(ctx: &Context, nodes: &NodeCache, last: &mut Option<BTreeMap<OrphanKind, usize>>) {
+    let scope = crate::orphans::Scope {
+        cluster: &ctx.cluster_name,
+        node_cache: Some(nodes),
+        cluster_cidrs: &ctx.routes.cluster_cidrs,
     };
+    let report =
+        match crate::orphans::report(&ctx.cloudstack, &ctx.kube, scope, ctx.delete_orphans).await {
+            Ok(report) => report,
+            Err(error) => {
+                tracing::warn!(%error, "cannot look for orphaned CloudStack objects");
+                return;
+            }
+        };
     let mut counts: BTreeMap<OrphanKind, usize> =
         OrphanKind::ALL.into_iter().map(|kind| (kind, 0)).collect();
     for orphan in &report.orphans {

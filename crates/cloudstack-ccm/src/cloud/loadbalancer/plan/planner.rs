@@ -639,33 +639,58 @@ impl<'a> Planner<'a> {
                 },
             );
         }
+        let mut ours: Tags = [
+            (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
+            (TAG_ASSOCIATED.to_string(), "true".to_string()),
+        ]
+        .into();
+        if self.spec.keep_ip {
+            ours.insert(TAG_KEEP_IP.to_string(), "true".to_string());
+        }
         if let Some(id) = &self.adopted_ip {
             self.push(
                 Stage::Finish,
                 Step::TagResources {
                     resource_type: TagResourceType::PublicIpAddress,
                     resources: vec![ResourceRef::Existing(id.clone())],
-                    tags: [
-                        (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
-                        (TAG_ASSOCIATED.to_string(), "true".to_string()),
-                    ]
-                    .into(),
+                    tags: ours.clone(),
                 },
             );
-        }
-        if self.ip == IpRef::Associated {
+        } else if self.ip == IpRef::Associated {
             self.push(
                 Stage::Build,
                 Step::TagResources {
                     resource_type: TagResourceType::PublicIpAddress,
                     resources: vec![ResourceRef::AssociatedIp],
-                    tags: [
-                        (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
-                        (TAG_ASSOCIATED.to_string(), "true".to_string()),
-                    ]
-                    .into(),
+                    tags: ours,
                 },
             );
+        } else {
+            self.keep_ip_tag();
         }
+    }
+
+    /// An address the controller associated says whether its Service keeps it
+    /// ([`TAG_KEEP_IP`]), so that the orphan pass never releases a kept address whose
+    /// Service went without the controller seeing it.
+    fn keep_ip_tag(&mut self) {
+        let Some(ip) = self.observed.ip.as_ref().filter(|ip| ip.associated_by_us()) else {
+            return;
+        };
+        let tagged = ip.tags.get(TAG_KEEP_IP).is_some_and(|v| v == "true");
+        let step = match (self.spec.keep_ip, tagged) {
+            (true, false) => Step::TagResources {
+                resource_type: TagResourceType::PublicIpAddress,
+                resources: vec![ResourceRef::Existing(ip.id.clone())],
+                tags: [(TAG_KEEP_IP.to_string(), "true".to_string())].into(),
+            },
+            (false, true) => Step::UntagResources {
+                resource_type: TagResourceType::PublicIpAddress,
+                resources: vec![ip.id.clone()],
+                keys: vec![TAG_KEEP_IP.to_string()],
+            },
+            _ => return,
+        };
+        self.push(Stage::Finish, step);
     }
 }

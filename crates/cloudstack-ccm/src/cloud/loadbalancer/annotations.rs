@@ -232,7 +232,7 @@ pub static KEEP_IP: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-keep-ip",
     kind: AnnotationKind::Bool,
     default: "false",
-    description: "Keep the public IP allocated when the Service is deleted or stops being a load balancer. The address is yours from then on, as one you brought: the controller removes its ownership tags from it, and a later Service that requests it (`spec.loadBalancerIP` or `…-address`) never releases it.",
+    description: "Keep the public IP allocated when the Service is deleted or stops being a load balancer. The address is yours from then on, as one you brought: the controller removes its ownership tags from it, and a later Service that requests it (`spec.loadBalancerIP` or `…-address`) never releases it. While the Service asks for this, an address the controller associated carries the tag `cloudstack-ccm/keep-ip=true`, so that the orphan clean-up never releases it even if the Service disappears without the controller seeing it (a force-removed finalizer).",
     example: "true",
     origin: Origin::Leaseweb,
     set_by: SetBy::User,

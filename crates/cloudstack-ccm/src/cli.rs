@@ -120,7 +120,7 @@ pub struct ManagerArgs {
     pub master: Option<String>,
 
     /// Controllers to run: '*' for all, a name to enable, '-name' to disable.
-    /// Names: cloud-node, cloud-node-lifecycle, service (route is accepted and ignored).
+    /// Names: cloud-node, cloud-node-lifecycle, service, route.
     #[arg(
         global = true,
         long,
@@ -221,27 +221,27 @@ pub struct ManagerArgs {
     // Routes and orphans.
     /// Create VPC static routes for the Nodes' pod CIDRs (the route controller; it also
     /// needs --allocate-node-cidrs, VPC tiers and CloudStack 4.22).
-    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+    #[arg(long, global = true, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true,
           default_value = "true", default_missing_value = "true", value_parser = parse_go_bool)]
     pub configure_cloud_routes: bool,
 
     /// The Nodes get pod CIDRs (allocated by kube-controller-manager); as in Kubernetes, the
     /// route controller runs only when this is set.
-    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+    #[arg(long, global = true, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true,
           default_value = "false", default_missing_value = "true", value_parser = parse_go_bool)]
     pub allocate_node_cidrs: bool,
 
     /// CIDR range(s) of the pods (comma-separated); routes tagged for this cluster outside
     /// them are left alone.
-    #[arg(long, value_name = "CIDRS", value_delimiter = ',', value_parser = parse_cidr)]
+    #[arg(long, global = true, value_name = "CIDRS", value_delimiter = ',', value_parser = parse_cidr)]
     pub cluster_cidr: Vec<Cidr>,
 
     /// How often the route controller reconciles every route.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, global = true, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub route_reconciliation_period: Duration,
 
     /// Let the service controller delete the orphans it counts on its periodic pass.
-    #[arg(long, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true,
+    #[arg(long, global = true, value_name = "BOOL", action = ArgAction::Set, num_args = 0..=1, require_equals = true,
           default_value = "false", default_missing_value = "true", value_parser = parse_go_bool)]
     pub delete_orphans: bool,
 }
@@ -359,6 +359,33 @@ mod tests {
                 .chain(args.iter().copied())
                 .map(OsString::from),
         )
+    }
+
+    #[test]
+    fn every_flag_of_the_controller_manager_is_accepted_after_a_subcommand() {
+        use clap::CommandFactory;
+        let command = Cli::command();
+        let local: Vec<&str> = command
+            .get_arguments()
+            .filter(|arg| !arg.is_global_set())
+            .map(|arg| arg.get_id().as_str())
+            .filter(|id| !matches!(*id, "help" | "version"))
+            .collect();
+        assert!(local.is_empty(), "flags not global: {local:?}");
+        let parsed = parse(&[
+            "plan",
+            "--allocate-node-cidrs=true",
+            "--cluster-cidr=10.244.0.0/16",
+            "--route-reconciliation-period=30s",
+            "--configure-cloud-routes=false",
+            "--delete-orphans",
+        ])
+        .expect("route and orphan flags after plan");
+        assert!(parsed.cli.manager.allocate_node_cidrs && parsed.cli.manager.delete_orphans);
+        assert_eq!(
+            parsed.cli.manager.route_reconciliation_period,
+            Duration::from_secs(30)
+        );
     }
 
     #[test]

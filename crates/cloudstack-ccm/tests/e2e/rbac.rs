@@ -2,7 +2,8 @@
 //! ClusterRole of the Go provider's manifest (what CloudStack Kubernetes Service
 //! installs) and with `deploy/rbac.yaml`, the real `kube::Client` holding the
 //! ServiceAccount's token takes the Lease, initialises Nodes, serves a LoadBalancer
-//! Service and records its Events without one 403. Events repeat as client-go's recorder
+//! Service and records its Events, routes a Node's pod CIDR (its `NetworkUnavailable`
+//! condition on `nodes/status`) and deletes a Node whose VM is gone, without one 403. Events repeat as client-go's recorder
 //! repeats them: the same message updates the count, a new message is a new Event, so
 //! the newest Event names the current cause.
 
@@ -12,13 +13,15 @@ use std::time::Duration;
 
 use crate::services::support::{LbTest, fast_settings, lb_service, with_annotations};
 use cloudstack_ccm::cloud::loadbalancer::annotations;
+use cloudstack_ccm::controllers::route::{self, RouteSettings};
 use cloudstack_ccm::controllers::{node, node_lifecycle, service};
 use cloudstack_ccm::leader::{Attempt, LeaderElector, LeaderStatus, LeaseConfig};
-use cloudstack_sim::Scenario;
+use cloudstack_sim::{NicSpec, Scenario, VmSpec};
 use common::{
     CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE, Harness, HarnessOptions, TestNode,
     UNINITIALIZED_TAINT, WAIT, eventually, has_taint, provider_id,
 };
+use kube::api::{Patch, PatchParams};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -98,9 +101,16 @@ fn deploy_role() -> Vec<(String, Option<String>, Value)> {
 async fn controllers_run_without_a_403(objects: Vec<(String, Option<String>, Value)>) {
     let mut scenario = Scenario::small();
     scenario.settings.job_duration_ms = 2;
+    // Static routes to a next hop need 4.22.
+    scenario.version = cloudstack_sim::Version::parse("4.22").unwrap();
     let mut h = Harness::start_with(HarnessOptions {
         scenario,
         rbac: true,
+        routes: RouteSettings {
+            allocate_node_cidrs: true,
+            reconciliation_period: Duration::from_millis(100),
+            ..RouteSettings::default()
+        },
         ..HarnessOptions::default()
     })
     .await;
@@ -184,6 +194,49 @@ async fn controllers_run_without_a_403(objects: Vec<(String, Option<String>, Val
     t.delete("web").await;
     t.wait_gone("web").await;
     t.wait_event("web", "DeletedLoadBalancer", "").await;
+
+    // A Node on a VPC tier with a pod CIDR: the route controller routes it and sets its
+    // NetworkUnavailable condition through nodes/status.
+    let mut t = t;
+    let vm =
+        t.h.sim
+            .add_vm(VmSpec {
+                nics: vec![NicSpec {
+                    network: "tier1".into(),
+                    ipv4: "10.100.1.31".into(),
+                    ipv6: None,
+                    isdefault: true,
+                }],
+                ..common::vm_spec("routed-1", "10.100.1.31")
+            })
+            .unwrap();
+    t.h.spawn(route::run);
+    t.h.create_node(TestNode::new("routed-1").ready(true)).await;
+    t.h.wait_for_node("routed-1", "initialised", |n| {
+        !has_taint(n, UNINITIALIZED_TAINT)
+    })
+    .await;
+    t.h.nodes()
+        .patch(
+            "routed-1",
+            &PatchParams::default(),
+            &Patch::Merge(
+                &json!({ "spec": { "podCIDR": "10.244.7.0/24", "podCIDRs": ["10.244.7.0/24"] } }),
+            ),
+        )
+        .await
+        .unwrap();
+    t.h.wait_for_node("routed-1", "NetworkUnavailable=False", |n| {
+        n.status
+            .iter()
+            .flat_map(|s| s.conditions.iter().flatten())
+            .any(|c| c.type_ == "NetworkUnavailable" && c.status == "False")
+    })
+    .await;
+    // Its VM is expunged and the kubelet stops reporting: node-lifecycle deletes the Node.
+    assert!(t.h.sim.remove_vm(&vm));
+    t.h.set_ready("routed-1", false).await;
+    t.h.wait_for_node_gone("routed-1").await;
 
     let denials = t.h.apiserver.denials();
     assert!(

@@ -27,25 +27,25 @@ use crate::Error;
 /// certificate and a malformed certificate are configuration errors naming the file.
 pub fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, Error> {
     let pem = std::fs::read(path)
-        .map_err(|e| Error::Config(format!("ca_file {}: cannot read: {e}", path.display())))?;
+        .map_err(|e| Error::Config(format!("ca-file {}: cannot read: {e}", path.display())))?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| {
             Error::Config(format!(
-                "ca_file {}: not a PEM certificate bundle: {e}",
+                "ca-file {}: not a PEM certificate bundle: {e}",
                 path.display()
             ))
         })?;
     if certs.is_empty() {
         return Err(Error::Config(format!(
-            "ca_file {}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+            "ca-file {}: holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
             path.display()
         )));
     }
     for cert in &certs {
         rustls::server::ParsedCertificate::try_from(cert).map_err(|e| {
             Error::Config(format!(
-                "ca_file {}: not a valid certificate: {e}",
+                "ca-file {}: not a valid certificate: {e}",
                 path.display()
             ))
         })?;
@@ -69,14 +69,14 @@ pub fn client_config(
     for cert in &ca_certs {
         roots
             .add(cert.clone())
-            .map_err(|e| Error::Config(format!("ca_file: not a usable CA certificate: {e}")))?;
+            .map_err(|e| Error::Config(format!("ca-file: not a usable CA certificate: {e}")))?;
     }
     let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
         Arc::new(roots),
         provider.clone(),
     )
     .build()
-    .map_err(|e| Error::Config(format!("ca_file: cannot build the TLS verifier: {e}")))?;
+    .map_err(|e| Error::Config(format!("ca-file: cannot build the TLS verifier: {e}")))?;
     let verifier = PinnedOrWebPki {
         webpki,
         pinned: ca_certs,

@@ -65,6 +65,11 @@ fn assert_error_names(output: &str, key: &str) {
             && last.contains(&format!("cloud-config {key}")),
         "the last line must be one error naming {key}: {output}"
     );
+    let errors = output
+        .lines()
+        .filter(|line| line.to_ascii_lowercase().contains("error"))
+        .count();
+    assert_eq!(errors, 1, "one error line, not a chain: {output}");
     assert!(
         !output.contains("controllers started"),
         "no controller may run: {output}"

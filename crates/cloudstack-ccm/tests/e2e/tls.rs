@@ -165,6 +165,8 @@ fn an_empty_or_unreadable_ca_file_is_a_start_up_error_in_one_line() {
     for (ca_file, fragment) in [
         (empty.path().to_path_buf(), "holds no PEM certificate"),
         (PathBuf::from("/nonexistent/ca.pem"), "cannot read"),
+        // A directory where the file should be (a Secret mounted at the wrong path).
+        (std::env::temp_dir(), "cannot read"),
     ] {
         let config = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(
@@ -185,7 +187,7 @@ fn an_empty_or_unreadable_ca_file_is_a_start_up_error_in_one_line() {
         let last = stderr.lines().last().unwrap_or_default();
         assert!(
             last.starts_with("cloudstack-ccm: error: ")
-                && last.contains(&ca_file.display().to_string())
+                && last.contains(&format!("ca-file {}", ca_file.display()))
                 && last.contains(fragment),
             "{stderr}"
         );

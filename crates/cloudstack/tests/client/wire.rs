@@ -174,7 +174,7 @@ fn invalid_configuration_is_rejected_naming_the_field() {
     missing_ca.ca_file = Some("/nonexistent/ca.pem".into());
     let error = cloudstack::Client::new(missing_ca).unwrap_err().to_string();
     assert!(
-        error.contains("ca_file") && error.contains("/nonexistent/ca.pem"),
+        error.contains("ca-file") && error.contains("/nonexistent/ca.pem"),
         "{error}"
     );
 

@@ -107,6 +107,7 @@ async fn every_printed_command_works_as_printed() {
     let (deletes, others): (Vec<&str>, Vec<&str>) =
         commands.iter().partition(|c| c.contains(" delete "));
     let mut ran = 0;
+    let mut shown_events = 0;
     for command in others.into_iter().chain(deletes) {
         let needs_cs = command.contains("python3");
         let program = program_of(command);
@@ -129,16 +130,41 @@ async fn every_printed_command_works_as_printed() {
         .await
         .unwrap_or_else(|_| panic!("{command} did not finish"))
         .expect("sh runs");
+        let stdout = String::from_utf8_lossy(&result.stdout);
         assert!(
             result.status.success(),
-            "{command}\nstdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&result.stdout),
+            "{command}\nstdout: {stdout}\nstderr: {}",
             String::from_utf8_lossy(&result.stderr)
         );
+        // What the commands are printed for must be there: the Events of the demo's
+        // Service and Nodes, the Service's address.
+        if command.starts_with("kubectl ") && command.contains(" events") {
+            shown_events += 1;
+            assert!(
+                ["EnsuredLoadBalancer", "EnsuringLoadBalancer", "Synced"]
+                    .iter()
+                    .any(|reason| stdout.contains(reason)),
+                "{command} shows the demo's Events:\n{stdout}"
+            );
+        }
+        if command.starts_with("kubectl ") && command.contains(" describe ") {
+            shown_events += 1;
+            let events = stdout.split("Events:").nth(1).unwrap_or_default();
+            assert!(
+                events.lines().any(|line| line.contains("Normal")),
+                "{command} lists Events:\n{stdout}"
+            );
+        }
         ran += 1;
     }
     println!("ran {ran} of {} printed commands", commands.len());
     assert!(ran >= 1);
+    if installed("kubectl") {
+        assert!(
+            shown_events >= 2,
+            "the printed kubectl commands show Events: {output}"
+        );
+    }
 
     if let Some(pid) = demo.id() {
         let _ = std::process::Command::new("kill")

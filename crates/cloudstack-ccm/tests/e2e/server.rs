@@ -348,6 +348,42 @@ async fn idle_connections_are_capped_and_closed_and_healthz_still_answers() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_idle_connections_does_not_starve_the_controllers() {
+    if crate::common::skip_in_remote_mode("serves the health port in the test process") {
+        return;
+    }
+    let mut h = crate::common::Harness::start_with(Default::default()).await;
+    let listener = server::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let state = ServerState {
+        metrics: h.ctx.metrics.clone(),
+        readiness: Readiness::new(LeaderStatus::new()),
+    };
+    let (_trigger, shutdown) = shutdown_channel();
+    tokio::spawn(server::serve(listener, state, async move {
+        shutdown.wait().await
+    }));
+    // Far more idle connections than the server keeps: it holds 64 at most, so the
+    // process keeps file descriptors and tasks for its controllers.
+    let mut idle = Vec::new();
+    for _ in 0..500 {
+        if let Ok(stream) = tokio::net::TcpStream::connect(addr).await {
+            idle.push(stream);
+        }
+    }
+    h.spawn(cloudstack_ccm::controllers::node::run);
+    h.create_node(crate::common::TestNode::new("node-1")).await;
+    h.wait_for_node(
+        "node-1",
+        "initialised while the health port is flooded",
+        |n| !crate::common::has_taint(n, crate::common::UNINITIALIZED_TAINT),
+    )
+    .await;
+    drop(idle);
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn a_kept_alive_connection_idle_between_requests_is_closed() {
     let listener = server::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();

@@ -524,3 +524,71 @@ async fn a_kept_address_of_a_force_deleted_service_is_never_released() {
     );
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_acl_item_of_a_force_deleted_vpc_service_is_found_and_removed() {
+    let mut scenario = Scenario::small();
+    let vms = scenario.add_vms(cloudstack_sim::SMALL_TIER, "vpc-node-", 2);
+    let names: Vec<&str> = vms.iter().map(String::as_str).collect();
+    let resync = Duration::from_secs(100);
+    let t = LbTest::prepare(scenario, &names, resync).await;
+    let (stop_controller, controller_shutdown) = shutdown_channel();
+    let controller = tokio::spawn(service::run_with(
+        t.h.ctx.clone(),
+        fast_settings(resync),
+        t.h.new_caches(),
+        controller_shutdown,
+    ));
+    let mut web = lb_service("web", &[("TCP", 80, 30080)]);
+    web.spec.as_mut().expect("spec").load_balancer_source_ranges =
+        Some(vec!["198.51.100.0/24".into()]);
+    t.create(&web).await;
+    t.wait_for_ip("web").await;
+    let uid = t.uid("web").await;
+    let acl_item = common::eventually("the Service's ACL item", common::WAIT, || async {
+        t.h.sim.with_state(|s| {
+            s.acl_items
+                .iter()
+                .find(|i| i.cidrs == ["198.51.100.0/24"])
+                .map(|i| i.id.clone())
+        })
+    })
+    .await;
+    // Tagged as the Service's, so that it can be found once the Service is gone.
+    let owner = ("cloudstack-ccm/service-uid".to_string(), uid.clone());
+    common::eventually("the ACL item is tagged", common::WAIT, || async {
+        tags_of(&t.h, &acl_item).contains(&owner).then_some(())
+    })
+    .await;
+
+    stop_controller.trigger();
+    controller.await.unwrap().unwrap();
+    t.services()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    t.delete("web").await;
+    t.wait_gone("web").await;
+
+    let removed = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), true)
+        .await
+        .unwrap();
+    let item = removed
+        .orphans
+        .iter()
+        .find(|o| o.kind == OrphanKind::AclItem)
+        .unwrap_or_else(|| panic!("the ACL item is an orphan: {:?}", removed.orphans));
+    assert_eq!(item.id, acl_item);
+    assert!(item.reason.contains(&uid), "{item}");
+    assert_eq!(removed.failed(), 0, "{:?}", removed.deleted);
+    assert!(
+        t.h.sim
+            .with_state(|s| s.acl_items.iter().all(|i| i.id != acl_item)),
+        "the orphaned ACL item is deleted"
+    );
+    t.stop().await;
+}

@@ -22,14 +22,6 @@ async fn label_node(t: &LbTest, name: &str, key: &str, value: &str) {
         .unwrap_or_else(|e| panic!("labelling node {name}: {e}"));
 }
 
-/// The reasons of the Events about `name`.
-fn reasons(t: &LbTest, name: &str) -> Vec<String> {
-    t.h.events_about(name)
-        .iter()
-        .filter_map(|e| common::event_reason(e).map(str::to_string))
-        .collect()
-}
-
 /// The Warning Events about `name`, as `reason: note`.
 fn warnings(t: &LbTest, name: &str) -> Vec<String> {
     t.h.events_about(name)

@@ -363,4 +363,62 @@ mod tests {
         assert!(err.to_string().contains("aabc-tcp-80"), "{err}");
         assert!(err.cloudstack().is_some());
     }
+
+    fn api_error(code: u32, text: &str) -> cloudstack::Error {
+        cloudstack::Error::Api {
+            command: "deleteFirewallRule".into(),
+            http_status: u16::try_from(code).unwrap_or(530),
+            errorcode: code,
+            cserrorcode: Some(9999),
+            errortext: text.into(),
+        }
+    }
+
+    fn job_error(code: u32, text: &str) -> cloudstack::Error {
+        cloudstack::Error::JobFailed {
+            command: "deleteLoadBalancerRule".into(),
+            jobid: "j1".into(),
+            errorcode: code,
+            errortext: text.into(),
+        }
+    }
+
+    #[test]
+    fn a_delete_that_finds_nothing_has_done_its_job() {
+        assert!(gone_is_fine(Ok(())).is_ok());
+        let gone = [
+            // The id no longer names an entity (the API layer's answer).
+            api_error(
+                431,
+                "Unable to execute API command deletefirewallrule due to invalid value. Invalid parameter id value=f1 due to incorrect long value format, or entity does not exist or due to incorrect parameter annotation for the field in api cmd class.",
+            ),
+            // The rule went while the job waited (the manager's answer).
+            job_error(431, "Unable to find load balancer rule r1"),
+        ];
+        for err in gone {
+            let text = err.to_string();
+            assert!(gone_is_fine(Err(err)).is_ok(), "gone: {text}");
+        }
+        let failed = [
+            api_error(
+                431,
+                "Unable to execute API command deletefirewallrule due to missing parameter id",
+            ),
+            api_error(530, "router is busy"),
+            job_error(536, "resource in use"),
+            // Not "not found": the role may not call the command.
+            api_error(
+                401,
+                "The given command 'deleteFirewallRule' either does not exist, is not available for user.",
+            ),
+            cloudstack::Error::Decode {
+                command: "deleteFirewallRule".into(),
+                detail: "does not exist".into(),
+            },
+        ];
+        for err in failed {
+            let text = err.to_string();
+            assert!(gone_is_fine(Err(err)).is_err(), "still an error: {text}");
+        }
+    }
 }

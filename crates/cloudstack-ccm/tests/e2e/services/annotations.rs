@@ -24,14 +24,6 @@ async fn annotate(t: &LbTest, name: &str, key: &str, value: &str) {
     .await;
 }
 
-/// The reasons of the Events about `name`.
-fn reasons(t: &LbTest, name: &str) -> Vec<String> {
-    t.h.events_about(name)
-        .iter()
-        .filter_map(|e| common::event_reason(e).map(str::to_string))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_value_falls_back_and_members_still_follow_the_nodes() {
     let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;

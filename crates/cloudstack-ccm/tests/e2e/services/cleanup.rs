@@ -2,7 +2,7 @@
 //! `openfirewall` made go with their load-balancer rule), an address kept with `keep-ip`
 //! stays with whoever requests it next, and load balancers adopted from the Go provider
 //! are cleaned up as the Go provider would have (its addresses released, its ACL items
-//! removed).
+//! removed). What was deleted by hand meanwhile counts as deleted.
 
 use crate::common;
 
@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::support::*;
 use cloudstack::{
     AssignToLoadBalancerRule, AssociateIpAddress, CreateFirewallRule, CreateLoadBalancerRule,
-    CreateNetworkAcl,
+    CreateNetworkAcl, DeleteFirewallRule, DeleteLoadBalancerRule,
 };
 use cloudstack_ccm::cloud::loadbalancer::annotations;
 use cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name;
@@ -84,6 +84,101 @@ async fn deleting_services_makes_no_failing_call() {
         mutating_counts(&t.h).get("deleteFirewallRule"),
         Some(&2),
         "only the firewall rules of the source ranges: those openfirewall made go with their rule"
+    );
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_was_deleted_by_hand_does_not_block_the_deletion() {
+    if common::skip_in_remote_mode("reads the simulator's call log") {
+        return;
+    }
+    let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
+    // Source ranges: each port has its own firewall rule besides its load-balancer rule.
+    let mut ranged = lb_service("ranged", &[("TCP", 80, 30080), ("TCP", 443, 30443)]);
+    ranged
+        .spec
+        .as_mut()
+        .expect("spec")
+        .load_balancer_source_ranges = Some(vec!["198.51.100.0/24".into()]);
+    t.create(&ranged).await;
+    let ip_id = ip_id_of(&t.h, &t.wait_for_ip("ranged").await);
+    let rules = t
+        .wait_rules("ranged", "have members", |r| {
+            r.len() == 2 && r.iter().all(|r| r.members.len() == 3)
+        })
+        .await;
+    common::eventually("firewall rules in place", common::WAIT, || async {
+        (firewall_rules(&t.h, &ip_id).len() == 2).then_some(())
+    })
+    .await;
+    let uid = t.uid("ranged").await;
+    // The controller is done with the Service: what it saw last has both rules of each kind.
+    settle().await;
+
+    // By hand: the firewall rule of port 80 and the load-balancer rule of port 443.
+    let firewall_80 = t.h.sim.with_state(|s| {
+        s.firewall_rules
+            .iter()
+            .find(|f| f.ip_id == ip_id && f.start_port == Some(80))
+            .map(|f| f.id.clone())
+            .expect("the firewall rule of port 80")
+    });
+    let lb_443 = rules
+        .iter()
+        .find(|r| r.public_port == 443)
+        .expect("rule 443")
+        .id
+        .clone();
+    let cloud = t.client_of(common::ACCOUNT);
+    cloud
+        .delete_firewall_rule(&DeleteFirewallRule {
+            id: firewall_80.clone(),
+        })
+        .await
+        .expect("firewall rule deleted by hand");
+    cloud
+        .delete_load_balancer_rule(&DeleteLoadBalancerRule { id: lb_443.clone() })
+        .await
+        .expect("load-balancer rule deleted by hand");
+
+    let since = sim_now_ms();
+    t.delete("ranged").await;
+    t.wait_gone("ranged").await;
+    assert!(t.rules_of_uid(&uid).is_empty(), "rules deleted");
+    assert!(
+        firewall_rules(&t.h, &ip_id).is_empty(),
+        "no firewall rule left"
+    );
+    assert_eq!(
+        ip_state(&t.h, &ip_id).as_deref(),
+        Some("Free"),
+        "IP released"
+    );
+    // The deletion was planned from what the controller saw before the rules went: both
+    // deletes found nothing, and that was all that failed.
+    let mut failed = failing_calls(&t.h, since);
+    failed.sort();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    for (call, (command, id)) in failed.iter().zip([
+        ("deleteFirewallRule", &firewall_80),
+        ("deleteLoadBalancerRule", &lb_443),
+    ]) {
+        assert!(
+            call.starts_with(&format!("{command}: "))
+                && call.contains(id.as_str())
+                && call.contains("does not exist"),
+            "{command} of {id} found nothing: {failed:?}"
+        );
+    }
+    let seen = reasons(&t, "ranged");
+    assert!(
+        !seen.iter().any(|r| r == "SyncLoadBalancerFailed"),
+        "no failure: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|r| r == "DeletedLoadBalancer"),
+        "deleted: {seen:?}"
     );
     t.stop().await;
 }

@@ -1,5 +1,5 @@
 //! Which Nodes serve a load balancer, end to end: the exclusion label by its presence,
-//! no failure while the Nodes are still initialising, and a load balancer that keeps its
+//! no failure and no Warning while the Nodes are still initialising, and a load balancer that keeps its
 //! members (with a Warning) when no Node is eligible any more.
 
 use crate::common;
@@ -22,11 +22,18 @@ async fn label_node(t: &LbTest, name: &str, key: &str, value: &str) {
         .unwrap_or_else(|e| panic!("labelling node {name}: {e}"));
 }
 
-/// The reasons of the Events about `name`.
-fn reasons(t: &LbTest, name: &str) -> Vec<String> {
+/// The Warning Events about `name`, as `reason: note`.
+fn warnings(t: &LbTest, name: &str) -> Vec<String> {
     t.h.events_about(name)
         .iter()
-        .filter_map(|e| common::event_reason(e).map(str::to_string))
+        .filter(|e| e.get("type").and_then(|v| v.as_str()) == Some("Warning"))
+        .map(|e| {
+            format!(
+                "{}: {}",
+                common::event_reason(e).unwrap_or_default(),
+                common::event_note(e)
+            )
+        })
         .collect()
 }
 
@@ -69,7 +76,19 @@ async fn no_failure_while_the_nodes_are_still_initialising() {
     }
     t.start_controller(Duration::from_secs(100));
     t.create(&lb_service("web", &[("TCP", 80, 30080)])).await;
+    // The controller has taken the Service up (the finalizer goes on just before the
+    // load balancer is looked at) and had time to look at the Nodes.
+    t.wait_for("web", "has the finalizer", has_finalizer).await;
     settle().await;
+    let early = warnings(&t, "web");
+    assert!(
+        early.is_empty(),
+        "no Warning while the Nodes initialise: {early:?}"
+    );
+    assert!(
+        t.rules("web").await.is_empty(),
+        "nothing built before a Node is eligible"
+    );
     // The cloud-node controller initialises them.
     for name in NODES {
         let patch = serde_json::json!({ "spec": {
@@ -91,6 +110,12 @@ async fn no_failure_while_the_nodes_are_still_initialising() {
     assert!(
         !seen.iter().any(|r| r == "SyncLoadBalancerFailed"),
         "no failure while Nodes initialise: {seen:?}"
+    );
+    // Neither `UnAvailableLoadBalancer` nor any other Warning, then or since.
+    let warned = warnings(&t, "web");
+    assert!(
+        warned.is_empty(),
+        "no Warning while Nodes initialise: {warned:?}"
     );
     t.stop().await;
 }

@@ -1,6 +1,8 @@
 //! Failures end to end: a CloudStack step that fails stops the plan with a Warning Event
 //! naming the step, the IP is already recorded on the Service, and a retry (with backoff)
-//! finishes the load balancer once CloudStack works again, without duplicates.
+//! finishes the load balancer once CloudStack works again, without duplicates. A role
+//! that may not call the load-balancer policy commands reads as "no policy": a Service
+//! whose rules the controller gave policies is still changed and deleted.
 
 use crate::common;
 
@@ -8,7 +10,9 @@ use std::time::Duration;
 
 use super::support::*;
 use cloudstack_ccm::cloud::loadbalancer::annotations;
-use cloudstack_sim::{ErrorFault, Faults, Scenario};
+use cloudstack_ccm::controllers::{service, shutdown_channel};
+use cloudstack_sim::state::PolicyKind;
+use cloudstack_sim::{ErrorFault, Faults, SMALL_NETSCALER_NETWORK, Scenario};
 
 const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
 
@@ -115,5 +119,157 @@ async fn an_invalid_annotation_is_reported_and_nothing_is_created() {
     // Deleting it is not blocked by anything.
     t.delete("bad").await;
     t.wait_gone("bad").await;
+    t.stop().await;
+}
+
+/// The load-balancer policy commands, which a role allowing `*LoadBalancer*` does not
+/// match (they are named `…LB…Policy…`).
+const POLICY_COMMANDS: [&str; 6] = [
+    "listLBStickinessPolicies",
+    "createLBStickinessPolicy",
+    "deleteLBStickinessPolicy",
+    "listLBHealthCheckPolicies",
+    "createLBHealthCheckPolicy",
+    "deleteLBHealthCheckPolicy",
+];
+
+/// CloudStack's answer to a command the account's role may not call: HTTP 401, errorcode
+/// 401 (`cloudstack-api/API.md` §1.5).
+fn not_allowed(command: &str) -> ErrorFault {
+    ErrorFault {
+        rate: 1.0,
+        code: 401,
+        text: Some(format!(
+            "The given command '{command}' either does not exist, is not available for user."
+        )),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_policy_lists_read_as_no_policy_on_update_and_delete() {
+    if common::skip_in_remote_mode("injects faults into the simulator") {
+        return;
+    }
+    let resync = Duration::from_secs(100);
+    // NetScaler: both policy kinds exist there.
+    let mut scenario = Scenario::small();
+    let vms = scenario.add_vms(SMALL_NETSCALER_NETWORK, "ns-node-", 2);
+    let nodes: Vec<&str> = vms.iter().map(String::as_str).collect();
+    let t = LbTest::prepare(scenario, &nodes, resync).await;
+    let policies = [
+        (annotations::STICKINESS_METHOD.key, "SourceBased"),
+        (annotations::HEALTH_CHECK_PATH.key, "/ready"),
+    ];
+    let (first_trigger, first_shutdown) = shutdown_channel();
+    let first = tokio::spawn(service::run_with(
+        t.h.ctx.clone(),
+        fast_settings(resync),
+        t.h.new_caches(),
+        first_shutdown,
+    ));
+    for (name, node_port) in [("changed", 30080), ("deleted", 30081)] {
+        t.create(&with_annotations(
+            lb_service(name, &[("TCP", 80, node_port)]),
+            &policies,
+        ))
+        .await;
+    }
+    let policy_rules = |kind: PolicyKind| {
+        t.h.sim.with_state(|s| {
+            let mut rules: Vec<String> = s
+                .policies
+                .iter()
+                .filter(|p| p.kind == kind)
+                .map(|p| p.rule_id.clone())
+                .collect();
+            rules.sort();
+            rules
+        })
+    };
+    let mut rule_ids = Vec::new();
+    for name in ["changed", "deleted"] {
+        let rules = t
+            .wait_rules(name, "has members", |r| {
+                r.len() == 1 && r[0].members == nodes
+            })
+            .await;
+        rule_ids.push(rules[0].id.clone());
+    }
+    rule_ids.sort();
+    common::eventually("each rule has both policies", common::WAIT, || async {
+        (policy_rules(PolicyKind::Stickiness) == rule_ids
+            && policy_rules(PolicyKind::HealthCheck) == rule_ids)
+            .then_some(())
+    })
+    .await;
+    let deleted_uid = t.uid("deleted").await;
+    let deleted_ip = ip_id_of(&t.h, &t.wait_for_ip("deleted").await);
+    first_trigger.trigger();
+    first
+        .await
+        .expect("the first controller does not panic")
+        .expect("the first controller stops cleanly");
+
+    // The account's role loses the policy commands; meanwhile one Service drops its
+    // policies and gains a port, the other is deleted.
+    let mut faults = Faults::default();
+    for command in POLICY_COMMANDS {
+        faults.errors.insert(command.into(), not_allowed(command));
+    }
+    t.h.sim.set_faults(faults);
+    let mut change = ports_patch(&[("TCP", 80, 30080), ("TCP", 443, 30443)]);
+    change["metadata"]["annotations"] = serde_json::json!({
+        annotations::STICKINESS_METHOD.key: null,
+        annotations::HEALTH_CHECK_PATH.key: null,
+    });
+    t.patch("changed", change).await;
+    t.delete("deleted").await;
+
+    // A new process: no cache, so the rules' policies are asked for (the rules' tags say
+    // the controller made some) and refused.
+    let since = sim_now_ms();
+    let (second_trigger, second_shutdown) = shutdown_channel();
+    let second = tokio::spawn(service::run_with(
+        t.h.ctx.clone(),
+        fast_settings(resync),
+        t.h.new_caches(),
+        second_shutdown,
+    ));
+    t.wait_gone("deleted").await;
+    assert!(t.rules_of_uid(&deleted_uid).is_empty(), "rules deleted");
+    assert_eq!(
+        ip_state(&t.h, &deleted_ip).as_deref(),
+        Some("Free"),
+        "IP released"
+    );
+    t.wait_rules("changed", "have the new port with members", |r| {
+        r.len() == 2 && r.iter().all(|r| r.members == nodes)
+    })
+    .await;
+    settle().await;
+
+    let failed = failing_calls(&t.h, since);
+    for list in ["listLBStickinessPolicies", "listLBHealthCheckPolicies"] {
+        assert!(
+            failed.iter().any(|f| f.starts_with(&format!("{list}: "))),
+            "{list} was asked for and refused: {failed:?}"
+        );
+    }
+    assert!(
+        failed.iter().all(|f| f.starts_with("listLB")),
+        "only the policy lists were refused; nothing else failed: {failed:?}"
+    );
+    for name in ["changed", "deleted"] {
+        let seen = reasons(&t, name);
+        assert!(
+            !seen.iter().any(|r| r == "SyncLoadBalancerFailed"),
+            "{name}: no failure: {seen:?}"
+        );
+    }
+    second_trigger.trigger();
+    second
+        .await
+        .expect("the second controller does not panic")
+        .expect("the second controller stops cleanly");
     t.stop().await;
 }

@@ -282,6 +282,14 @@ impl LbTest {
     }
 }
 
+/// The reasons of the Events about Service `name`.
+pub fn reasons(t: &LbTest, name: &str) -> Vec<String> {
+    t.h.events_about(name)
+        .iter()
+        .filter_map(|e| crate::common::event_reason(e).map(str::to_string))
+        .collect()
+}
+
 /// Creates an initialised Node for simulator VM `name` (providerID from the VM id; in
 /// remote mode for the environment's VM standing for `name`).
 pub async fn add_node(h: &Harness, name: &str) {

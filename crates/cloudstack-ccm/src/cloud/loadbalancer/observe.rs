@@ -120,6 +120,11 @@ pub struct ObservedRule {
     pub health_checks: Vec<ObservedHealthCheck>,
     /// Stickiness policies.
     pub stickiness: Vec<ObservedStickiness>,
+    /// The server or the role refused the health-check policy list: such policies are
+    /// unknown, not absent.
+    pub health_checks_unknown: bool,
+    /// The stickiness policy list was refused (as [`ObservedRule::health_checks_unknown`]).
+    pub stickiness_unknown: bool,
 }
 
 /// A firewall rule on the Service's public IP (isolated networks).

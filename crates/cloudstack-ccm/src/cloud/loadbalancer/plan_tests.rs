@@ -171,6 +171,8 @@ fn observed_rule(
         tags: owner_tags(),
         health_checks: Vec::new(),
         stickiness: Vec::new(),
+        health_checks_unknown: false,
+        stickiness_unknown: false,
     }
 }
 
@@ -1276,6 +1278,34 @@ fn keep_ip_hands_the_address_to_the_user() {
         !p.steps().any(|s| matches!(s, Step::ReleaseIp { .. })),
         "{p}"
     );
+}
+
+#[test]
+fn policies_the_role_may_not_list_are_left_alone_where_the_controller_made_one() {
+    let ctx = netscaler();
+    let sticky = spec(
+        json!({(ann::STICKINESS_METHOD.key): "SourceBased"}),
+        &THREE_PORTS[..1],
+        json!({}),
+    );
+    let mut observed = applied(&sticky, &["vm1"]);
+    let creates = |observed: &ObservedLb| {
+        plan(&sticky, observed, &backends(&["vm1"]), &ctx)
+            .unwrap()
+            .steps()
+            .filter(|s| matches!(s, Step::CreateStickiness { .. }))
+            .count()
+    };
+    // The list was refused and the rule says the controller gave it a policy: unknown,
+    // so nothing is created on top of it.
+    observed.rules[0].stickiness_unknown = true;
+    observed.rules[0]
+        .tags
+        .insert(TAG_STICKINESS.to_string(), "true".to_string());
+    assert_eq!(creates(&observed), 0);
+    // Refused, but the controller never made one: it makes it.
+    observed.rules[0].tags.remove(TAG_STICKINESS);
+    assert_eq!(creates(&observed), 1);
 }
 
 #[test]

@@ -124,14 +124,7 @@ async fn an_invalid_annotation_is_reported_and_nothing_is_created() {
 
 /// The load-balancer policy commands, which a role allowing `*LoadBalancer*` does not
 /// match (they are named `…LB…Policy…`).
-const POLICY_COMMANDS: [&str; 6] = [
-    "listLBStickinessPolicies",
-    "createLBStickinessPolicy",
-    "deleteLBStickinessPolicy",
-    "listLBHealthCheckPolicies",
-    "createLBHealthCheckPolicy",
-    "deleteLBHealthCheckPolicy",
-];
+const POLICY_LISTS: [&str; 2] = ["listLBStickinessPolicies", "listLBHealthCheckPolicies"];
 
 /// CloudStack's answer to a command the account's role may not call: HTTP 401, errorcode
 /// 401 (`cloudstack-api/API.md` §1.5).
@@ -146,7 +139,7 @@ fn not_allowed(command: &str) -> ErrorFault {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn refused_policy_lists_read_as_no_policy_on_update_and_delete() {
+async fn refused_policy_lists_leave_policies_alone_and_changes_and_deletes_converge() {
     if common::skip_in_remote_mode("injects faults into the simulator") {
         return;
     }
@@ -167,7 +160,7 @@ async fn refused_policy_lists_read_as_no_policy_on_update_and_delete() {
         t.h.new_caches(),
         first_shutdown,
     ));
-    for (name, node_port) in [("changed", 30080), ("deleted", 30081)] {
+    for (name, node_port) in [("changed", 30080), ("deleted", 30081), ("kept", 30082)] {
         t.create(&with_annotations(
             lb_service(name, &[("TCP", 80, node_port)]),
             &policies,
@@ -187,7 +180,7 @@ async fn refused_policy_lists_read_as_no_policy_on_update_and_delete() {
         })
     };
     let mut rule_ids = Vec::new();
-    for name in ["changed", "deleted"] {
+    for name in ["changed", "deleted", "kept"] {
         let rules = t
             .wait_rules(name, "has members", |r| {
                 r.len() == 1 && r[0].members == nodes
@@ -210,10 +203,11 @@ async fn refused_policy_lists_read_as_no_policy_on_update_and_delete() {
         .expect("the first controller does not panic")
         .expect("the first controller stops cleanly");
 
-    // The account's role loses the policy commands; meanwhile one Service drops its
-    // policies and gains a port, the other is deleted.
+    // The account's role loses the policy lists (it may still create and delete them);
+    // meanwhile one Service drops its policies and gains a port, one is deleted, one keeps
+    // its policies (which cannot be read now, and must not be created a second time).
     let mut faults = Faults::default();
-    for command in POLICY_COMMANDS {
+    for command in POLICY_LISTS {
         faults.errors.insert(command.into(), not_allowed(command));
     }
     t.h.sim.set_faults(faults);
@@ -259,7 +253,11 @@ async fn refused_policy_lists_read_as_no_policy_on_update_and_delete() {
         failed.iter().all(|f| f.starts_with("listLB")),
         "only the policy lists were refused; nothing else failed: {failed:?}"
     );
-    for name in ["changed", "deleted"] {
+    t.wait_rules("kept", "keeps its rule", |r| {
+        r.len() == 1 && r[0].members == nodes
+    })
+    .await;
+    for name in ["changed", "deleted", "kept"] {
         let seen = reasons(&t, name);
         assert!(
             !seen.iter().any(|r| r == "SyncLoadBalancerFailed"),

@@ -56,6 +56,8 @@ fn observed_rule(rule: &LoadBalancerRule) -> Option<ObservedRule> {
         tags: tag_map(&rule.tags),
         health_checks: Vec::new(),
         stickiness: Vec::new(),
+        health_checks_unknown: false,
+        stickiness_unknown: false,
     })
 }
 
@@ -282,6 +284,8 @@ pub(crate) async fn observe(
         rule.members = BTreeSet::clone(&details.members);
         rule.health_checks = details.health_checks.clone();
         rule.stickiness = details.stickiness.clone();
+        rule.health_checks_unknown = details.refused.health_check;
+        rule.stickiness_unknown = details.refused.stickiness;
     }
     let ip = find_ip(inputs.client, view, spec, &rules).await?;
     let own_ids: BTreeSet<&str> = rules.iter().map(|r| r.id.as_str()).collect();

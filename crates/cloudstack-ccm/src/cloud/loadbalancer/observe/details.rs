@@ -33,6 +33,8 @@ pub(crate) struct RuleDetails {
     pub health_checks: Vec<ObservedHealthCheck>,
     /// Stickiness policies (read only where the provider has them).
     pub stickiness: Vec<ObservedStickiness>,
+    /// The policy kinds whose list the server or the role refused: unknown, not absent.
+    pub refused: PolicyKinds,
 }
 
 /// A rule's details as the cache holds them: the member set shared with every other
@@ -47,6 +49,8 @@ pub(crate) struct CachedDetails {
     pub health_checks: Vec<ObservedHealthCheck>,
     /// Stickiness policies (read only where the provider has them).
     pub stickiness: Vec<ObservedStickiness>,
+    /// The policy kinds whose list was refused (unknown, not absent).
+    pub refused: PolicyKinds,
 }
 
 /// Which policy kinds to read for a rule.
@@ -133,6 +137,7 @@ impl Entries {
             members: self.member_sets.share(details.members),
             health_checks: details.health_checks,
             stickiness: details.stickiness,
+            refused: details.refused,
         });
         self.by_rule
             .insert(rule_id.to_string(), (Instant::now(), cached.clone()));
@@ -223,77 +228,93 @@ async fn read(
     let members = read_members(client, rule_id);
     let health_checks = async {
         if !kinds.health_check {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         }
         let request = ListLbHealthCheckPolicies {
             lbruleid: Some(rule_id.to_string()),
             ..Default::default()
         };
-        let lists = none_if_unsupported(client.list_lb_health_check_policies(&request).await)?;
-        Ok(lists
-            .into_iter()
-            .flat_map(|list| list.healthcheckpolicy)
-            .filter_map(|p| {
-                Some(ObservedHealthCheck {
-                    id: p.id?,
-                    path: p.pingpath.unwrap_or_default(),
-                    description: p.description.unwrap_or_default(),
-                    interval_secs: to_u32(p.healthcheckinterval),
-                    timeout_secs: to_u32(p.responsetime),
-                    healthy_threshold: to_u32(p.healthcheckthresshold),
-                    unhealthy_threshold: to_u32(p.unhealthcheckthresshold),
+        let Some(lists) = refused_as_none(client.list_lb_health_check_policies(&request).await)?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(
+            lists
+                .into_iter()
+                .flat_map(|list| list.healthcheckpolicy)
+                .filter_map(|p| {
+                    Some(ObservedHealthCheck {
+                        id: p.id?,
+                        path: p.pingpath.unwrap_or_default(),
+                        description: p.description.unwrap_or_default(),
+                        interval_secs: to_u32(p.healthcheckinterval),
+                        timeout_secs: to_u32(p.responsetime),
+                        healthy_threshold: to_u32(p.healthcheckthresshold),
+                        unhealthy_threshold: to_u32(p.unhealthcheckthresshold),
+                    })
                 })
-            })
-            .collect())
+                .collect(),
+        ))
     };
     let stickiness = async {
         if !kinds.stickiness {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         }
         let request = ListLbStickinessPolicies {
             lbruleid: Some(rule_id.to_string()),
             ..Default::default()
         };
-        let lists = none_if_unsupported(client.list_lb_stickiness_policies(&request).await)?;
-        Ok(lists
-            .into_iter()
-            .flat_map(|list| list.stickinesspolicy)
-            .filter_map(|p| {
-                Some(ObservedStickiness {
-                    id: p.id?,
-                    name: p.name.unwrap_or_default(),
-                    description: p.description.unwrap_or_default(),
-                    method: p.methodname.as_deref().and_then(StickinessMethod::parse),
-                    params: stickiness_params(p.params.as_ref()),
+        let Some(lists) = refused_as_none(client.list_lb_stickiness_policies(&request).await)?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(
+            lists
+                .into_iter()
+                .flat_map(|list| list.stickinesspolicy)
+                .filter_map(|p| {
+                    Some(ObservedStickiness {
+                        id: p.id?,
+                        name: p.name.unwrap_or_default(),
+                        description: p.description.unwrap_or_default(),
+                        method: p.methodname.as_deref().and_then(StickinessMethod::parse),
+                        params: stickiness_params(p.params.as_ref()),
+                    })
                 })
-            })
-            .collect())
+                .collect(),
+        ))
     };
     let (members, health_checks, stickiness) =
         futures::try_join!(members, health_checks, stickiness)?;
     Ok(RuleDetails {
         members,
-        health_checks,
-        stickiness,
+        refused: PolicyKinds {
+            health_check: health_checks.is_none(),
+            stickiness: stickiness.is_none(),
+        },
+        health_checks: health_checks.unwrap_or_default(),
+        stickiness: stickiness.unwrap_or_default(),
     })
 }
 
-/// A policy list the server or the role does not offer means no policy: CloudStack answers
-/// 432 for an unsupported action, 401 for a command the role may not call, and "… does
-/// not exist or is not available for the user" for a command it does not know.
-fn none_if_unsupported<T>(
+/// A policy list the server or the role does not offer (`None`): CloudStack answers 432
+/// for an unsupported action, 401 for a command the role may not call, and "… does not
+/// exist or is not available for the user" for a command it does not know. No policy of
+/// that kind is seen, and the planner leaves the kind alone on rules the controller gave
+/// one (see `Planner::policies`).
+fn refused_as_none<T>(
     listed: Result<Vec<T>, cloudstack::Error>,
-) -> Result<Vec<T>, cloudstack::Error> {
+) -> Result<Option<Vec<T>>, cloudstack::Error> {
     match listed {
         Err(err) if is_unsupported(&err) => {
-            tracing::debug!(error = %err, "policy list not available: no policies");
-            Ok(Vec::new())
+            tracing::debug!(error = %err, "policy list not available: policies unknown");
+            Ok(None)
         }
-        other => other,
+        other => other.map(Some),
     }
 }
 
-/// Whether an error says the command is not offered (see [`none_if_unsupported`]).
+/// Whether an error says the command is not offered (see [`refused_as_none`]).
 fn is_unsupported(err: &cloudstack::Error) -> bool {
     matches!(err.code(), Some(401 | 432))
         || err
@@ -340,7 +361,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unsupported_policy_list_means_no_policy() {
+    fn an_unsupported_policy_list_means_unknown_policies() {
         for err in [
             api_error(432, "Unknown API command"),
             api_error(401, "unable to verify user credentials"),
@@ -350,13 +371,10 @@ mod tests {
             ),
         ] {
             let listed: Result<Vec<u8>, _> = Err(err);
-            assert_eq!(none_if_unsupported(listed).expect("none"), Vec::<u8>::new());
+            assert_eq!(refused_as_none(listed).expect("refused"), None);
         }
         let other: Result<Vec<u8>, _> = Err(api_error(530, "job failed"));
-        assert!(
-            none_if_unsupported(other).is_err(),
-            "other errors stay errors"
-        );
+        assert!(refused_as_none(other).is_err(), "other errors stay errors");
     }
 
     #[test]

@@ -281,8 +281,15 @@ impl<'a> Planner<'a> {
     }
 
     /// Health-check and stickiness policies of one rule. Removals of outdated policies
-    /// go before creations (one policy of each kind per rule).
+    /// go before creations (one policy of each kind per rule). A kind whose list the
+    /// server or the role refused is left alone on a rule tagged as having one from the
+    /// controller: it cannot be compared or removed, and creating another would fail
+    /// ("Already applied … policy").
     fn policies(&mut self, rule: &RuleSpec, o: Option<&ObservedRule>, r: RuleRef) {
+        let unknown_health_check =
+            o.is_some_and(|o| o.health_checks_unknown && o.tags.contains_key(TAG_HEALTH_CHECK));
+        let unknown_stickiness =
+            o.is_some_and(|o| o.stickiness_unknown && o.tags.contains_key(TAG_STICKINESS));
         let caps = &self.ctx.network;
         let name = o
             .map_or(rule.name.as_str(), |o| o.name.as_str())
@@ -291,7 +298,8 @@ impl<'a> Planner<'a> {
             .spec
             .health_check
             .as_ref()
-            .filter(|_| caps.health_check && rule.protocol != LbProtocol::Udp);
+            .filter(|_| caps.health_check && rule.protocol != LbProtocol::Udp)
+            .filter(|_| !unknown_health_check);
         let mut create_hc = hc.is_some();
         for h in o.map(|o| o.health_checks.as_slice()).unwrap_or_default() {
             let same = hc.is_some_and(|w| {
@@ -322,7 +330,11 @@ impl<'a> Planner<'a> {
                 },
             );
         }
-        let st = self.spec.stickiness.as_ref();
+        let st = self
+            .spec
+            .stickiness
+            .as_ref()
+            .filter(|_| !unknown_stickiness);
         let mut create_st = st.is_some();
         for s in o.map(|o| o.stickiness.as_slice()).unwrap_or_default() {
             let same = st.is_some_and(|w| Some(w.method) == s.method && w.params == s.params);

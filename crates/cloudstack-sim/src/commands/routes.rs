@@ -4,7 +4,9 @@
 //! and `VpcManagerImpl.createStaticRoute` / `detectRoutesConflict` / `revokeStaticRoute`:
 //! a route sends a CIDR outside the VPC to a private gateway or, since 4.22 (the `vpcid` +
 //! `nexthop` parameters), to a next-hop address inside the VPC CIDR or a private gateway's
-//! network. Routes of one VPC never overlap (537). Jobs queue on the VPC (`vpcSyncObject`).
+//! network. A private gateway that is not `Ready` takes no route (431 "Gateway is not in the
+//! Ready state: …", in every version). Routes of one VPC never overlap (537). Jobs queue on
+//! the VPC (`vpcSyncObject`).
 
 use super::access::owner_fields;
 use super::tags_match;
@@ -12,7 +14,7 @@ use super::{Ctx, create_reply, embedded_tags, job_reply, lookup, lookup_required
 use crate::error::ApiError;
 use crate::jobs::JobAction;
 use crate::response::list_body;
-use crate::state::{State, StaticRoute, new_id, now_text};
+use crate::state::{GatewayState, State, StaticRoute, new_id, now_text};
 use serde_json::{Map, Value, json};
 use std::net::Ipv4Addr;
 
@@ -171,6 +173,13 @@ pub fn create_static_route(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             ));
         }
         (Some(g), None) => {
+            if g.state != GatewayState::Ready {
+                return Err(ApiError::param(format!(
+                    "Gateway is not in the {} state: {}",
+                    GatewayState::Ready,
+                    g.state
+                )));
+            }
             if requested_vpc.is_some_and(|v| v.id != g.vpc_id) {
                 return Err(ApiError::param("Invalid gateway id is given"));
             }

@@ -9,7 +9,7 @@ use crate::common;
 use cloudstack::{
     CreateStaticRoute, CreateTags, DeleteStaticRoute, ListStaticRoutes, ListTags, tag_value,
 };
-use cloudstack_sim::scenario::PrivateGatewaySpec;
+use cloudstack_sim::scenario::{GatewayState, PrivateGatewaySpec};
 use cloudstack_sim::{Scenario, SimServer, Version};
 use common::{api_error, client, id_of, start};
 
@@ -24,6 +24,7 @@ fn scenario_with_gateway(version: &str) -> Scenario {
         gateway: "172.16.0.1".into(),
         ip_address: "172.16.0.2".into(),
         netmask: "255.255.255.0".into(),
+        state: GatewayState::Ready,
     });
     scenario
 }
@@ -273,4 +274,68 @@ async fn before_4_22_only_the_gateway_form_exists() {
         .await
         .unwrap();
     assert_eq!(route.state.as_deref(), Some("Active"));
+}
+
+/// `VpcManagerImpl.createStaticRoute`: a gateway that is not `Ready` (still `Creating`, or
+/// `Deleting`) takes no route — 431 "Gateway is not in the Ready state: <state>", checked
+/// before the gateway's VPC is compared with `vpcid`; nothing is stored. A gateway of an
+/// older state file, written before gateways had a state, loads `Ready`.
+#[tokio::test]
+async fn a_gateway_that_is_not_ready_takes_no_route() {
+    const CREATING: &str = "0b8f9d36-6a0e-4f43-8f5d-3c1d2b7e9a02";
+    const DELETING: &str = "0b8f9d36-6a0e-4f43-8f5d-3c1d2b7e9a03";
+    for version in ["4.21", "4.22"] {
+        let mut scenario = scenario_with_gateway(version);
+        for (id, state, address) in [
+            (CREATING, GatewayState::Creating, "172.16.1"),
+            (DELETING, GatewayState::Deleting, "172.16.2"),
+        ] {
+            scenario.private_gateways.push(PrivateGatewaySpec {
+                id: Some(id.into()),
+                vpc: "vpc1".into(),
+                gateway: format!("{address}.1"),
+                ip_address: format!("{address}.2"),
+                netmask: "255.255.255.0".into(),
+                state,
+            });
+        }
+        let sim = start(scenario).await;
+        let alice = client(&sim, "alice");
+        for (gateway, state) in [(CREATING, "Creating"), (DELETING, "Deleting")] {
+            let (status, code, cs, text) = api_error(
+                alice
+                    .create_static_route(&CreateStaticRoute {
+                        cidr: "192.168.0.0/16".into(),
+                        gatewayid: Some(gateway.into()),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap_err(),
+            );
+            assert_eq!((status, code, cs), (431, 431, Some(4350)), "{version}");
+            assert_eq!(text, format!("Gateway is not in the Ready state: {state}"));
+        }
+        assert!(
+            sim.with_state(|s| s.static_routes.is_empty()),
+            "{version}: a refused route is not stored"
+        );
+        alice
+            .create_static_route(&CreateStaticRoute {
+                cidr: "192.168.0.0/16".into(),
+                gatewayid: Some(GATEWAY_ID.into()),
+                ..Default::default()
+            })
+            .await
+            .expect("the Ready gateway takes the route");
+    }
+
+    let old: cloudstack_sim::state::PrivateGateway = serde_json::from_value(serde_json::json!({
+        "id": GATEWAY_ID,
+        "vpc_id": "5d7c1a7e-1b7e-4c0e-9b1a-0e3f3c0d2a11",
+        "gateway": "172.16.0.1",
+        "ip_address": "172.16.0.2",
+        "netmask": "255.255.255.0",
+    }))
+    .expect("a gateway without a state loads");
+    assert_eq!(old.state, GatewayState::Ready);
 }

@@ -10,7 +10,9 @@
 
 use super::access::owner_fields;
 use super::tags_match;
-use super::{Ctx, create_reply, embedded_tags, job_reply, lookup, lookup_required, success};
+use super::{
+    Ctx, create_reply, embedded_tags, job_reply, lookup, lookup_required, resolve, success,
+};
 use crate::error::ApiError;
 use crate::jobs::JobAction;
 use crate::response::list_body;
@@ -115,18 +117,22 @@ pub fn render_route(state: &State, route: &StaticRoute) -> Value {
 }
 
 /// listStaticRoutes (`VpcManagerImpl.listStaticRoutes`): by id, VPC, gateway, state, tags.
+/// The `id`, `vpcid` and `gatewayid` filters are resolved before the command runs
+/// (`ParamProcessWorker`): one that names nothing — a deleted route included, its row is
+/// deleted (`StaticRouteVO` has no `removed` column) — is a 431. Scoped by
+/// `buildACLSearchParameters` like every list: a project's routes only with `projectid`,
+/// even by `id`.
 pub fn list_static_routes(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let page = ctx.page()?;
     let scope = ctx.scope()?;
     let p = ctx.params;
     let state = &*ctx.state;
-    let id = p.uuid("id")?;
-    let vpc = p.uuid("vpcid")?;
-    let gateway = p.uuid("gatewayid")?;
+    let id = resolve(p, "id", |i| state.static_route(i).is_some())?;
+    let vpc = resolve(p, "vpcid", |i| state.vpc(i).is_some())?;
+    let gateway = resolve(p, "gatewayid", |i| state.private_gateway(i).is_some())?;
     let mut items = Vec::new();
     for route in &state.static_routes {
-        let keep = (scope.matches(&route.owner)
-            || id.is_some() && ctx.caller.can_access(state, &route.owner))
+        let keep = scope.matches(&route.owner)
             && id.is_none_or(|i| i == route.id)
             && vpc.is_none_or(|v| v == route.vpc_id)
             && gateway.is_none_or(|g| route.gateway_id.as_deref() == Some(g))

@@ -425,7 +425,8 @@ pub fn delete_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 /// Job of deleteLoadBalancerRule (`DeleteLoadBalancerRuleCmd.execute`:
 /// `revokeRelatedFirewallRule` then `deleteLoadBalancerRule`): the caller's access (530),
 /// then the rule goes with its mappings, policies and the firewall rule `openfirewall`
-/// created.
+/// created; applying the revoked rule (`applyLoadBalancerRules`) unassigns a VPC address
+/// whose last rule it was from its tier ([`super::ips::unassign_from_tier`]).
 pub fn finish_delete(state: &mut State, caller: &Caller, rule_id: &str) -> Result<Value, ApiError> {
     let Some(rule) = state.lb_rule(rule_id) else {
         return Err(ApiError::param(format!(
@@ -435,11 +436,16 @@ pub fn finish_delete(state: &mut State, caller: &Caller, rule_id: &str) -> Resul
     if !caller.can_access(state, &rule.owner) {
         return Err(job_denied(caller, &format!("load balancer rule {rule_id}")));
     }
+    let ip_id = rule.ip_id.clone();
     remove_rule(state, rule_id);
+    super::ips::unassign_from_tier(state, &ip_id);
     Ok(success())
 }
 
-/// Removes a rule with its members, policies, tags and `openfirewall` firewall rule.
+/// Removes a rule with its members, policies, tags and `openfirewall` firewall rule. Its
+/// address keeps its tier: this is also the undoing of a create whose job failed
+/// (`CreateLoadBalancerRuleCmd.execute` → `deleteLoadBalancerRule(id, false)`, which removes
+/// the rule without applying anything, so `unassignIPFromVpcNetwork` is not reached).
 pub fn remove_rule(state: &mut State, rule_id: &str) {
     let Some(pos) = state.lb_rules.iter().position(|r| r.id == rule_id) else {
         return;

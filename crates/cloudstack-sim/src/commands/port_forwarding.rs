@@ -1,6 +1,6 @@
 //! Port-forwarding rules of isolated networks and VPC tiers: create, list, delete —
-//! modelled so that they take part in rule conflicts and associate a VPC address with a
-//! tier as on the server.
+//! modelled so that they take part in rule conflicts and in a VPC address's tier as on the
+//! server.
 //!
 //! Sources (apache/cloudstack): `CreatePortForwardingRuleCmd` (a `BaseAsyncCreateCmd`: the
 //! rule is validated and stored in `create()`, state `Add`, applied by the job;
@@ -15,7 +15,9 @@
 //! VPCs) a firewall rule 0.0.0.0/0 for the public range is created
 //! (`createRuleForAllCidrs`) and checked like any firewall rule.
 //! `UserVmManagerImpl.cleanupVmResources` revokes a VM's rules when it is expunged
-//! (`revokePortForwardingRulesForVm`); releasing the address removes them too.
+//! (`revokePortForwardingRulesForVm`); releasing the address removes them too. A revoked
+//! rule that is applied (delete, expunge, a create whose job failed) can leave a VPC address
+//! without rules, which then leaves its tier ([`super::ips::unassign_from_tier`]).
 
 use super::access::owner_fields;
 use super::firewall::firewall_conflict;
@@ -300,22 +302,44 @@ pub fn delete_port_forwarding_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError>
     Ok(job_reply(&job))
 }
 
-/// Job of deletePortForwardingRule.
+/// Job of deletePortForwardingRule; also the undoing of a create whose job failed
+/// (`CreatePortForwardingRuleCmd.execute` → `revokePortForwardingRule(id, true)`). Applying
+/// the revoked rule (`FirewallManagerImpl.applyRules`) unassigns a VPC address whose last
+/// rule it was from its tier ([`super::ips::unassign_from_tier`]).
 pub fn finish_delete(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
-    remove_rule(state, rule_id);
+    revoke_rules_where(state, |r| r.id == rule_id);
     Ok(success())
 }
 
-/// Removes every rule `doomed` picks, each as [`remove_rule`] does.
-pub fn remove_rules_where(state: &mut State, doomed: impl Fn(&crate::state::PfRule) -> bool) {
-    let ids: Vec<String> = state
+/// Removes every rule `doomed` picks, each as [`remove_rule`] does, and returns the
+/// addresses they were on.
+pub fn remove_rules_where(
+    state: &mut State,
+    doomed: impl Fn(&crate::state::PfRule) -> bool,
+) -> Vec<String> {
+    let doomed: Vec<(String, String)> = state
         .pf_rules
         .iter()
         .filter(|r| doomed(r))
-        .map(|r| r.id.clone())
+        .map(|r| (r.id.clone(), r.ip_id.clone()))
         .collect();
-    for id in ids {
+    let mut ips = Vec::new();
+    for (id, ip_id) in doomed {
         remove_rule(state, &id);
+        if !ips.contains(&ip_id) {
+            ips.push(ip_id);
+        }
+    }
+    ips
+}
+
+/// Revokes and applies every rule `doomed` picks (`revokePortForwardingRuleInternal` then
+/// `applyPortForwardingRules`, as deletePortForwardingRule and
+/// `revokePortForwardingRulesForVm` do): the rules go, and each VPC address left without
+/// rules leaves its tier.
+pub fn revoke_rules_where(state: &mut State, doomed: impl Fn(&crate::state::PfRule) -> bool) {
+    for ip_id in remove_rules_where(state, doomed) {
+        super::ips::unassign_from_tier(state, &ip_id);
     }
 }
 

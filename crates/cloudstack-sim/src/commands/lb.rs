@@ -177,21 +177,19 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         )));
     }
     let requested_network = lookup(p, "networkid", |id| state.network(id))?;
+    // `createPublicLoadBalancerRule`: an address associated with a network keeps it — the
+    // rule is for that network (`createPublicLoadBalancer` takes the address's), whatever
+    // `networkid` says; a VPC address not associated yet is associated with the tier
+    // `networkid` names; any other network → "Ip address … is not assigned to the network …".
     let network = match (&ip.network_id, requested_network) {
-        (Some(n), Some(requested)) if &requested.id != n => {
-            return Err(ApiError::param(format!(
-                "The IP address {} is associated with network {n}, not with network {}",
-                ip.address, requested.id
-            )));
-        }
         (Some(n), _) => state
             .network(n)
             .ok_or_else(|| ApiError::internal("network vanished"))?,
         (None, Some(n)) if ip.vpc_id.is_some() && n.vpc_id == ip.vpc_id => n,
         (None, Some(n)) => {
             return Err(ApiError::param(format!(
-                "Network {} is not a tier of the IP address's VPC",
-                n.id
+                "Ip address {} is not assigned to the network {}",
+                ip.address, n.id
             )));
         }
         (None, None) => {
@@ -262,13 +260,15 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         owner,
     };
     let (ip_id, network_id, rule_id) = (ip.id.clone(), network.id.clone(), rule.id.clone());
+    // `CreateLoadBalancerRuleCmd.getSyncObjId` is `getNetworkId()`: `networkid` when given.
+    let queue = requested_network.map_or_else(|| network_id.clone(), |n| n.id.clone());
     if let Some(ip) = ctx.state.ips.iter_mut().find(|i| i.id == ip_id) {
-        ip.network_id.get_or_insert(network_id.clone());
+        ip.network_id.get_or_insert(network_id);
     }
     ctx.state.firewall_rules.extend(firewall);
     ctx.state.lb_rules.push(rule);
     let job = ctx.start_job(
-        Some(network_id),
+        Some(queue),
         Some(("FirewallRule", rule_id.clone())),
         JobAction::CreateLbRule {
             rule_id: rule_id.clone(),

@@ -2,7 +2,7 @@
 //! its first load-balancer or port-forwarding rule associates it with the tier the rule
 //! names (`LoadBalancingRulesManagerImpl.createPublicLoadBalancerRule`,
 //! `RulesManagerImpl.createPortForwardingRule`: `associateIPToGuestNetwork`), and from then
-//! on every rule on it is for that tier. When the last rule on it goes and is applied, the
+//! on every rule on it is for that tier, whatever its `networkid` says. When the last rule on it goes and is applied, the
 //! address leaves the tier (`unassignIPFromVpcNetwork`: `isIpAllocatedToVpc` counts static
 //! NAT and every rule row on the address), free for a rule on another tier.
 
@@ -85,7 +85,8 @@ fn forward(ip: &str, vm: &str, tier: &str, port: u32) -> cloudstack::Params {
 /// The rule kinds that hold an address on its tier, and the deletions that free it: a
 /// load-balancer rule binds the address to tier1, so a forwarding rule to a tier2 VM is
 /// refused ("Vm doesn't belong to network associated with ipAddress": the address's
-/// network wins over `networkid`); a forwarding rule to a tier1 VM keeps the address on
+/// network wins over `networkid`) and a load-balancer rule naming tier2 is for tier1; a
+/// forwarding rule to a tier1 VM keeps the address on
 /// tier1 after the load-balancer rule is deleted; deleting that last rule frees it, and a
 /// rule for tier2 then associates it with tier2. Expunging the VM of the address's last
 /// rule frees it too (`revokePortForwardingRulesForVm` applies the revoked rules).
@@ -121,6 +122,26 @@ async fn a_vpc_address_leaves_its_tier_with_its_last_rule() {
             "Vm doesn't belong to network associated with ipAddress"
         ),
         "the address serves tier1 only"
+    );
+    let elsewhere = alice
+        .create_load_balancer_rule(&balancer(&ip, &tier2, 81))
+        .await
+        .expect("a load-balancer rule naming tier2");
+    assert_eq!(
+        elsewhere.networkid.as_deref(),
+        Some(tier1.as_str()),
+        "is for tier1, the address's network (createPublicLoadBalancer)"
+    );
+    alice
+        .delete_load_balancer_rule(&DeleteLoadBalancerRule {
+            id: elsewhere.id.unwrap(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        tier_of(&sim, &ip).await.as_deref(),
+        Some(tier1.as_str()),
+        "not the last rule: the address stays on tier1"
     );
     let pf = alice
         .call_async("createPortForwardingRule", forward(&ip, &app, &tier1, 2222))

@@ -191,6 +191,7 @@ impl State {
                 gateway: g.gateway.clone(),
                 ip_address: g.ip_address.clone(),
                 netmask: g.netmask.clone(),
+                state: g.state,
             });
         }
         for n in &scenario.networks {

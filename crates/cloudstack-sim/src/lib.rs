@@ -63,6 +63,15 @@
 //! rule on its port whatever the protocols, two port-forwarding rules only with the same
 //! protocol (`allowPf`).
 //!
+//! **VPC address tiers** (`associateIPToGuestNetwork`, `unassignIPFromVpcNetwork`): a VPC
+//! address's first load-balancer or port-forwarding rule associates it with the tier the
+//! rule names; rules on it then go to that tier. It leaves the tier when a removed rule is
+//! applied and neither static NAT nor any rule is left on it (`isIpAllocatedToVpc`): the
+//! delete jobs of load-balancer, port-forwarding and firewall rules, an expunged VM's
+//! forwarding rules and static NAT, a port-forwarding create whose job failed — but not a
+//! load-balancer create whose job failed (`deleteLoadBalancerRule(id, false)` applies
+//! nothing).
+//!
 //! **Jobs and queues** (`BaseAsyncCmd.networkSyncObject`, `AsyncJobManagerImpl`): jobs on
 //! one network run one at a time; a rule is `Add` until its job applied it; a VM carries the
 //! `jobid`/`jobstatus` of its pending job (`UserVmJoinDaoImpl`); a job that never finishes

@@ -1,6 +1,7 @@
 //! The scenario: a serde (TOML) description of the cloud the simulator starts with.
 //! Objects refer to each other by name; [`crate::state::State::from_scenario`] resolves them.
 
+pub use crate::state::GatewayState;
 use crate::version::Version;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -61,7 +62,7 @@ pub struct Scenario {
     /// Virtual machines.
     #[serde(default, rename = "vm")]
     pub vms: Vec<VmSpec>,
-    /// VPC private gateways (in state `Ready`).
+    /// VPC private gateways.
     #[serde(default, rename = "private_gateway")]
     pub private_gateways: Vec<PrivateGatewaySpec>,
 }
@@ -81,6 +82,9 @@ pub struct PrivateGatewaySpec {
     pub ip_address: String,
     /// Netmask of the private network.
     pub netmask: String,
+    /// `Creating`, `Ready` (the default) or `Deleting`.
+    #[serde(default)]
+    pub state: GatewayState,
 }
 
 /// Timing, paging and throttling knobs.

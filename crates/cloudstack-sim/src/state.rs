@@ -377,6 +377,28 @@ pub enum PolicyKind {
     Stickiness,
 }
 
+/// The state of a VPC gateway (CloudStack `VpcGateway.State`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GatewayState {
+    /// Being set up on the VPC router.
+    Creating,
+    /// In service: static routes may name it.
+    #[default]
+    Ready,
+    /// Being removed.
+    Deleting,
+}
+
+impl std::fmt::Display for GatewayState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Creating => "Creating",
+            Self::Ready => "Ready",
+            Self::Deleting => "Deleting",
+        })
+    }
+}
+
 /// A VPC private gateway: the older form of `createStaticRoute` names one
 /// (CloudStack `VpcGatewayVO`, type Private).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -391,6 +413,9 @@ pub struct PrivateGateway {
     pub ip_address: String,
     /// Netmask of the private network.
     pub netmask: String,
+    /// State; state files written before gateways had one load them `Ready`.
+    #[serde(default)]
+    pub state: GatewayState,
 }
 
 /// A VPC static route (CloudStack `StaticRouteVO`): to a private gateway or, since 4.22, to

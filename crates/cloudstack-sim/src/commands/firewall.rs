@@ -247,8 +247,15 @@ pub fn delete_firewall_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(job_reply(&job))
 }
 
-/// Job: remove the rule (and forget it in an LB rule that opened it).
+/// Job: remove the rule (and forget it in an LB rule that opened it); applying the revoked
+/// rule (`FirewallManagerImpl.applyRules`) unassigns a VPC address whose last rule it was
+/// from its tier.
 pub fn finish_delete(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
+    let ip_id = state
+        .firewall_rules
+        .iter()
+        .find(|r| r.id == rule_id)
+        .map(|r| r.ip_id.clone());
     state.firewall_rules.retain(|r| r.id != rule_id);
     state.tags.retain(|t| t.resource_id != rule_id);
     for lb in state
@@ -257,6 +264,9 @@ pub fn finish_delete(state: &mut State, rule_id: &str) -> Result<Value, ApiError
         .filter(|r| r.firewall_rule_id.as_deref() == Some(rule_id))
     {
         lb.firewall_rule_id = None;
+    }
+    if let Some(ip_id) = ip_id {
+        super::ips::unassign_from_tier(state, &ip_id);
     }
     Ok(success())
 }

@@ -177,21 +177,19 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         )));
     }
     let requested_network = lookup(p, "networkid", |id| state.network(id))?;
+    // `createPublicLoadBalancerRule`: an address associated with a network keeps it — the
+    // rule is for that network (`createPublicLoadBalancer` takes the address's), whatever
+    // `networkid` says; a VPC address not associated yet is associated with the tier
+    // `networkid` names; any other network → "Ip address … is not assigned to the network …".
     let network = match (&ip.network_id, requested_network) {
-        (Some(n), Some(requested)) if &requested.id != n => {
-            return Err(ApiError::param(format!(
-                "The IP address {} is associated with network {n}, not with network {}",
-                ip.address, requested.id
-            )));
-        }
         (Some(n), _) => state
             .network(n)
             .ok_or_else(|| ApiError::internal("network vanished"))?,
         (None, Some(n)) if ip.vpc_id.is_some() && n.vpc_id == ip.vpc_id => n,
         (None, Some(n)) => {
             return Err(ApiError::param(format!(
-                "Network {} is not a tier of the IP address's VPC",
-                n.id
+                "Ip address {} is not assigned to the network {}",
+                ip.address, n.id
             )));
         }
         (None, None) => {
@@ -262,13 +260,15 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         owner,
     };
     let (ip_id, network_id, rule_id) = (ip.id.clone(), network.id.clone(), rule.id.clone());
+    // `CreateLoadBalancerRuleCmd.getSyncObjId` is `getNetworkId()`: `networkid` when given.
+    let queue = requested_network.map_or_else(|| network_id.clone(), |n| n.id.clone());
     if let Some(ip) = ctx.state.ips.iter_mut().find(|i| i.id == ip_id) {
-        ip.network_id.get_or_insert(network_id.clone());
+        ip.network_id.get_or_insert(network_id);
     }
     ctx.state.firewall_rules.extend(firewall);
     ctx.state.lb_rules.push(rule);
     let job = ctx.start_job(
-        Some(network_id),
+        Some(queue),
         Some(("FirewallRule", rule_id.clone())),
         JobAction::CreateLbRule {
             rule_id: rule_id.clone(),
@@ -425,7 +425,8 @@ pub fn delete_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 /// Job of deleteLoadBalancerRule (`DeleteLoadBalancerRuleCmd.execute`:
 /// `revokeRelatedFirewallRule` then `deleteLoadBalancerRule`): the caller's access (530),
 /// then the rule goes with its mappings, policies and the firewall rule `openfirewall`
-/// created.
+/// created; applying the revoked rule (`applyLoadBalancerRules`) unassigns a VPC address
+/// whose last rule it was from its tier ([`super::ips::unassign_from_tier`]).
 pub fn finish_delete(state: &mut State, caller: &Caller, rule_id: &str) -> Result<Value, ApiError> {
     let Some(rule) = state.lb_rule(rule_id) else {
         return Err(ApiError::param(format!(
@@ -435,11 +436,16 @@ pub fn finish_delete(state: &mut State, caller: &Caller, rule_id: &str) -> Resul
     if !caller.can_access(state, &rule.owner) {
         return Err(job_denied(caller, &format!("load balancer rule {rule_id}")));
     }
+    let ip_id = rule.ip_id.clone();
     remove_rule(state, rule_id);
+    super::ips::unassign_from_tier(state, &ip_id);
     Ok(success())
 }
 
-/// Removes a rule with its members, policies, tags and `openfirewall` firewall rule.
+/// Removes a rule with its members, policies, tags and `openfirewall` firewall rule. Its
+/// address keeps its tier: this is also the undoing of a create whose job failed
+/// (`CreateLoadBalancerRuleCmd.execute` → `deleteLoadBalancerRule(id, false)`, which removes
+/// the rule without applying anything, so `unassignIPFromVpcNetwork` is not reached).
 pub fn remove_rule(state: &mut State, rule_id: &str) {
     let Some(pos) = state.lb_rules.iter().position(|r| r.id == rule_id) else {
         return;

@@ -317,7 +317,9 @@ pub fn roll_back_job(state: &mut State, action: &JobAction) {
     match action {
         JobAction::AssociateIp { ip_id } => ips::release(state, ip_id),
         JobAction::CreateLbRule { rule_id } => lb::remove_rule(state, rule_id),
-        JobAction::CreatePfRule { rule_id } => port_forwarding::remove_rule(state, rule_id),
+        JobAction::CreatePfRule { rule_id } => {
+            port_forwarding::revoke_rules_where(state, |r| &r.id == rule_id)
+        }
         JobAction::CreateFirewallRule { rule_id } => {
             state.firewall_rules.retain(|r| &r.id != rule_id)
         }

@@ -1,20 +1,29 @@
-//! Port-forwarding rules of isolated networks: create, list, delete — modelled so that they
-//! take part in rule conflicts as on the server.
+//! Port-forwarding rules of isolated networks and VPC tiers: create, list, delete —
+//! modelled so that they take part in rule conflicts and in a VPC address's tier as on the
+//! server.
 //!
 //! Sources (apache/cloudstack): `CreatePortForwardingRuleCmd` (a `BaseAsyncCreateCmd`: the
-//! rule is validated and stored in `create()`, state `Add`, applied by the job);
-//! `RulesManagerImpl.createPortForwardingRule` then `FirewallManagerImpl.detectRulesConflict`:
-//! a port range overlapping a load-balancer rule on the address conflicts (537) whatever the
-//! protocols, two port-forwarding rules only with the same protocol (`allowPf`); with
-//! `openfirewall` (true by default outside VPCs) a firewall rule 0.0.0.0/0 for the public
-//! range is created (`createRuleForAllCidrs`) and checked like any firewall rule.
+//! rule is validated and stored in `create()`, state `Add`, applied by the job;
+//! `getNetworkId`: the address's network, `networkid` only for an address not associated
+//! yet; `getOpenFirewall`: `openfirewall=true` on a VPC address → 431);
+//! `RulesManagerImpl.createPortForwardingRule`: a VPC address not yet associated is
+//! associated with the tier `networkid` names (`associateIPToGuestNetwork`), the VM needs a
+//! NIC in the rule's network ("Vm doesn't belong to network associated with ipAddress");
+//! then `FirewallManagerImpl.detectRulesConflict`: a port range overlapping a load-balancer
+//! rule on the address conflicts (537) whatever the protocols, two port-forwarding rules
+//! only with the same protocol (`allowPf`); with `openfirewall` (true by default outside
+//! VPCs) a firewall rule 0.0.0.0/0 for the public range is created
+//! (`createRuleForAllCidrs`) and checked like any firewall rule.
 //! `UserVmManagerImpl.cleanupVmResources` revokes a VM's rules when it is expunged
-//! (`revokePortForwardingRulesForVm`); releasing the address removes them too.
+//! (`revokePortForwardingRulesForVm`); releasing the address removes them too. A revoked
+//! rule that is applied (delete, expunge, a create whose job failed) can leave a VPC address
+//! without rules, which then leaves its tier ([`super::ips::unassign_from_tier`]).
 
 use super::access::owner_fields;
 use super::firewall::firewall_conflict;
 use super::{
-    Ctx, create_reply, embedded_tags, job_reply, lookup_required, resolve, success, tags_match,
+    Ctx, create_reply, embedded_tags, job_reply, lookup, lookup_required, resolve, success,
+    tags_match,
 };
 use crate::error::ApiError;
 use crate::jobs::JobAction;
@@ -131,6 +140,7 @@ pub fn create_port_forwarding_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError>
     let state = &*ctx.state;
     let ip = lookup_required(p, "ipaddressid", |id| state.ip(id))?;
     let vm = lookup_required(p, "virtualmachineid", |id| state.vm_including_removed(id))?;
+    let requested_network = lookup(p, "networkid", |id| state.network(id))?;
     let protocol = p.required("protocol")?.trim().to_lowercase();
     if !["tcp", "udp"].contains(&protocol.as_str()) {
         return Err(ApiError::param(format!(
@@ -151,26 +161,53 @@ pub fn create_port_forwarding_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError>
             ip.address
         ))
     })?;
+    let in_vpc = ip.vpc_id.is_some();
+    let open_firewall = match p.bool("openfirewall") {
+        Some(true) if in_vpc => {
+            return Err(ApiError::param(
+                "Can't have openFirewall=true when IP address belongs to VPC",
+            ));
+        }
+        Some(v) => v,
+        None => !in_vpc,
+    };
     ctx.caller
         .check(state, &owner, &format!("IP address {}", ip.address))?;
     ctx.caller
         .check(state, &vm.owner, &format!("instance {}", vm.id))?;
-    let network = ip.network_id.clone().ok_or_else(|| {
-        ApiError::param(
-            "Unable to create port forwarding rule ; ip with specified id is not associated with any network",
-        )
-    })?;
+    // `CreatePortForwardingRuleCmd.getNetworkId`: the network the address is associated
+    // with, whatever `networkid` says; `networkid` only for an address not associated yet.
+    // `createPortForwardingRule` then associates a VPC address with the tier it names.
+    let (network, assign_to_tier) = match (&ip.network_id, requested_network) {
+        (Some(n), _) => (n.clone(), false),
+        (None, Some(n)) if in_vpc && n.vpc_id == ip.vpc_id => (n.id.clone(), true),
+        (None, Some(n)) => {
+            return Err(ApiError::param(format!(
+                "Ip address {} is not assigned to the network {}",
+                ip.address, n.id
+            )));
+        }
+        (None, None) => {
+            return Err(ApiError::param(format!(
+                "Unable to create port forwarding rule for the ipAddress id={} as ip is not associated with any network and no networkId is passed in",
+                ip.id
+            )));
+        }
+    };
+    if vm.removed.is_some() {
+        return Err(ApiError::param(format!(
+            "Unable to create port forwarding rule on address {}, invalid virtual machine id specified ({}).",
+            ip.address, vm.id
+        )));
+    }
+    if vm.is_destroyed() {
+        return Err(ApiError::param(format!("Invalid user vm: {}", vm.id)));
+    }
     let nic = vm
         .nics
         .iter()
         .find(|n| n.network_id == network)
-        .filter(|_| vm.removed.is_none() && !vm.is_destroyed())
-        .ok_or_else(|| {
-            ApiError::param(format!(
-                "Unable to create port forwarding rule; vm {} has no NIC in network {network}",
-                vm.id
-            ))
-        })?;
+        .ok_or_else(|| ApiError::param("Vm doesn't belong to network associated with ipAddress"))?;
     if ip.static_nat_vm.is_some() {
         return Err(ApiError::conflict(format!(
             "There is 1 to 1 Nat rule specified for the ip address id={}",
@@ -178,8 +215,7 @@ pub fn create_port_forwarding_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError>
         )));
     }
     forwarding_conflict(state, &ip.id, (public_start, public_end), Some(&protocol))?;
-    let in_vpc = ip.vpc_id.is_some();
-    let firewall = if p.bool("openfirewall").unwrap_or(!in_vpc) {
+    let firewall = if open_firewall {
         let opened = FirewallRule {
             id: new_id(),
             ip_id: ip.id.clone(),
@@ -210,7 +246,10 @@ pub fn create_port_forwarding_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError>
         firewall_rule_id: firewall.as_ref().map(|f| f.id.clone()),
         owner,
     };
-    let rule_id = rule.id.clone();
+    let (rule_id, ip_id) = (rule.id.clone(), ip.id.clone());
+    if assign_to_tier && let Some(ip) = ctx.state.ips.iter_mut().find(|i| i.id == ip_id) {
+        ip.network_id = Some(network.clone());
+    }
     ctx.state.firewall_rules.extend(firewall);
     ctx.state.pf_rules.push(rule);
     let job = ctx.start_job(
@@ -263,22 +302,44 @@ pub fn delete_port_forwarding_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError>
     Ok(job_reply(&job))
 }
 
-/// Job of deletePortForwardingRule.
+/// Job of deletePortForwardingRule; also the undoing of a create whose job failed
+/// (`CreatePortForwardingRuleCmd.execute` → `revokePortForwardingRule(id, true)`). Applying
+/// the revoked rule (`FirewallManagerImpl.applyRules`) unassigns a VPC address whose last
+/// rule it was from its tier ([`super::ips::unassign_from_tier`]).
 pub fn finish_delete(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
-    remove_rule(state, rule_id);
+    revoke_rules_where(state, |r| r.id == rule_id);
     Ok(success())
 }
 
-/// Removes every rule `doomed` picks, each as [`remove_rule`] does.
-pub fn remove_rules_where(state: &mut State, doomed: impl Fn(&crate::state::PfRule) -> bool) {
-    let ids: Vec<String> = state
+/// Removes every rule `doomed` picks, each as [`remove_rule`] does, and returns the
+/// addresses they were on.
+pub fn remove_rules_where(
+    state: &mut State,
+    doomed: impl Fn(&crate::state::PfRule) -> bool,
+) -> Vec<String> {
+    let doomed: Vec<(String, String)> = state
         .pf_rules
         .iter()
         .filter(|r| doomed(r))
-        .map(|r| r.id.clone())
+        .map(|r| (r.id.clone(), r.ip_id.clone()))
         .collect();
-    for id in ids {
+    let mut ips = Vec::new();
+    for (id, ip_id) in doomed {
         remove_rule(state, &id);
+        if !ips.contains(&ip_id) {
+            ips.push(ip_id);
+        }
+    }
+    ips
+}
+
+/// Revokes and applies every rule `doomed` picks (`revokePortForwardingRuleInternal` then
+/// `applyPortForwardingRules`, as deletePortForwardingRule and
+/// `revokePortForwardingRulesForVm` do): the rules go, and each VPC address left without
+/// rules leaves its tier.
+pub fn revoke_rules_where(state: &mut State, doomed: impl Fn(&crate::state::PfRule) -> bool) {
+    for ip_id in remove_rules_where(state, doomed) {
+        super::ips::unassign_from_tier(state, &ip_id);
     }
 }
 

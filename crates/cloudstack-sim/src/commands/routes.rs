@@ -4,15 +4,19 @@
 //! and `VpcManagerImpl.createStaticRoute` / `detectRoutesConflict` / `revokeStaticRoute`:
 //! a route sends a CIDR outside the VPC to a private gateway or, since 4.22 (the `vpcid` +
 //! `nexthop` parameters), to a next-hop address inside the VPC CIDR or a private gateway's
-//! network. Routes of one VPC never overlap (537). Jobs queue on the VPC (`vpcSyncObject`).
+//! network. A private gateway that is not `Ready` takes no route (431 "Gateway is not in the
+//! Ready state: …", in every version). Routes of one VPC never overlap (537). Jobs queue on
+//! the VPC (`vpcSyncObject`).
 
 use super::access::owner_fields;
 use super::tags_match;
-use super::{Ctx, create_reply, embedded_tags, job_reply, lookup, lookup_required, success};
+use super::{
+    Ctx, create_reply, embedded_tags, job_reply, lookup, lookup_required, resolve, success,
+};
 use crate::error::ApiError;
 use crate::jobs::JobAction;
 use crate::response::list_body;
-use crate::state::{State, StaticRoute, new_id, now_text};
+use crate::state::{GatewayState, State, StaticRoute, new_id, now_text};
 use serde_json::{Map, Value, json};
 use std::net::Ipv4Addr;
 
@@ -113,18 +117,22 @@ pub fn render_route(state: &State, route: &StaticRoute) -> Value {
 }
 
 /// listStaticRoutes (`VpcManagerImpl.listStaticRoutes`): by id, VPC, gateway, state, tags.
+/// The `id`, `vpcid` and `gatewayid` filters are resolved before the command runs
+/// (`ParamProcessWorker`): one that names nothing — a deleted route included, its row is
+/// deleted (`StaticRouteVO` has no `removed` column) — is a 431. Scoped by
+/// `buildACLSearchParameters` like every list: a project's routes only with `projectid`,
+/// even by `id`.
 pub fn list_static_routes(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let page = ctx.page()?;
     let scope = ctx.scope()?;
     let p = ctx.params;
     let state = &*ctx.state;
-    let id = p.uuid("id")?;
-    let vpc = p.uuid("vpcid")?;
-    let gateway = p.uuid("gatewayid")?;
+    let id = resolve(p, "id", |i| state.static_route(i).is_some())?;
+    let vpc = resolve(p, "vpcid", |i| state.vpc(i).is_some())?;
+    let gateway = resolve(p, "gatewayid", |i| state.private_gateway(i).is_some())?;
     let mut items = Vec::new();
     for route in &state.static_routes {
-        let keep = (scope.matches(&route.owner)
-            || id.is_some() && ctx.caller.can_access(state, &route.owner))
+        let keep = scope.matches(&route.owner)
             && id.is_none_or(|i| i == route.id)
             && vpc.is_none_or(|v| v == route.vpc_id)
             && gateway.is_none_or(|g| route.gateway_id.as_deref() == Some(g))
@@ -171,6 +179,13 @@ pub fn create_static_route(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             ));
         }
         (Some(g), None) => {
+            if g.state != GatewayState::Ready {
+                return Err(ApiError::param(format!(
+                    "Gateway is not in the {} state: {}",
+                    GatewayState::Ready,
+                    g.state
+                )));
+            }
             if requested_vpc.is_some_and(|v| v.id != g.vpc_id) {
                 return Err(ApiError::param("Invalid gateway id is given"));
             }

@@ -12,11 +12,15 @@
 //!   (`ApiAsyncJobDispatcher.runJob`: not a `ServerApiException`). A VM already Destroyed is
 //!   returned unchanged. Destroy stops the VM and moves it to `Destroyed` (`Expunging` with
 //!   `expunge=true`); load-balancer mappings, static NAT and NICs stay until expunge.
-//! * `UserVmManagerImpl.expunge` → `cleanupVmResources`: `removeVmFromLoadBalancers` marks
+//! * `UserVmManagerImpl.expunge` → `cleanupVmResources`: `revokePortForwardingRulesForVm`
+//!   revokes and applies the VM's port-forwarding rules; `removeVmFromLoadBalancers` marks
 //!   every `LoadBalancerVMMapVO` of the VM revoked and re-applies the rules, which deletes
 //!   the mappings; `disableStaticNat` on the VM's static-NAT address (the address stays
 //!   allocated); `releaseNetworkResourcesOnExpunge` releases the NICs; `UserVmDaoImpl.remove`
-//!   marks the row removed and deletes its tags.
+//!   marks the row removed and deletes its tags. Applying the revoked forwarding rules
+//!   (`FirewallManagerImpl.applyRules`) and disabling static NAT both end in
+//!   `unassignIPFromVpcNetwork`: a VPC address left without rules or static NAT leaves its
+//!   tier.
 //! * `UserVmManagerImpl.expungeVm`: a VM not Destroyed/Expunging/Error →
 //!   `CloudRuntimeException("Please destroy vm with specified vmId before expunge")`, a removed
 //!   one → `InvalidParameterValueException("Unable to find a virtual machine with specified
@@ -131,8 +135,9 @@ pub fn finish_expunge(state: &mut State, caller: &Caller, vm_id: &str) -> Result
     Ok(success())
 }
 
-/// Expunges a VM (`UserVmManagerImpl.expunge`): drops its load-balancer mappings, disables
-/// its static NAT, releases its NICs, deletes its tags and marks the row removed. False
+/// Expunges a VM (`UserVmManagerImpl.expunge`): revokes its port-forwarding rules, drops
+/// its load-balancer mappings, disables its static NAT (a VPC address left without rules
+/// leaves its tier), releases its NICs, deletes its tags and marks the row removed. False
 /// when no such (unexpunged) VM exists.
 pub fn expunge_vm(state: &mut State, vm_id: &str) -> bool {
     let Some(pos) = state.vms.iter().position(|v| v.id == vm_id) else {
@@ -146,13 +151,18 @@ pub fn expunge_vm(state: &mut State, vm_id: &str) -> bool {
     for rule in &mut state.lb_rules {
         rule.members.retain(|m| m.vm_id != vm_id);
     }
-    super::port_forwarding::remove_rules_where(state, |r| r.vm_id == vm_id);
-    for ip in state
+    super::port_forwarding::revoke_rules_where(state, |r| r.vm_id == vm_id);
+    let static_nat: Vec<String> = state
         .ips
-        .iter_mut()
+        .iter()
         .filter(|i| i.static_nat_vm.as_deref() == Some(vm_id))
-    {
-        ip.static_nat_vm = None;
+        .map(|i| i.id.clone())
+        .collect();
+    for ip_id in static_nat {
+        if let Some(ip) = state.ips.iter_mut().find(|i| i.id == ip_id) {
+            ip.static_nat_vm = None;
+        }
+        super::ips::unassign_from_tier(state, &ip_id);
     }
     state
         .tags

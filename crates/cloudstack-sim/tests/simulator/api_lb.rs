@@ -482,6 +482,14 @@ async fn vpc_rules_need_networkid_and_refuse_openfirewall() {
         431,
         "networkid needed for a VPC address"
     );
+    let net_vr = id_of(&sim, "networks", "net-vr");
+    r.networkid = Some(net_vr.clone());
+    let address = sim.with_state(|s| s.ip(&ip).unwrap().address.clone());
+    assert_eq!(
+        api_error(alice.create_load_balancer_rule(&r).await.unwrap_err()).3,
+        format!("Ip address {address} is not assigned to the network {net_vr}"),
+        "a network outside the address's VPC"
+    );
     r.networkid = Some(tier.clone());
     r.openfirewall = Some(true);
     let err = api_error(alice.create_load_balancer_rule(&r).await.unwrap_err()).3;
@@ -492,19 +500,12 @@ async fn vpc_rules_need_networkid_and_refuse_openfirewall() {
     r.openfirewall = None;
     let created = alice.create_load_balancer_rule(&r).await.unwrap();
     assert_eq!(created.networkid.as_deref(), Some(tier.as_str()));
+    // The address is associated with the tier now: `createPublicLoadBalancer` puts every
+    // further rule on the tier, whatever `networkid` says.
     let mut elsewhere = rule(&ip, "v-tcp-81", "tcp", 81);
     elsewhere.networkid = Some(id_of(&sim, "networks", "net-vr"));
-    let err = api_error(
-        alice
-            .create_load_balancer_rule(&elsewhere)
-            .await
-            .unwrap_err(),
-    )
-    .3;
-    assert!(
-        err.contains("is associated with network"),
-        "the address is bound to the tier now: {err}"
-    );
+    let on_tier = alice.create_load_balancer_rule(&elsewhere).await.unwrap();
+    assert_eq!(on_tier.networkid.as_deref(), Some(tier.as_str()));
     assert!(
         alice
             .list_firewall_rules(&ListFirewallRules::default())

@@ -9,8 +9,8 @@ use crate::common;
 use cloudstack::{
     CreateStaticRoute, CreateTags, DeleteStaticRoute, ListStaticRoutes, ListTags, tag_value,
 };
-use cloudstack_sim::scenario::PrivateGatewaySpec;
-use cloudstack_sim::{Scenario, SimServer, Version};
+use cloudstack_sim::scenario::{GatewayState, PrivateGatewaySpec};
+use cloudstack_sim::{Scenario, SimServer, Version, VpcSpec};
 use common::{api_error, client, id_of, start};
 
 const GATEWAY_ID: &str = "0b8f9d36-6a0e-4f43-8f5d-3c1d2b7e9a01";
@@ -24,6 +24,7 @@ fn scenario_with_gateway(version: &str) -> Scenario {
         gateway: "172.16.0.1".into(),
         ip_address: "172.16.0.2".into(),
         netmask: "255.255.255.0".into(),
+        state: GatewayState::Ready,
     });
     scenario
 }
@@ -273,4 +274,235 @@ async fn before_4_22_only_the_gateway_form_exists() {
         .await
         .unwrap();
     assert_eq!(route.state.as_deref(), Some("Active"));
+}
+
+/// `VpcManagerImpl.createStaticRoute`: a gateway that is not `Ready` (still `Creating`, or
+/// `Deleting`) takes no route — 431 "Gateway is not in the Ready state: <state>", checked
+/// before the gateway's VPC is compared with `vpcid`; nothing is stored. A gateway of an
+/// older state file, written before gateways had a state, loads `Ready`.
+#[tokio::test]
+async fn a_gateway_that_is_not_ready_takes_no_route() {
+    const CREATING: &str = "0b8f9d36-6a0e-4f43-8f5d-3c1d2b7e9a02";
+    const DELETING: &str = "0b8f9d36-6a0e-4f43-8f5d-3c1d2b7e9a03";
+    for version in ["4.21", "4.22"] {
+        let mut scenario = scenario_with_gateway(version);
+        for (id, state, address) in [
+            (CREATING, GatewayState::Creating, "172.16.1"),
+            (DELETING, GatewayState::Deleting, "172.16.2"),
+        ] {
+            scenario.private_gateways.push(PrivateGatewaySpec {
+                id: Some(id.into()),
+                vpc: "vpc1".into(),
+                gateway: format!("{address}.1"),
+                ip_address: format!("{address}.2"),
+                netmask: "255.255.255.0".into(),
+                state,
+            });
+        }
+        let sim = start(scenario).await;
+        let alice = client(&sim, "alice");
+        for (gateway, state) in [(CREATING, "Creating"), (DELETING, "Deleting")] {
+            let (status, code, cs, text) = api_error(
+                alice
+                    .create_static_route(&CreateStaticRoute {
+                        cidr: "192.168.0.0/16".into(),
+                        gatewayid: Some(gateway.into()),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap_err(),
+            );
+            assert_eq!((status, code, cs), (431, 431, Some(4350)), "{version}");
+            assert_eq!(text, format!("Gateway is not in the Ready state: {state}"));
+        }
+        assert!(
+            sim.with_state(|s| s.static_routes.is_empty()),
+            "{version}: a refused route is not stored"
+        );
+        alice
+            .create_static_route(&CreateStaticRoute {
+                cidr: "192.168.0.0/16".into(),
+                gatewayid: Some(GATEWAY_ID.into()),
+                ..Default::default()
+            })
+            .await
+            .expect("the Ready gateway takes the route");
+    }
+
+    let old: cloudstack_sim::state::PrivateGateway = serde_json::from_value(serde_json::json!({
+        "id": GATEWAY_ID,
+        "vpc_id": "5d7c1a7e-1b7e-4c0e-9b1a-0e3f3c0d2a11",
+        "gateway": "172.16.0.1",
+        "ip_address": "172.16.0.2",
+        "netmask": "255.255.255.0",
+    }))
+    .expect("a gateway without a state loads");
+    assert_eq!(old.state, GatewayState::Ready);
+}
+
+/// `ListStaticRoutesCmd`'s `id`, `vpcid` and `gatewayid` are resolved before the command
+/// runs (`ParamProcessWorker.translateUuidToInternalId`): an id naming nothing is a 431, not
+/// an empty list — a deleted route too, its `static_routes` row is deleted.
+#[tokio::test]
+async fn unknown_or_deleted_route_filter_ids_are_431() {
+    let sim = start(scenario_with_gateway("4.22")).await;
+    let alice = client(&sim, "alice");
+    let unknown = "0b1d2c3e-0000-4000-8000-00000000ffff";
+    for (name, filter) in [
+        (
+            "id",
+            ListStaticRoutes {
+                id: Some(unknown.into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "vpcid",
+            ListStaticRoutes {
+                vpcid: Some(unknown.into()),
+                ..Default::default()
+            },
+        ),
+        (
+            "gatewayid",
+            ListStaticRoutes {
+                gatewayid: Some(unknown.into()),
+                ..Default::default()
+            },
+        ),
+    ] {
+        let (status, code, cs, text) =
+            api_error(alice.list_static_routes(&filter).await.unwrap_err());
+        assert_eq!((status, code, cs), (431, 431, Some(9999)), "{name}");
+        assert_eq!(
+            text,
+            format!(
+                "Unable to execute API command liststaticroutes due to invalid value. Invalid parameter {name} value={unknown} due to incorrect long value format, or entity does not exist or due to incorrect parameter annotation for the field in api cmd class."
+            )
+        );
+    }
+
+    let vpc = vpc_id(&sim);
+    let id = alice
+        .create_static_route(&next_hop_route(&vpc, "10.244.1.0/24", "10.100.1.10"))
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    for filter in [
+        ListStaticRoutes {
+            id: Some(id.clone()),
+            ..Default::default()
+        },
+        ListStaticRoutes {
+            vpcid: Some(vpc.clone()),
+            ..Default::default()
+        },
+    ] {
+        assert_eq!(alice.list_static_routes(&filter).await.unwrap().len(), 1);
+    }
+    assert!(
+        alice
+            .list_static_routes(&ListStaticRoutes {
+                gatewayid: Some(GATEWAY_ID.into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .is_empty(),
+        "a known gateway without routes lists nothing"
+    );
+    alice
+        .delete_static_route(&DeleteStaticRoute { id: id.clone() })
+        .await
+        .unwrap();
+    let (status, _, _, text) = api_error(
+        alice
+            .list_static_routes(&ListStaticRoutes {
+                id: Some(id.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 431);
+    assert!(
+        text.contains(&format!("Invalid parameter id value={id}")),
+        "{text}"
+    );
+}
+
+/// `VpcManagerImpl.listStaticRoutes` scopes with `buildACLSearchParameters`: a project's
+/// routes are listed only with `projectid`, even by `id` and even to a project member; a
+/// root admin listing by `id` sees the route whoever owns it.
+#[tokio::test]
+async fn project_routes_need_projectid_even_by_id() {
+    let mut scenario = scenario_with_gateway("4.22");
+    scenario.vpcs.push(VpcSpec {
+        id: None,
+        name: "proj-vpc".into(),
+        zone: "zone1".into(),
+        cidr: "10.200.0.0/16".into(),
+        account: None,
+        project: Some("proj1".into()),
+    });
+    let sim = start(scenario).await;
+    let alice = client(&sim, "alice");
+    let project = id_of(&sim, "projects", "proj1");
+    let vpc = id_of(&sim, "vpcs", "proj-vpc");
+    let route = alice
+        .create_static_route(&next_hop_route(&vpc, "10.244.1.0/24", "10.200.1.10"))
+        .await
+        .expect("a project member routes in the project's VPC");
+    assert_eq!(route.projectid.as_deref(), Some(project.as_str()));
+    let id = route.id.unwrap();
+
+    for filter in [
+        ListStaticRoutes {
+            id: Some(id.clone()),
+            ..Default::default()
+        },
+        ListStaticRoutes {
+            vpcid: Some(vpc.clone()),
+            ..Default::default()
+        },
+        ListStaticRoutes {
+            id: Some(id.clone()),
+            listall: Some(true),
+            ..Default::default()
+        },
+    ] {
+        assert!(
+            alice.list_static_routes(&filter).await.unwrap().is_empty(),
+            "project route listed without projectid: {filter:?}"
+        );
+    }
+    let in_project = alice
+        .list_static_routes(&ListStaticRoutes {
+            id: Some(id.clone()),
+            projectid: Some(project.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(in_project.len(), 1);
+    let by_admin = client(&sim, "admin")
+        .list_static_routes(&ListStaticRoutes {
+            id: Some(id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_admin.len(), 1, "a root admin sees any route by id");
+    let (status, ..) = api_error(
+        client(&sim, "bob")
+            .list_static_routes(&ListStaticRoutes {
+                id: Some(id),
+                projectid: Some(project),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 531, "bob is no member of the project");
 }

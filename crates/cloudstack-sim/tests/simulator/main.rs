@@ -1,8 +1,9 @@
 //! The CloudStack simulator's tests, one test binary with a module per area: the API's
 //! protocol (signing, errors, async jobs and their queues), reads and project scoping,
-//! load-balancer, firewall, ACL and static-route rules and their conflicts, VM lifecycle,
-//! the `/sim` admin API, scenario files, the binary's command line, and the Debian `cs`
-//! client against it. Each behaviour's source in CloudStack is named in the crate docs.
+//! load-balancer, firewall, ACL and static-route rules and their conflicts, the tier a VPC
+//! address serves, VM lifecycle, the `/sim` admin API, scenario files, the binary's command
+//! line, and the Debian `cs` client against it. Each behaviour's source in CloudStack is
+//! named in the crate docs.
 
 mod common;
 
@@ -17,6 +18,7 @@ mod api_reads;
 mod api_routes;
 mod api_rules;
 mod api_scoping;
+mod api_vpc_tiers;
 mod binary_cli;
 mod python_cs;
 mod scenario_file;

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use super::vocabulary::{Algorithm, IpProtocol, LbProtocol, StickinessMethod};
 use crate::cloud::cidr::Cidr;
@@ -112,8 +113,9 @@ pub struct ObservedRule {
     pub public_ip_id: String,
     /// Network of the rule.
     pub network_id: Option<String>,
-    /// VM ids assigned to the rule.
-    pub members: BTreeSet<String>,
+    /// VM ids assigned to the rule: the set the rule details cache holds, shared (a rule
+    /// of 5000 members is not copied per reconcile).
+    pub members: Arc<BTreeSet<String>>,
     /// The rule's tags.
     pub tags: Tags,
     /// Health-check policies.

@@ -167,7 +167,7 @@ fn observed_rule(
         cidrs: Vec::new(),
         public_ip_id: IP_ID.into(),
         network_id: Some(NET.into()),
-        members: members.iter().map(|m| m.to_string()).collect(),
+        members: Arc::new(members.iter().map(|m| m.to_string()).collect()),
         tags: owner_tags(),
         health_checks: Vec::new(),
         stickiness: Vec::new(),

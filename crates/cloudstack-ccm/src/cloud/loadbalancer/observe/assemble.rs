@@ -5,6 +5,7 @@
 //! others on the same IP.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use cloudstack::{
     FirewallRule, ListPublicIpAddresses, LoadBalancerRule, NetworkAcl, PublicIpAddress,
@@ -52,7 +53,7 @@ fn observed_rule(rule: &LoadBalancerRule) -> Option<ObservedRule> {
         cidrs: Cidr::parse_lenient_list(rule.cidrlist.as_deref().unwrap_or_default()),
         public_ip_id: rule.publicipid.clone().unwrap_or_default(),
         network_id: rule.networkid.clone(),
-        members: BTreeSet::new(),
+        members: Arc::default(),
         tags: tag_map(&rule.tags),
         health_checks: Vec::new(),
         stickiness: Vec::new(),
@@ -281,7 +282,7 @@ pub(crate) async fn observe(
     }))
     .await?;
     for (rule, details) in rules.iter_mut().zip(details) {
-        rule.members = BTreeSet::clone(&details.members);
+        rule.members = details.members.clone();
         rule.health_checks = details.health_checks.clone();
         rule.stickiness = details.stickiness.clone();
         rule.health_checks_unknown = details.refused.health_check;

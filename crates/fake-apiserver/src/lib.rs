@@ -34,6 +34,7 @@ mod selector;
 mod server;
 mod store;
 mod table;
+mod validation;
 mod watch;
 
 pub use auth::{ADMIN_USER, UserInfo, parse_token_file};

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::defaults::{apply_defaults, reset_status_on_create};
+use super::defaults::{apply_defaults, default_decoded, reset_status_on_create};
 use super::views::{storage_kind, to_storage, to_view};
 use super::{EventType, State, Store, key};
 use crate::error::ApiError;
@@ -292,6 +292,7 @@ impl State {
             name = format!("{prefix}{}", random_suffix());
         }
         meta_mut(&mut object).insert("name".into(), json!(name));
+        default_decoded(kind, &mut object);
         // The strategy's Validate runs before the storage finds a name taken.
         let errors = validation::validate_create(kind, &object);
         if !errors.is_empty() {
@@ -316,9 +317,10 @@ impl State {
         &mut self,
         kind: &'static ResourceKind,
         existing: Value,
-        incoming: Value,
+        mut incoming: Value,
         status_only: bool,
     ) -> Result<Value, ApiError> {
+        default_decoded(kind, &mut incoming);
         let name = meta_str(&existing, "name").to_string();
         let given_rv = meta_str(&incoming, "resourceVersion");
         if !given_rv.is_empty() && given_rv != meta_str(&existing, "resourceVersion") {

@@ -6,16 +6,22 @@
 //!   (`Required value`, `Invalid value`, `Unsupported value`, `Forbidden`), the field path
 //!   and the body `ErrorBody` prints; [`ApiError::invalid`](crate::ApiError::invalid) turns
 //!   a list of them into the 422 Status `apierrors.NewInvalid` builds.
+//! * Name formats, with their messages: `IsValidPathSegmentName`
+//!   (`staging/src/k8s.io/apimachinery/pkg/api/validation/path/name.go`) and
+//!   `IsDNS1123Subdomain` (`staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go`,
+//!   as in v1.33).
 //! * [`validate_create`] and [`validate_update`]: the strategies' `Validate` and
-//!   `ValidateUpdate` for Events ([`events`]). Objects are in their stored form (core
+//!   `ValidateUpdate` for Events ([`events`]) and RoleBindings and ClusterRoleBindings
+//!   ([`rbac`]). Objects are in their stored form (core
 //!   Events for both Event APIs); the resource a request was sent to decides what is
 //!   checked, as the request's group version does on the real server.
 //!
 //! Not modelled: `ValidateObjectMeta` and `ValidateObjectMetaUpdate` beyond what the store
 //! itself enforces, and the validation of every other resource (Roles' rules, Services,
-//! Nodes, Leases, RBAC objects, ...).
+//! Nodes, Leases, ...).
 
 pub mod events;
+pub mod rbac;
 
 use serde_json::Value;
 
@@ -104,6 +110,25 @@ impl FieldError {
         }
     }
 
+    /// `field.NotSupported(path, value, supported)` for a string value:
+    /// `Unsupported value: "x": supported values: "a", "b"`.
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+        let quoted: Vec<String> = supported.iter().map(|v| quote(v)).collect();
+        let detail = if quoted.is_empty() {
+            String::new()
+        } else {
+            format!("supported values: {}", quoted.join(", "))
+        };
+        Self {
+            error_type: ErrorType::NotSupported,
+            field: field.into(),
+            body: with_detail(
+                format!("{}: {}", ErrorType::NotSupported.text(), quote(value)),
+                &detail,
+            ),
+        }
+    }
+
     /// An error whose body is given as is (for checks of this server's own).
     pub fn with_body(error_type: ErrorType, field: &str, body: &str) -> Self {
         Self {
@@ -132,11 +157,79 @@ pub fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
         .unwrap_or("")
 }
 
+/// `IsValidPathSegmentName`: a name that can be a URL path segment.
+pub fn path_segment_name_errors(name: &str) -> Vec<String> {
+    for illegal in [".", ".."] {
+        if name == illegal {
+            return vec![format!("may not be '{illegal}'")];
+        }
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|illegal| name.contains(**illegal))
+        .map(|illegal| format!("may not contain '{illegal}'"))
+        .collect()
+}
+
+/// `RegexError`.
+fn regex_error(message: &str, format: &str, examples: &[&str]) -> String {
+    if examples.is_empty() {
+        return format!("{message} (regex used for validation is '{format}')");
+    }
+    let examples: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
+    format!(
+        "{message} (e.g. {}regex used for validation is '{format}')",
+        examples.join(" or ")
+    )
+}
+
+/// `MaxLenError`.
+fn max_len_error(length: usize) -> String {
+    format!("must be no more than {length} characters")
+}
+
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const DNS1123_SUBDOMAIN_ERROR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+const DNS1123_SUBDOMAIN_MAX: usize = 253;
+
+/// Whether `value` matches `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`.
+fn is_dns1123_label_shape(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    match (bytes.first(), bytes.last()) {
+        (Some(first), Some(last)) => {
+            alnum(first) && alnum(last) && bytes.iter().all(|b| alnum(b) || *b == b'-')
+        }
+        _ => false,
+    }
+}
+
+/// `IsDNS1123Subdomain`.
+pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > DNS1123_SUBDOMAIN_MAX {
+        errors.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
+    }
+    if !value.split('.').all(is_dns1123_label_shape) {
+        let format = format!("{DNS1123_LABEL_FMT}(\\.{DNS1123_LABEL_FMT})*");
+        errors.push(regex_error(
+            DNS1123_SUBDOMAIN_ERROR,
+            &format,
+            &["example.com"],
+        ));
+    }
+    errors
+}
+
 /// The errors of creating `object` (in its stored form) through `kind`.
 pub fn validate_create(kind: &ResourceKind, object: &Value) -> Vec<FieldError> {
     match (kind.group, kind.kind) {
         ("" | "events.k8s.io", "Event") => {
             events::validate_create(object, events::RequestVersion::of(kind))
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding") => rbac::validate_binding(object, true),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            rbac::validate_binding(object, false)
         }
         _ => Vec::new(),
     }
@@ -147,6 +240,12 @@ pub fn validate_update(kind: &ResourceKind, new: &Value, old: &Value) -> Vec<Fie
     match (kind.group, kind.kind) {
         ("" | "events.k8s.io", "Event") => {
             events::validate_update(new, old, events::RequestVersion::of(kind))
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding") => {
+            rbac::validate_binding_update(new, old, true)
+        }
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            rbac::validate_binding_update(new, old, false)
         }
         _ => Vec::new(),
     }
@@ -165,6 +264,10 @@ mod tests {
         assert_eq!(
             FieldError::invalid("action", &quote(""), "can have at most 128 characters").message(),
             "action: Invalid value: \"\": can have at most 128 characters"
+        );
+        assert_eq!(
+            FieldError::not_supported("roleRef.kind", "Foo", &["Role", "ClusterRole"]).message(),
+            "roleRef.kind: Unsupported value: \"Foo\": supported values: \"Role\", \"ClusterRole\""
         );
     }
 
@@ -189,5 +292,24 @@ mod tests {
         assert_eq!(details["causes"][1]["reason"], "FieldValueForbidden");
         assert_eq!(details["causes"][1]["message"], "Forbidden: no");
         assert_eq!(details["causes"][1]["field"], "spec");
+    }
+
+    #[test]
+    fn name_formats_follow_apimachinery() {
+        assert!(path_segment_name_errors("system:controller:x").is_empty());
+        assert_eq!(path_segment_name_errors(".."), ["may not be '..'"]);
+        assert_eq!(
+            path_segment_name_errors("a/b%c"),
+            ["may not contain '/'", "may not contain '%'"]
+        );
+        assert!(dns1123_subdomain_errors("ccm.kube-system").is_empty());
+        assert_eq!(
+            dns1123_subdomain_errors("Web"),
+            [
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            ]
+        );
+        assert_eq!(dns1123_subdomain_errors("a.").len(), 1);
+        assert_eq!(dns1123_subdomain_errors(&"a".repeat(254)).len(), 1);
     }
 }

@@ -17,8 +17,12 @@
 //! * [`RequestInfo::parse`] follows `RequestInfoFactory.NewRequestInfo`
 //!   (`staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`): the verb from
 //!   the method (`list`/`watch` for a GET without a name, `deletecollection` for a DELETE
-//!   without one), namespace, resource, subresource and name from the path, and a
-//!   `metadata.name` field selector as the name of a list or watch.
+//!   without one), namespace, resource, subresource and name from the path. A list or
+//!   watch (any `watch` value but `0` or `false`) whose field selector requires
+//!   `metadata.name` (`RequiresExactMatch`: the first `metadata.name=x` or `==x` term,
+//!   never `!=`) is authorised on that name if it is a valid path segment; a selector
+//!   that does not parse, like a label selector that does not, names nothing (the
+//!   `ListOptions` decoding failed).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -29,6 +33,9 @@ use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::object::meta_str;
+use crate::params;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::validation::path_segment_name_errors;
 
 /// Group every authenticated user is in.
 pub const AUTHENTICATED: &str = "system:authenticated";
@@ -307,18 +314,25 @@ impl RequestInfo {
             })
             .unwrap_or_default();
         if info.name.is_empty() && info.verb == "get" {
-            let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
-            info.verb = if watch { "watch" } else { "list" }.into();
-            if let Some(selector) = query.get("fieldSelector") {
-                let exact: Vec<&str> = selector
-                    .split(',')
-                    .filter_map(|term| term.trim().strip_prefix("metadata.name="))
-                    .collect();
-                if let [name] = exact.as_slice()
-                    && !name.is_empty()
-                {
-                    info.name = name.to_string();
-                }
+            info.verb = if params::flag(&query, "watch") {
+                "watch"
+            } else {
+                "list"
+            }
+            .into();
+            let labels_parse = query
+                .get("labelSelector")
+                .is_none_or(|s| LabelSelector::parse(s).is_ok());
+            let fields = query
+                .get("fieldSelector")
+                .and_then(|s| FieldSelector::parse_any(s).ok());
+            if let Some(name) = fields
+                .as_ref()
+                .filter(|_| labels_parse)
+                .and_then(|f| f.requires_exact_match("metadata.name"))
+                .filter(|name| path_segment_name_errors(name).is_empty())
+            {
+                info.name = name.to_string();
             }
         }
         if info.name.is_empty() && info.verb == "delete" {
@@ -400,6 +414,37 @@ mod tests {
             "/api/v1/nodes?fieldSelector=metadata.name%3Dn1",
         );
         assert_eq!((&*i.verb, &*i.name), ("list", "n1"));
+        for (query, verb, name) in [
+            ("fieldSelector=metadata.name%3D%3Dn1", "list", "n1"),
+            ("fieldSelector=metadata.name%21%3Dn1", "list", ""),
+            (
+                "fieldSelector=spec.unschedulable%3Dfalse,metadata.name%3Dn1",
+                "list",
+                "n1",
+            ),
+            (
+                "fieldSelector=metadata.name%3Dn2,metadata.name%3Dn1",
+                "list",
+                "n1",
+            ),
+            ("fieldSelector=metadata.name%3Da%25b", "list", ""),
+            ("fieldSelector=metadata.name%3Dn1,oops", "list", ""),
+            (
+                "fieldSelector=metadata.name%3Dn1&labelSelector=a+in+b",
+                "list",
+                "",
+            ),
+            (
+                "fieldSelector=metadata.name%3D%3Dn1&watch=yes",
+                "watch",
+                "n1",
+            ),
+            ("watch=False", "list", ""),
+            ("watch=", "watch", ""),
+        ] {
+            let i = info(Method::GET, &format!("/api/v1/nodes?{query}"));
+            assert_eq!((&*i.verb, &*i.name), (verb, name), "{query}");
+        }
         let i = info(Method::DELETE, "/api/v1/namespaces/default/events");
         assert_eq!(i.verb, "deletecollection");
         let i = info(Method::GET, "/api/v1/namespaces/kube-system");

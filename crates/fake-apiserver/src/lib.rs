@@ -26,6 +26,7 @@ mod faults;
 mod guard;
 mod object;
 mod openapi;
+mod params;
 mod patch;
 mod rbac;
 mod resources;

@@ -7,10 +7,13 @@ use crate::common;
 
 use common::{api_error, api_status, causes};
 use fake_apiserver::{FakeApiServer, UserInfo};
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use serde_json::{Value, json};
 
 const SA_USER: &str = "system:serviceaccount:kube-system:cloud-controller-manager";
@@ -489,4 +492,63 @@ async fn role_refs_are_validated_on_create_and_never_change() {
         status.message
     );
     assert_eq!(bindings.get("ccm").await.unwrap().role_ref.name, "view");
+}
+
+/// `RequestInfoFactory.NewRequestInfo`
+/// (`staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`): a list or watch
+/// whose field selector requires `metadata.name` (`RequiresExactMatch`, with `=` or `==`
+/// as `fields.ParseSelector` reads them) is authorised on that name, so a rule with
+/// resourceNames grants it; `!=` names nothing.
+#[tokio::test]
+async fn a_metadata_name_field_selector_names_the_object_of_a_list_or_watch() {
+    let (server, client) = rbac_server(json!([
+        { "apiGroups": [""], "resources": ["nodes"], "resourceNames": ["n1"], "verbs": ["get", "list", "watch"] },
+    ]))
+    .await;
+    server
+        .create("nodes", None, json!({ "metadata": { "name": "n2" } }))
+        .unwrap();
+    let nodes: Api<Node> = Api::all(client);
+    for selector in ["metadata.name=n1", "metadata.name==n1"] {
+        let listed = nodes
+            .list(&ListParams::default().fields(selector))
+            .await
+            .unwrap_or_else(|e| panic!("{selector}: {e}"));
+        let names: Vec<_> = listed.iter().map(|n| n.metadata.name.clone()).collect();
+        assert_eq!(names, [Some("n1".to_string())], "{selector}");
+    }
+    let mut stream = nodes
+        .watch(
+            &WatchParams::default()
+                .fields("metadata.name==n1")
+                .timeout(5),
+            "0",
+        )
+        .await
+        .expect("a watch of n1 is granted")
+        .boxed();
+    match stream.next().await {
+        Some(Ok(WatchEvent::Added(node))) => assert_eq!(node.metadata.name.as_deref(), Some("n1")),
+        other => panic!("expected n1 added, got {other:?}"),
+    }
+
+    let (code, _, message) = api_error(
+        nodes
+            .list(&ListParams::default().fields("metadata.name==n2"))
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert_eq!(
+        message,
+        format!(
+            "nodes \"n2\" is forbidden: User \"{SA_USER}\" cannot list resource \"nodes\" in API group \"\" at the cluster scope"
+        )
+    );
+    let (code, _, message) = api_error(
+        nodes
+            .list(&ListParams::default().fields("metadata.name!=n2"))
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert!(message.starts_with("nodes is forbidden: "), "{message}");
 }

@@ -1,5 +1,5 @@
-//! Authentication and the attributes a request is authorised on, as kube-apiserver has
-//! them when RBAC is on.
+//! Authentication, which runs whatever the authorization mode, and the attributes a
+//! request is authorised on when RBAC is on, as kube-apiserver has them.
 //!
 //! * Bearer tokens (`Authorization: Bearer <token>`): the admin token the server makes at
 //!   start (user `kubernetes-admin` in `system:masters`, like kubeadm's `admin.conf`),
@@ -11,9 +11,16 @@
 //!   `system:serviceaccounts:{ns}` and `system:authenticated`, until it expires or its
 //!   ServiceAccount is deleted (`pkg/serviceaccount` `Validator`). Tokens are opaque
 //!   random strings here, not signed JWTs.
-//! * A request without a token is anonymous (`system:anonymous`,
-//!   `system:unauthenticated`); an unknown or expired token is refused with 401
-//!   `Unauthorized` (`pkg/endpoints/filters/authentication.go`).
+//! * The token is read as `bearertoken.Authenticator` reads it
+//!   (`staging/src/k8s.io/apiserver/pkg/authentication/request/bearertoken/bearertoken.go`):
+//!   the `Authorization` header trimmed, split at spaces, `Bearer` in any case and the
+//!   second word the token. A request without one (no header, another scheme such as
+//!   `Basic`, an empty token) is anonymous (`system:anonymous`, `system:unauthenticated`);
+//!   a token no one issued, expired, or whose ServiceAccount is gone is refused with 401
+//!   `Unauthorized` (`pkg/endpoints/filters/authentication.go`), never anonymous
+//!   (`union.NewFailOnError` in front of the anonymous authenticator). The ServiceAccount
+//!   token authenticator is always on, as kube-apiserver requires its keys, so this holds
+//!   with any authorization mode and before any token is issued.
 //! * [`RequestInfo::parse`] follows `RequestInfoFactory.NewRequestInfo`
 //!   (`staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`): the verb from
 //!   the method (`list`/`watch` for a GET without a name, `deletecollection` for a DELETE
@@ -155,13 +162,14 @@ impl Tokens {
         let Some(value) = headers.get(header::AUTHORIZATION) else {
             return Ok(UserInfo::anonymous());
         };
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(ApiError::unauthorized)?;
+        let value = String::from_utf8_lossy(value.as_bytes());
+        let parts: Vec<&str> = value.trim().split(' ').collect();
+        let token = match parts.as_slice() {
+            [scheme, token, ..] if scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() => {
+                *token
+            }
+            _ => return Ok(UserInfo::anonymous()),
+        };
         let owner = self
             .lock()
             .get(token)
@@ -476,6 +484,37 @@ mod tests {
             assert!(!i.is_resource_request, "{path}");
             assert_eq!(i.verb, "get");
         }
+    }
+
+    /// The header forms of `bearertoken.Authenticator.AuthenticateRequest`.
+    #[test]
+    fn the_bearer_token_is_read_as_bearertoken_go_reads_it() {
+        let tokens = Tokens::default();
+        let ops = UserInfo {
+            name: "ops".into(),
+            groups: vec![AUTHENTICATED.into()],
+        };
+        tokens.add_static("t1", ops.clone());
+        let user = |header: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            if let Some(value) = header {
+                headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            }
+            tokens.authenticate(&headers, |_, _| None)
+        };
+        for known in ["Bearer t1", "bearer t1", "  BEARER t1  ", "Bearer t1 extra"] {
+            assert_eq!(user(Some(known)), Ok(ops.clone()), "{known:?}");
+        }
+        for anonymous in [
+            None,
+            Some(""),
+            Some("Basic b3BzOnB3"),
+            Some("Bearer"),
+            Some("Bearer  t1"),
+        ] {
+            assert_eq!(user(anonymous), Ok(UserInfo::anonymous()), "{anonymous:?}");
+        }
+        assert_eq!(user(Some("Bearer t2")).unwrap_err().code, 401);
     }
 
     #[test]

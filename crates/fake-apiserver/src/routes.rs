@@ -38,8 +38,9 @@ pub struct Shared {
     pub bookmark_interval: Duration,
     /// Tokens and refusals.
     pub access: Access,
-    /// Whether requests are authenticated and authorised by RBAC (otherwise everything
-    /// is allowed, as with `--authorization-mode=AlwaysAllow`).
+    /// Whether requests are authorised by RBAC (otherwise every authenticated or anonymous
+    /// request is allowed, as with `--authorization-mode=AlwaysAllow`). Requests are
+    /// authenticated either way.
     pub rbac: bool,
 }
 

@@ -552,3 +552,70 @@ async fn a_metadata_name_field_selector_names_the_object_of_a_list_or_watch() {
     assert_eq!(code, 403);
     assert!(message.starts_with("nodes is forbidden: "), "{message}");
 }
+
+/// kube-apiserver authenticates whatever the authorization mode (`WithAuthentication`
+/// before `WithAuthorization`): with `AlwaysAllow` (RBAC off) a bearer token no
+/// authenticator knows is refused with 401 before authorization (`union.NewFailOnError`
+/// keeps a bad token from becoming anonymous), a known token and no token at all are
+/// allowed, and an `Authorization` header that is not a bearer token is no token
+/// (`bearertoken.go`): anonymous.
+#[tokio::test]
+async fn without_rbac_a_bearer_token_the_server_does_not_know_is_refused() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = FakeApiServer::start().await.unwrap();
+    let list = |client: kube::Client| async move {
+        Api::<Node>::all(client).list(&ListParams::default()).await
+    };
+    // No token known yet.
+    let (code, reason, message) =
+        api_error(list(server.kube_client_with_token("not-a-token").unwrap()).await);
+    assert_eq!(
+        (code, reason.as_str(), message.as_str()),
+        (401, "Unauthorized", "Unauthorized")
+    );
+
+    // Static tokens (--token-auth-file) and ServiceAccount tokens.
+    server.add_token(
+        "ops-token",
+        UserInfo {
+            name: "ops".into(),
+            groups: vec![],
+        },
+    );
+    list(server.kube_client_with_token("ops-token").unwrap())
+        .await
+        .expect("a known static token");
+    server
+        .create(
+            "serviceaccounts",
+            Some("kube-system"),
+            json!({ "metadata": { "name": "ccm" } }),
+        )
+        .unwrap();
+    let token = server.service_account_token("kube-system", "ccm").unwrap();
+    let account = server.kube_client_with_token(&token).unwrap();
+    list(account.clone())
+        .await
+        .expect("a live ServiceAccount's token");
+    let (code, _, _) = api_error(list(server.kube_client_with_token("not-a-token").unwrap()).await);
+    assert_eq!(code, 401);
+    server
+        .delete("serviceaccounts", Some("kube-system"), "ccm")
+        .unwrap();
+    let (code, _, _) = api_error(list(account).await);
+    assert_eq!(code, 401, "the ServiceAccount is gone");
+
+    // No token, or no bearer token: anonymous, and AlwaysAllow allows it.
+    list(server.kube_client().unwrap())
+        .await
+        .expect("anonymous");
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.auth_info.username = Some("admin".into());
+    config.auth_info.password = Some("secret".to_string().into());
+    list(kube::Client::try_from(config).unwrap())
+        .await
+        .expect("basic credentials are no bearer token");
+
+    let refused: Vec<u16> = server.denials().iter().map(|d| d.code).collect();
+    assert_eq!(refused, [401, 401, 401]);
+}

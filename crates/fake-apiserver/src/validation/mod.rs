@@ -7,9 +7,9 @@
 //!   and the body `ErrorBody` prints; [`ApiError::invalid`](crate::ApiError::invalid) turns
 //!   a list of them into the 422 Status `apierrors.NewInvalid` builds.
 //! * Name formats, with their messages: `IsValidPathSegmentName`
-//!   (`staging/src/k8s.io/apimachinery/pkg/api/validation/path/name.go`) and
-//!   `IsDNS1123Subdomain` (`staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go`,
-//!   as in v1.33).
+//!   (`staging/src/k8s.io/apimachinery/pkg/api/validation/path/name.go`),
+//!   `IsDNS1123Subdomain` and `IsQualifiedName`
+//!   (`staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go`, as in v1.33).
 //! * [`validate_create`] and [`validate_update`]: the strategies' `Validate` and
 //!   `ValidateUpdate` for Events ([`events`]) and RoleBindings and ClusterRoleBindings
 //!   ([`rbac`]). Objects are in their stored form (core
@@ -221,6 +221,64 @@ pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
     errors
 }
 
+const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const QUALIFIED_NAME_ERROR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const QUALIFIED_NAME_MAX: usize = 63;
+
+/// `IsQualifiedName`: `[prefix/]name`, the prefix a DNS subdomain, the name at most 63
+/// alphanumerics, `-`, `_` or `.` starting and ending with an alphanumeric.
+pub fn qualified_name_errors(value: &str) -> Vec<String> {
+    let examples = ["MyName", "my.name", "123-abc"];
+    let mut errors = Vec::new();
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errors.push("prefix part must be non-empty".to_string());
+            } else {
+                errors.extend(
+                    dns1123_subdomain_errors(prefix)
+                        .into_iter()
+                        .map(|e| format!("prefix part {e}")),
+                );
+            }
+            *name
+        }
+        _ => {
+            errors.push(format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                regex_error(QUALIFIED_NAME_ERROR, QUALIFIED_NAME_FMT, &examples)
+            ));
+            return errors;
+        }
+    };
+    if name.is_empty() {
+        errors.push("name part must be non-empty".to_string());
+    } else if name.len() > QUALIFIED_NAME_MAX {
+        errors.push(format!("name part {}", max_len_error(QUALIFIED_NAME_MAX)));
+    }
+    let bytes = name.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_alphanumeric();
+    let shaped = match (bytes.first(), bytes.last()) {
+        (Some(first), Some(last)) => {
+            alnum(first)
+                && alnum(last)
+                && bytes
+                    .iter()
+                    .all(|b| alnum(b) || matches!(b, b'-' | b'_' | b'.'))
+        }
+        _ => false,
+    };
+    if !shaped {
+        errors.push(format!(
+            "name part {}",
+            regex_error(QUALIFIED_NAME_ERROR, QUALIFIED_NAME_FMT, &examples)
+        ));
+    }
+    errors
+}
+
 /// The errors of creating `object` (in its stored form) through `kind`.
 pub fn validate_create(kind: &ResourceKind, object: &Value) -> Vec<FieldError> {
     match (kind.group, kind.kind) {
@@ -311,5 +369,21 @@ mod tests {
         );
         assert_eq!(dns1123_subdomain_errors("a.").len(), 1);
         assert_eq!(dns1123_subdomain_errors(&"a".repeat(254)).len(), 1);
+        assert!(qualified_name_errors("cloud-node-controller").is_empty());
+        assert!(qualified_name_errors("cloudstack.apache.org/ccm").is_empty());
+        // With `Required value`, the real server's three errors for an empty
+        // reportingController.
+        assert_eq!(
+            qualified_name_errors(""),
+            [
+                "name part must be non-empty",
+                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+            ]
+        );
+        assert_eq!(
+            qualified_name_errors("/x"),
+            ["prefix part must be non-empty"]
+        );
+        assert_eq!(qualified_name_errors("a/b/c").len(), 1);
     }
 }

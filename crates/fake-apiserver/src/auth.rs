@@ -1,5 +1,5 @@
-//! Authentication and the attributes a request is authorised on, as kube-apiserver has
-//! them when RBAC is on.
+//! Authentication, which runs whatever the authorization mode, and the attributes a
+//! request is authorised on when RBAC is on, as kube-apiserver has them.
 //!
 //! * Bearer tokens (`Authorization: Bearer <token>`): the admin token the server makes at
 //!   start (user `kubernetes-admin` in `system:masters`, like kubeadm's `admin.conf`),
@@ -11,14 +11,25 @@
 //!   `system:serviceaccounts:{ns}` and `system:authenticated`, until it expires or its
 //!   ServiceAccount is deleted (`pkg/serviceaccount` `Validator`). Tokens are opaque
 //!   random strings here, not signed JWTs.
-//! * A request without a token is anonymous (`system:anonymous`,
-//!   `system:unauthenticated`); an unknown or expired token is refused with 401
-//!   `Unauthorized` (`pkg/endpoints/filters/authentication.go`).
+//! * The token is read as `bearertoken.Authenticator` reads it
+//!   (`staging/src/k8s.io/apiserver/pkg/authentication/request/bearertoken/bearertoken.go`):
+//!   the `Authorization` header trimmed, split at spaces, `Bearer` in any case and the
+//!   second word the token. A request without one (no header, another scheme such as
+//!   `Basic`, an empty token) is anonymous (`system:anonymous`, `system:unauthenticated`);
+//!   a token no one issued, expired, or whose ServiceAccount is gone is refused with 401
+//!   `Unauthorized` (`pkg/endpoints/filters/authentication.go`), never anonymous
+//!   (`union.NewFailOnError` in front of the anonymous authenticator). The ServiceAccount
+//!   token authenticator is always on, as kube-apiserver requires its keys, so this holds
+//!   with any authorization mode and before any token is issued.
 //! * [`RequestInfo::parse`] follows `RequestInfoFactory.NewRequestInfo`
 //!   (`staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`): the verb from
 //!   the method (`list`/`watch` for a GET without a name, `deletecollection` for a DELETE
-//!   without one), namespace, resource, subresource and name from the path, and a
-//!   `metadata.name` field selector as the name of a list or watch.
+//!   without one), namespace, resource, subresource and name from the path. A list or
+//!   watch (any `watch` value but `0` or `false`) whose field selector requires
+//!   `metadata.name` (`RequiresExactMatch`: the first `metadata.name=x` or `==x` term,
+//!   never `!=`) is authorised on that name if it is a valid path segment; a selector
+//!   that does not parse, like a label selector that does not, names nothing (the
+//!   `ListOptions` decoding failed).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -29,6 +40,9 @@ use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::object::meta_str;
+use crate::params;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::validation::path_segment_name_errors;
 
 /// Group every authenticated user is in.
 pub const AUTHENTICATED: &str = "system:authenticated";
@@ -148,13 +162,14 @@ impl Tokens {
         let Some(value) = headers.get(header::AUTHORIZATION) else {
             return Ok(UserInfo::anonymous());
         };
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(ApiError::unauthorized)?;
+        let value = String::from_utf8_lossy(value.as_bytes());
+        let parts: Vec<&str> = value.trim().split(' ').collect();
+        let token = match parts.as_slice() {
+            [scheme, token, ..] if scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() => {
+                *token
+            }
+            _ => return Ok(UserInfo::anonymous()),
+        };
         let owner = self
             .lock()
             .get(token)
@@ -307,18 +322,25 @@ impl RequestInfo {
             })
             .unwrap_or_default();
         if info.name.is_empty() && info.verb == "get" {
-            let watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
-            info.verb = if watch { "watch" } else { "list" }.into();
-            if let Some(selector) = query.get("fieldSelector") {
-                let exact: Vec<&str> = selector
-                    .split(',')
-                    .filter_map(|term| term.trim().strip_prefix("metadata.name="))
-                    .collect();
-                if let [name] = exact.as_slice()
-                    && !name.is_empty()
-                {
-                    info.name = name.to_string();
-                }
+            info.verb = if params::flag(&query, "watch") {
+                "watch"
+            } else {
+                "list"
+            }
+            .into();
+            let labels_parse = query
+                .get("labelSelector")
+                .is_none_or(|s| LabelSelector::parse(s).is_ok());
+            let fields = query
+                .get("fieldSelector")
+                .and_then(|s| FieldSelector::parse_any(s).ok());
+            if let Some(name) = fields
+                .as_ref()
+                .filter(|_| labels_parse)
+                .and_then(|f| f.requires_exact_match("metadata.name"))
+                .filter(|name| path_segment_name_errors(name).is_empty())
+            {
+                info.name = name.to_string();
             }
         }
         if info.name.is_empty() && info.verb == "delete" {
@@ -400,6 +422,37 @@ mod tests {
             "/api/v1/nodes?fieldSelector=metadata.name%3Dn1",
         );
         assert_eq!((&*i.verb, &*i.name), ("list", "n1"));
+        for (query, verb, name) in [
+            ("fieldSelector=metadata.name%3D%3Dn1", "list", "n1"),
+            ("fieldSelector=metadata.name%21%3Dn1", "list", ""),
+            (
+                "fieldSelector=spec.unschedulable%3Dfalse,metadata.name%3Dn1",
+                "list",
+                "n1",
+            ),
+            (
+                "fieldSelector=metadata.name%3Dn2,metadata.name%3Dn1",
+                "list",
+                "n1",
+            ),
+            ("fieldSelector=metadata.name%3Da%25b", "list", ""),
+            ("fieldSelector=metadata.name%3Dn1,oops", "list", ""),
+            (
+                "fieldSelector=metadata.name%3Dn1&labelSelector=a+in+b",
+                "list",
+                "",
+            ),
+            (
+                "fieldSelector=metadata.name%3D%3Dn1&watch=yes",
+                "watch",
+                "n1",
+            ),
+            ("watch=False", "list", ""),
+            ("watch=", "watch", ""),
+        ] {
+            let i = info(Method::GET, &format!("/api/v1/nodes?{query}"));
+            assert_eq!((&*i.verb, &*i.name), (verb, name), "{query}");
+        }
         let i = info(Method::DELETE, "/api/v1/namespaces/default/events");
         assert_eq!(i.verb, "deletecollection");
         let i = info(Method::GET, "/api/v1/namespaces/kube-system");
@@ -431,6 +484,37 @@ mod tests {
             assert!(!i.is_resource_request, "{path}");
             assert_eq!(i.verb, "get");
         }
+    }
+
+    /// The header forms of `bearertoken.Authenticator.AuthenticateRequest`.
+    #[test]
+    fn the_bearer_token_is_read_as_bearertoken_go_reads_it() {
+        let tokens = Tokens::default();
+        let ops = UserInfo {
+            name: "ops".into(),
+            groups: vec![AUTHENTICATED.into()],
+        };
+        tokens.add_static("t1", ops.clone());
+        let user = |header: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            if let Some(value) = header {
+                headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            }
+            tokens.authenticate(&headers, |_, _| None)
+        };
+        for known in ["Bearer t1", "bearer t1", "  BEARER t1  ", "Bearer t1 extra"] {
+            assert_eq!(user(Some(known)), Ok(ops.clone()), "{known:?}");
+        }
+        for anonymous in [
+            None,
+            Some(""),
+            Some("Basic b3BzOnB3"),
+            Some("Bearer"),
+            Some("Bearer  t1"),
+        ] {
+            assert_eq!(user(anonymous), Ok(UserInfo::anonymous()), "{anonymous:?}");
+        }
+        assert_eq!(user(Some("Bearer t2")).unwrap_err().code, 401);
     }
 
     #[test]

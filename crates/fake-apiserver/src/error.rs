@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use crate::auth::RequestInfo;
 use crate::resources::ResourceKind;
+use crate::validation::FieldError;
 
 /// A failed API request, rendered as a `metav1.Status` body exactly like kube-apiserver.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -72,16 +73,43 @@ impl ApiError {
         )
     }
 
-    /// 422 Invalid, naming the object and the offending field.
-    pub fn invalid(kind: &ResourceKind, name: &str, field: &str, detail: &str) -> Self {
-        let message = format!("{} \"{name}\" is invalid: {field}: {detail}", kind.kind);
-        let mut err = Self::with_details(422, "Invalid", message, kind, name);
-        if let Some(details) = err.details.as_mut() {
-            details["kind"] = json!(kind.kind);
-            details["causes"] =
-                json!([{ "reason": "FieldValueInvalid", "message": detail, "field": field }]);
+    /// 422 Invalid as `apierrors.NewInvalid` builds it: `Kind[.group] "name" is invalid: `
+    /// and the one error, or all of them as `[a, b]` (repeated messages once), with one
+    /// Status cause per error.
+    pub fn invalid(kind: &ResourceKind, name: &str, errors: &[FieldError]) -> Self {
+        let qualified_kind = if kind.group.is_empty() {
+            kind.kind.to_string()
+        } else {
+            format!("{}.{}", kind.kind, kind.group)
+        };
+        let mut messages: Vec<String> = Vec::new();
+        for message in errors.iter().map(FieldError::message) {
+            if !messages.contains(&message) {
+                messages.push(message);
+            }
         }
-        err
+        let message = match messages.as_slice() {
+            [] => format!("{qualified_kind} \"{name}\" is invalid"),
+            [one] => format!("{qualified_kind} \"{name}\" is invalid: {one}"),
+            many => format!(
+                "{qualified_kind} \"{name}\" is invalid: [{}]",
+                many.join(", ")
+            ),
+        };
+        let causes: Vec<Value> = errors
+            .iter()
+            .map(|e| json!({ "reason": e.error_type.cause(), "message": e.body, "field": e.field }))
+            .collect();
+        let mut details = json!({ "name": name, "kind": kind.kind, "causes": causes });
+        if !kind.group.is_empty() {
+            details["group"] = json!(kind.group);
+        }
+        Self {
+            code: 422,
+            reason: "Invalid",
+            message,
+            details: Some(details),
+        }
     }
 
     /// 401 for a bearer token the server does not know (`apierrors.NewUnauthorized`).

@@ -1,7 +1,9 @@
-//! The authentication and authorisation filter in front of every handler when RBAC is
-//! on (kube-apiserver's `WithAuthentication` then `WithAuthorization`): 401 for a bad
-//! token, 403 with the real Status body for anything RBAC does not grant. Every denial
-//! is recorded so tests can assert that a controller met none.
+//! The authentication and authorisation filter in front of every handler
+//! (kube-apiserver's `WithAuthentication` then `WithAuthorization`): 401 for a bad token
+//! whatever the authorization mode, then with RBAC on 403 with the real Status body for
+//! anything RBAC does not grant (with RBAC off, as `--authorization-mode=AlwaysAllow`,
+//! everything authenticated or anonymous is allowed). Every denial is recorded so tests
+//! can assert that a controller met none.
 
 use std::sync::{Arc, Mutex};
 
@@ -28,7 +30,7 @@ pub struct Denial {
     pub code: u16,
 }
 
-/// Authentication state and the log of refusals, present when RBAC is on.
+/// Authentication state and the log of refusals.
 #[derive(Debug, Default)]
 pub struct Access {
     /// Known bearer tokens.
@@ -62,9 +64,6 @@ impl Access {
 
 /// The middleware: authenticates, authorises, then hands the request on.
 pub async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    if !shared.rbac {
-        return next.run(request).await;
-    }
     let access = &shared.access;
     let accounts = resources::find("", "v1", "serviceaccounts").expect("served");
     let user = match access.tokens.authenticate(request.headers(), |ns, name| {
@@ -73,6 +72,9 @@ pub async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Ne
         Ok(user) => user,
         Err(error) => return access.deny("", &request, error),
     };
+    if !shared.rbac {
+        return next.run(request).await;
+    }
     let info = RequestInfo::parse(request.method(), request.uri());
     match rbac::authorize(&shared.store, &user, &info) {
         Decision::Allow => next.run(request).await,

@@ -26,6 +26,7 @@ mod faults;
 mod guard;
 mod object;
 mod openapi;
+mod params;
 mod patch;
 mod rbac;
 mod resources;
@@ -34,6 +35,7 @@ mod selector;
 mod server;
 mod store;
 mod table;
+mod validation;
 mod watch;
 
 pub use auth::{ADMIN_USER, UserInfo, parse_token_file};

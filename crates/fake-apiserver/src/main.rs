@@ -28,10 +28,12 @@ struct Args {
     /// Also write a kubeconfig pointing at the server to this file.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// Authorise requests by RBAC (`RBAC`) or allow everything (`AlwaysAllow`).
+    /// Authorise requests by RBAC (`RBAC`) or allow everything (`AlwaysAllow`); bearer
+    /// tokens are checked either way.
     #[arg(long, default_value = "AlwaysAllow", value_parser = ["AlwaysAllow", "RBAC"])]
     authorization_mode: String,
-    /// Bearer tokens: lines of `token,user,uid[,"group1,group2"]`, as kube-apiserver's.
+    /// Bearer tokens: lines of `token,user,uid[,"group1,group2"]`, as kube-apiserver's; any
+    /// other bearer token is refused with 401, whatever the authorization mode.
     #[arg(long)]
     token_auth_file: Option<PathBuf>,
 }

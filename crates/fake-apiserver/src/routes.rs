@@ -19,6 +19,7 @@ use crate::error::ApiError;
 use crate::faults::{Faults, Verb};
 use crate::guard::{Access, guard};
 use crate::openapi;
+use crate::params;
 use crate::patch::PatchType;
 use crate::resources::{self, ResourceKind};
 use crate::selector::{FieldSelector, LabelSelector};
@@ -37,8 +38,9 @@ pub struct Shared {
     pub bookmark_interval: Duration,
     /// Tokens and refusals.
     pub access: Access,
-    /// Whether requests are authenticated and authorised by RBAC (otherwise everything
-    /// is allowed, as with `--authorization-mode=AlwaysAllow`).
+    /// Whether requests are authorised by RBAC (otherwise every authenticated or anonymous
+    /// request is allowed, as with `--authorization-mode=AlwaysAllow`). Requests are
+    /// authenticated either way.
     pub rbac: bool,
 }
 
@@ -149,10 +151,6 @@ fn parse_target(path: &str) -> Result<Target, ApiError> {
     }
 }
 
-fn is_true(query: &HashMap<String, String>, key: &str) -> bool {
-    matches!(query.get(key).map(String::as_str), Some("true" | "1"))
-}
-
 fn verb_of(
     method: &Method,
     target: &Target,
@@ -160,7 +158,7 @@ fn verb_of(
 ) -> Result<Verb, ApiError> {
     let verb = match (method.as_str(), target.name.is_some()) {
         ("GET", true) => Verb::Get,
-        ("GET", false) if is_true(query, "watch") => Verb::Watch,
+        ("GET", false) if params::flag(query, "watch") => Verb::Watch,
         ("GET", false) => Verb::List,
         ("POST", false) => Verb::Create,
         ("POST", true) if target.token => Verb::Create,
@@ -270,7 +268,7 @@ fn watch_response(
     query: &HashMap<String, String>,
     as_table: bool,
 ) -> Result<Response, ApiError> {
-    let send_initial_events = is_true(query, "sendInitialEvents");
+    let send_initial_events = params::flag(query, "sendInitialEvents");
     let start = match query.get("resourceVersion").map(String::as_str) {
         _ if send_initial_events => WatchStart::CurrentState,
         None | Some("" | "0") => WatchStart::CurrentState,
@@ -290,7 +288,7 @@ fn watch_response(
         WatchRequest {
             selection: selection(target, query)?,
             start,
-            bookmarks: is_true(query, "allowWatchBookmarks"),
+            bookmarks: params::flag(query, "allowWatchBookmarks"),
             send_initial_events,
             timeout: Duration::from_secs(timeout),
             bookmark_interval: shared.bookmark_interval,

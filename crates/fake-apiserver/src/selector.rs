@@ -1,5 +1,11 @@
 //! Label selectors (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`) and field selectors
-//! (`metadata.name=x`, `spec.nodeName!=y`) as kube-apiserver parses them.
+//! (`metadata.name=x`, `metadata.name==x`, `spec.nodeName!=y`) as kube-apiserver parses
+//! them. Field selectors follow `fields.ParseSelector`
+//! (`staging/src/k8s.io/apimachinery/pkg/fields/selector.go`): terms split at commas not
+//! escaped by a backslash and sorted, each split at its first `!=`, `==` or `=`, the field
+//! taken as written (no trimming) and the value unescaped (`\\`, `\,`, `\=`; a bare `,` or
+//! `=` in a value is an error). One parser serves the list and watch handlers and the
+//! authorizer's [`RequestInfo`](crate::auth::RequestInfo).
 
 use serde_json::Value;
 
@@ -127,55 +133,154 @@ impl LabelSelector {
     }
 }
 
-/// A parsed field selector: `(field, value, negated)` terms, all of which must hold.
+/// One field selector term: `field=value` or `field==value`, or `field!=value` when
+/// `negated`.
+#[derive(Debug, Clone, PartialEq)]
+struct FieldTerm {
+    field: String,
+    value: String,
+    negated: bool,
+}
+
+/// A parsed field selector: terms, all of which must hold.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FieldSelector(Vec<(String, String, bool)>);
+pub struct FieldSelector(Vec<FieldTerm>);
+
+/// `splitTerms`: the terms between commas a backslash does not escape.
+fn split_terms(input: &str) -> Vec<&str> {
+    if input.is_empty() {
+        return Vec::new();
+    }
+    let mut terms = Vec::new();
+    let (mut start, mut escaped) = (0, false);
+    for (i, c) in input.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            ',' => {
+                terms.push(&input[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&input[start..]);
+    terms
+}
+
+/// `splitTerm`: field, operator and raw value, split at the first operator (`!=` before
+/// `==` before `=` at the same place).
+fn split_term(term: &str) -> Option<(&str, &'static str, &str)> {
+    (0..term.len())
+        .filter(|i| term.is_char_boundary(*i))
+        .find_map(|i| {
+            ["!=", "==", "="]
+                .into_iter()
+                .find(|op| term[i..].starts_with(op))
+                .map(|op| (&term[..i], op, &term[i + op.len()..]))
+        })
+}
+
+/// `UnescapeValue`.
+fn unescape_value(raw: &str) -> Result<String, String> {
+    let mut value = String::with_capacity(raw.len());
+    let mut escaped = false;
+    for c in raw.chars() {
+        if escaped {
+            if !matches!(c, '\\' | ',' | '=') {
+                return Err(format!(
+                    "invalid field selector: invalid escape sequence: \\{c}"
+                ));
+            }
+            value.push(c);
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            ',' | '=' => {
+                return Err(format!(
+                    "invalid field selector: unescapedRune character in value: {}",
+                    u32::from(c)
+                ));
+            }
+            _ => value.push(c),
+        }
+    }
+    if escaped {
+        return Err("invalid field selector: invalid escape sequence: \\".into());
+    }
+    Ok(value)
+}
 
 impl FieldSelector {
-    /// Parses a `fieldSelector` query value, rejecting labels `kind` does not support with
-    /// the real server's `field label not supported` error.
-    pub fn parse(input: &str, kind: &ResourceKind) -> Result<Self, ApiError> {
+    /// Parses a `fieldSelector` query value as `fields.ParseSelector` does, whatever fields
+    /// it names (the authorizer reads a selector before any resource is known).
+    pub fn parse_any(input: &str) -> Result<Self, ApiError> {
+        let mut parts = split_terms(input);
+        parts.sort_unstable();
         let mut terms = Vec::new();
-        for part in input.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (field, value, negated) = if let Some((f, v)) = part.split_once("!=") {
-                (f, v, true)
-            } else if let Some((f, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
-                (f, v, false)
-            } else {
-                return Err(ApiError::bad_request(format!(
-                    "invalid selector: '{part}'; can't understand '{part}'"
-                )));
-            };
-            let field = field.trim();
-            if !kind.supports_field(field) {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {field}"
-                )));
-            }
-            terms.push((field.to_string(), value.trim().to_string(), negated));
+        for part in parts.into_iter().filter(|p| !p.is_empty()) {
+            let (field, op, raw) = split_term(part).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "invalid selector: '{input}'; can't understand '{part}'"
+                ))
+            })?;
+            terms.push(FieldTerm {
+                field: field.to_string(),
+                value: unescape_value(raw).map_err(ApiError::bad_request)?,
+                negated: op == "!=",
+            });
         }
         Ok(Self(terms))
     }
 
+    /// Parses a `fieldSelector` query value, rejecting labels `kind` does not support with
+    /// the real server's `field label not supported` error.
+    pub fn parse(input: &str, kind: &ResourceKind) -> Result<Self, ApiError> {
+        let selector = Self::parse_any(input)?;
+        if let Some(term) = selector.0.iter().find(|t| !kind.supports_field(&t.field)) {
+            return Err(ApiError::bad_request(format!(
+                "field label not supported: {}",
+                term.field
+            )));
+        }
+        Ok(selector)
+    }
+
+    /// `RequiresExactMatch`: the value the first `field=value` (or `==`) term requires.
+    pub fn requires_exact_match(&self, field: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|t| t.field == field && !t.negated)
+            .map(|t| t.value.as_str())
+    }
+
     /// Whether the object satisfies every term (missing fields compare as `""`).
     pub fn matches(&self, object: &Value) -> bool {
-        self.0.iter().all(|(field, value, negated)| {
-            let pointer = format!("/{}", field.replace('.', "/"));
-            let actual = match object.pointer(&pointer) {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Bool(b)) => b.to_string(),
-                Some(Value::Number(n)) => n.to_string(),
-                Some(Value::Null) | None => {
-                    if field == "spec.unschedulable" {
-                        "false".to_string()
-                    } else {
-                        String::new()
+        self.0.iter().all(
+            |FieldTerm {
+                 field,
+                 value,
+                 negated,
+             }| {
+                let pointer = format!("/{}", field.replace('.', "/"));
+                let actual = match object.pointer(&pointer) {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Bool(b)) => b.to_string(),
+                    Some(Value::Number(n)) => n.to_string(),
+                    Some(Value::Null) | None => {
+                        if field == "spec.unschedulable" {
+                            "false".to_string()
+                        } else {
+                            String::new()
+                        }
                     }
-                }
-                Some(other) => other.to_string(),
-            };
-            (actual == *value) != *negated
-        })
+                    Some(other) => other.to_string(),
+                };
+                (actual == *value) != *negated
+            },
+        )
     }
 }
 
@@ -236,5 +341,58 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code, 400);
         assert_eq!(err.message, "field label not supported: spec.type");
+    }
+
+    /// Cases of `TestSelectorParse` and `TestSplitTerm` in kubernetes'
+    /// `staging/src/k8s.io/apimachinery/pkg/fields/selector_test.go`.
+    #[test]
+    fn field_selectors_parse_as_fields_parse_selector_does() {
+        let name = |input: &str| {
+            FieldSelector::parse_any(input)
+                .unwrap()
+                .requires_exact_match("metadata.name")
+                .map(String::from)
+        };
+        assert_eq!(name("metadata.name=a").as_deref(), Some("a"));
+        assert_eq!(name("metadata.name==a").as_deref(), Some("a"));
+        assert_eq!(name("metadata.name!=a"), None);
+        assert_eq!(
+            name("spec.nodeName=n1,metadata.name==a").as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            name("metadata.name=b,metadata.name=a").as_deref(),
+            Some("a"),
+            "terms are sorted"
+        );
+        assert_eq!(name("metadata.name=a\\,b").as_deref(), Some("a,b"));
+        assert_eq!(name(" metadata.name=a"), None, "the field is not trimmed");
+        assert_eq!(name(""), None);
+
+        let error = |input: &str| FieldSelector::parse_any(input).unwrap_err().message;
+        assert_eq!(
+            error("metadata.name=a,x"),
+            "invalid selector: 'metadata.name=a,x'; can't understand 'x'"
+        );
+        assert_eq!(
+            error("metadata.name=a=b"),
+            "invalid field selector: unescapedRune character in value: 61"
+        );
+        assert_eq!(
+            error("metadata.name!==a"),
+            "invalid field selector: unescapedRune character in value: 61",
+            "split at the first operator: value =a"
+        );
+        assert_eq!(
+            error("metadata.name=a\\b"),
+            "invalid field selector: invalid escape sequence: \\b"
+        );
+
+        let pods = lookup("pods").unwrap();
+        assert!(
+            FieldSelector::parse("metadata.name==a,spec.nodeName==n1", pods)
+                .unwrap()
+                .matches(&obj(json!({})))
+        );
     }
 }

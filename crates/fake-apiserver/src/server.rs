@@ -27,10 +27,12 @@ pub struct ServerOptions {
     pub history: usize,
     /// Interval between watch bookmarks.
     pub bookmark_interval: Duration,
-    /// Authenticate bearer tokens and authorise every request by RBAC (kube-apiserver's
-    /// `--authorization-mode=RBAC`). The server then holds the bootstrap ClusterRoles and
-    /// bindings, and [`FakeApiServer::kube_client`] and the kubeconfig use an admin token
-    /// (`kubernetes-admin` in `system:masters`). Off, every request is allowed.
+    /// Authorise every request by RBAC (kube-apiserver's `--authorization-mode=RBAC`). The
+    /// server then holds the bootstrap ClusterRoles and bindings, and
+    /// [`FakeApiServer::kube_client`] and the kubeconfig use an admin token
+    /// (`kubernetes-admin` in `system:masters`). Off (`AlwaysAllow`), every request is
+    /// allowed once authenticated: without a bearer token it is anonymous, and a bearer
+    /// token the server does not know is refused with 401 either way.
     ///
     /// kubectl sends a kubeconfig's credentials only over TLS (clientcmd checks
     /// `IsConfigTransportTLS`), and this server speaks plain HTTP: kubectl is anonymous

@@ -1,10 +1,12 @@
 //! Server-side defaulting the real API server applies on create and update: Service
-//! cluster IPs, node ports and policies, Pod and Namespace phases, reset statuses.
+//! cluster IPs, node ports and policies, Pod and Namespace phases, reset statuses, and the
+//! defaults of a decoded RoleBinding or ClusterRoleBinding.
 
 use serde_json::{Value, json};
 
 use crate::object::meta_mut;
 use crate::resources::ResourceKind;
+use crate::validation::rbac::GROUP as RBAC_GROUP;
 
 /// Allocators for Service cluster IPs and node ports.
 #[derive(Debug)]
@@ -52,6 +54,38 @@ pub fn reset_status_on_create(kind: &ResourceKind, object: &mut Value) {
             .or_insert_with(|| json!({}));
         if let Some(labels) = labels.as_object_mut() {
             labels.insert("kubernetes.io/metadata.name".into(), name);
+        }
+    }
+}
+
+/// The v1 defaults every decoded object gets before it is validated. RoleBindings and
+/// ClusterRoleBindings (`pkg/apis/rbac/v1/defaults.go`: `SetDefaults_RoleBinding`,
+/// `SetDefaults_ClusterRoleBinding`, `SetDefaults_Subject`): an empty `roleRef.apiGroup`,
+/// and the empty `apiGroup` of a `User` or `Group` subject, are `rbac.authorization.k8s.io`.
+pub fn default_decoded(kind: &ResourceKind, object: &mut Value) {
+    if kind.group != RBAC_GROUP || !matches!(kind.kind, "RoleBinding" | "ClusterRoleBinding") {
+        return;
+    }
+    let empty = |v: Option<&Value>| v.and_then(Value::as_str).is_none_or(str::is_empty);
+    if object.get("roleRef").is_none_or(Value::is_null) {
+        object["roleRef"] = json!({});
+    }
+    if let Some(role_ref) = object.get_mut("roleRef").and_then(Value::as_object_mut)
+        && empty(role_ref.get("apiGroup"))
+    {
+        role_ref.insert("apiGroup".into(), json!(RBAC_GROUP));
+    }
+    let subjects = object.get_mut("subjects").and_then(Value::as_array_mut);
+    for subject in subjects.into_iter().flatten() {
+        let Some(subject) = subject.as_object_mut() else {
+            continue;
+        };
+        let person = matches!(
+            subject.get("kind").and_then(Value::as_str),
+            Some("User" | "Group")
+        );
+        if person && empty(subject.get("apiGroup")) {
+            subject.insert("apiGroup".into(), json!(RBAC_GROUP));
         }
     }
 }

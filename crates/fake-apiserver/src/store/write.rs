@@ -3,13 +3,14 @@
 
 use serde_json::{Value, json};
 
-use super::defaults::{apply_defaults, reset_status_on_create};
-use super::views::{to_storage, to_view};
+use super::defaults::{apply_defaults, default_decoded, reset_status_on_create};
+use super::views::{storage_kind, to_storage, to_view};
 use super::{EventType, State, Store, key};
 use crate::error::ApiError;
 use crate::object::{finalizers, is_deleting, meta_mut, meta_str, now_timestamp};
 use crate::patch::{self, PatchType};
 use crate::resources::{self, ResourceKind};
+use crate::validation::{self, ErrorType, FieldError, quote};
 
 /// Metadata the server owns: kept from the stored object on every update.
 const SERVER_OWNED_META: &[&str] = &[
@@ -89,34 +90,6 @@ fn check_namespace(
     Ok(())
 }
 
-/// `legacyValidateEvent` (`pkg/apis/core/validation/events.go`) for an Event without
-/// `eventTime`: its namespace must be its object's, or `default` (or none) for an object
-/// without a namespace such as a Node.
-fn validate_event(kind: &ResourceKind, event: &Value) -> Result<(), ApiError> {
-    if kind.kind != "Event" || event.get("eventTime").is_some_and(|t| !t.is_null()) {
-        return Ok(());
-    }
-    let namespace = meta_str(event, "namespace");
-    let involved = event
-        .pointer("/involvedObject/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let matches = if involved.is_empty() {
-        namespace.is_empty() || namespace == "default"
-    } else {
-        namespace == involved
-    };
-    if matches {
-        return Ok(());
-    }
-    Err(ApiError::invalid(
-        kind,
-        meta_str(event, "name"),
-        "involvedObject.namespace",
-        &format!("Invalid value: {involved:?}: does not match event.namespace"),
-    ))
-}
-
 fn spec_of(object: &Value) -> Option<&Value> {
     object.get("spec")
 }
@@ -192,21 +165,20 @@ impl Store {
             .ok_or_else(|| ApiError::not_found(kind, name))?;
         let mut patched = patch::apply(kind, patch_type, &to_view(kind, &existing), body)?;
         if !patched.is_object() {
-            return Err(ApiError::invalid(
-                kind,
-                name,
+            let error = FieldError::with_body(
+                ErrorType::Invalid,
                 "<root>",
                 "the patched object must be a JSON object",
-            ));
+            );
+            return Err(ApiError::invalid(storage_kind(kind), name, &[error]));
         }
         check_type(kind, &mut patched)?;
-        if meta_str(&patched, "name") != name {
-            return Err(ApiError::invalid(
-                kind,
-                name,
-                "metadata.name",
-                "field is immutable",
-            ));
+        let patched_name = meta_str(&patched, "name");
+        if patched_name != name {
+            // `ValidateObjectMetaUpdate`: `ValidateImmutableField` of the name.
+            let error =
+                FieldError::invalid("metadata.name", &quote(patched_name), "field is immutable");
+            return Err(ApiError::invalid(storage_kind(kind), name, &[error]));
         }
         let stored = state.update(kind, existing, to_storage(kind, patched), status_only)?;
         Ok(to_view(kind, &stored).into_owned())
@@ -313,20 +285,22 @@ impl State {
         if name.is_empty() {
             let prefix = meta_str(&object, "generateName");
             if prefix.is_empty() {
-                return Err(ApiError::invalid(
-                    kind,
-                    "",
-                    "metadata.name",
-                    "Required value: name or generateName is required",
-                ));
+                let error =
+                    FieldError::required("metadata.name", "name or generateName is required");
+                return Err(ApiError::invalid(storage_kind(kind), "", &[error]));
             }
             name = format!("{prefix}{}", random_suffix());
+        }
+        meta_mut(&mut object).insert("name".into(), json!(name));
+        default_decoded(kind, &mut object);
+        // The strategy's Validate runs before the storage finds a name taken.
+        let errors = validation::validate_create(kind, &object);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(storage_kind(kind), &name, &errors));
         }
         if self.objects.contains_key(&key(kind, &ns, &name)) {
             return Err(ApiError::already_exists(kind, &name));
         }
-        meta_mut(&mut object).insert("name".into(), json!(name));
-        validate_event(kind, &object)?;
         let meta = meta_mut(&mut object);
         meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         meta.insert("creationTimestamp".into(), json!(now_timestamp()));
@@ -343,9 +317,10 @@ impl State {
         &mut self,
         kind: &'static ResourceKind,
         existing: Value,
-        incoming: Value,
+        mut incoming: Value,
         status_only: bool,
     ) -> Result<Value, ApiError> {
+        default_decoded(kind, &mut incoming);
         let name = meta_str(&existing, "name").to_string();
         let given_rv = meta_str(&incoming, "resourceVersion");
         if !given_rv.is_empty() && given_rv != meta_str(&existing, "resourceVersion") {
@@ -392,14 +367,13 @@ impl State {
         if is_deleting(&existing) {
             let old = finalizers(&existing);
             if let Some(added) = finalizers(&updated).into_iter().find(|f| !old.contains(f)) {
-                return Err(ApiError::invalid(
-                    kind,
-                    &name,
+                let error = FieldError::forbidden(
                     "metadata.finalizers",
                     &format!(
-                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [{added:?}]"
+                        "no new finalizers can be added if the object is being deleted, found new finalizers [{added:?}]"
                     ),
-                ));
+                );
+                return Err(ApiError::invalid(storage_kind(kind), &name, &[error]));
             }
         }
         if !status_only {
@@ -412,7 +386,10 @@ impl State {
                 meta_mut(&mut updated).insert("generation".into(), json!(generation + 1));
             }
         }
-        validate_event(kind, &updated)?;
+        let errors = validation::validate_update(kind, &updated, &existing);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(storage_kind(kind), &name, &errors));
+        }
         if updated == existing {
             return Ok(existing);
         }

@@ -5,11 +5,15 @@
 
 use crate::common;
 
-use common::api_error;
+use common::{api_error, api_status, causes};
 use fake_apiserver::{FakeApiServer, UserInfo};
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Service, ServiceAccount};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use serde_json::{Value, json};
 
 const SA_USER: &str = "system:serviceaccount:kube-system:cloud-controller-manager";
@@ -354,4 +358,264 @@ async fn deletecollection_is_a_verb_of_its_own() {
         .await
         .unwrap();
     assert!(server.events().is_empty());
+}
+
+/// `ValidateRoleBinding`, `ValidateClusterRoleBinding` and their `...Update`
+/// (`pkg/apis/rbac/validation/validation.go`), after the v1 defaulting of
+/// `pkg/apis/rbac/v1/defaults.go`: a roleRef names a Role or ClusterRole of
+/// rbac.authorization.k8s.io by a name (a ClusterRoleBinding a ClusterRole only), and it
+/// never changes.
+#[tokio::test]
+async fn role_refs_are_validated_on_create_and_never_change() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = FakeApiServer::start().await.unwrap();
+    let client = server.kube_client().unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), "default");
+    let binding = |name: &str, role_ref: Value| -> RoleBinding {
+        serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "roleRef": role_ref,
+            "subjects": [{ "kind": "ServiceAccount", "name": "cloud-controller-manager", "namespace": "kube-system" }],
+        }))
+        .unwrap()
+    };
+
+    let status = api_status(
+        bindings
+            .create(
+                &PostParams::default(),
+                &binding(
+                    "bad",
+                    json!({ "apiGroup": "example.com", "kind": "Foo", "name": "" }),
+                ),
+            )
+            .await,
+    );
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        status.message,
+        "RoleBinding.rbac.authorization.k8s.io \"bad\" is invalid: [roleRef.apiGroup: Unsupported value: \"example.com\": supported values: \"rbac.authorization.k8s.io\", roleRef.kind: Unsupported value: \"Foo\": supported values: \"Role\", \"ClusterRole\", roleRef.name: Required value]"
+    );
+    assert_eq!(
+        causes(&status),
+        [
+            ("roleRef.apiGroup".into(), "FieldValueNotSupported".into()),
+            ("roleRef.kind".into(), "FieldValueNotSupported".into()),
+            ("roleRef.name".into(), "FieldValueRequired".into()),
+        ]
+    );
+    let details = status.details.unwrap();
+    assert_eq!(
+        (
+            details.kind.as_str(),
+            details.group.as_str(),
+            details.name.as_str()
+        ),
+        ("RoleBinding", "rbac.authorization.k8s.io", "bad")
+    );
+    let status = api_status(
+        bindings
+            .create(
+                &PostParams::default(),
+                &binding("slash", json!({ "kind": "Role", "name": "a/b" })),
+            )
+            .await,
+    );
+    assert_eq!(
+        status.message,
+        "RoleBinding.rbac.authorization.k8s.io \"slash\" is invalid: roleRef.name: Invalid value: \"a/b\": may not contain '/'"
+    );
+
+    // A ClusterRoleBinding references a ClusterRole only.
+    let cluster_binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": "ccm" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ccm" },
+    }))
+    .unwrap();
+    let status = api_status(
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .create(&PostParams::default(), &cluster_binding)
+            .await,
+    );
+    assert_eq!(
+        status.message,
+        "ClusterRoleBinding.rbac.authorization.k8s.io \"ccm\" is invalid: roleRef.kind: Unsupported value: \"Role\": supported values: \"ClusterRole\""
+    );
+
+    // A RoleBinding may reference a ClusterRole; a missing apiGroup is defaulted.
+    let created = bindings
+        .create(
+            &PostParams::default(),
+            &binding("ccm", json!({ "kind": "ClusterRole", "name": "view" })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.role_ref.api_group, "rbac.authorization.k8s.io");
+
+    // The subjects may change, the roleRef may not: not by update, not by patch.
+    let mut changed = created.clone();
+    changed.subjects = None;
+    let changed = bindings
+        .replace("ccm", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    let mut other_role = changed.clone();
+    other_role.role_ref.name = "edit".into();
+    let status = api_status(
+        bindings
+            .replace("ccm", &PostParams::default(), &other_role)
+            .await,
+    );
+    assert_eq!(status.code, 422);
+    assert_eq!(
+        status.message,
+        "RoleBinding.rbac.authorization.k8s.io \"ccm\" is invalid: roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"ClusterRole\", Name:\"edit\"}: cannot change roleRef"
+    );
+    assert_eq!(
+        causes(&status),
+        [("roleRef".into(), "FieldValueInvalid".into())]
+    );
+    let status = api_status(
+        bindings
+            .patch(
+                "ccm",
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "roleRef": { "kind": "Role" } })),
+            )
+            .await,
+    );
+    assert!(
+        status.message.ends_with(
+            "roleRef: Invalid value: rbac.RoleRef{APIGroup:\"rbac.authorization.k8s.io\", Kind:\"Role\", Name:\"view\"}: cannot change roleRef"
+        ),
+        "{}",
+        status.message
+    );
+    assert_eq!(bindings.get("ccm").await.unwrap().role_ref.name, "view");
+}
+
+/// `RequestInfoFactory.NewRequestInfo`
+/// (`staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`): a list or watch
+/// whose field selector requires `metadata.name` (`RequiresExactMatch`, with `=` or `==`
+/// as `fields.ParseSelector` reads them) is authorised on that name, so a rule with
+/// resourceNames grants it; `!=` names nothing.
+#[tokio::test]
+async fn a_metadata_name_field_selector_names_the_object_of_a_list_or_watch() {
+    let (server, client) = rbac_server(json!([
+        { "apiGroups": [""], "resources": ["nodes"], "resourceNames": ["n1"], "verbs": ["get", "list", "watch"] },
+    ]))
+    .await;
+    server
+        .create("nodes", None, json!({ "metadata": { "name": "n2" } }))
+        .unwrap();
+    let nodes: Api<Node> = Api::all(client);
+    for selector in ["metadata.name=n1", "metadata.name==n1"] {
+        let listed = nodes
+            .list(&ListParams::default().fields(selector))
+            .await
+            .unwrap_or_else(|e| panic!("{selector}: {e}"));
+        let names: Vec<_> = listed.iter().map(|n| n.metadata.name.clone()).collect();
+        assert_eq!(names, [Some("n1".to_string())], "{selector}");
+    }
+    let mut stream = nodes
+        .watch(
+            &WatchParams::default()
+                .fields("metadata.name==n1")
+                .timeout(5),
+            "0",
+        )
+        .await
+        .expect("a watch of n1 is granted")
+        .boxed();
+    match stream.next().await {
+        Some(Ok(WatchEvent::Added(node))) => assert_eq!(node.metadata.name.as_deref(), Some("n1")),
+        other => panic!("expected n1 added, got {other:?}"),
+    }
+
+    let (code, _, message) = api_error(
+        nodes
+            .list(&ListParams::default().fields("metadata.name==n2"))
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert_eq!(
+        message,
+        format!(
+            "nodes \"n2\" is forbidden: User \"{SA_USER}\" cannot list resource \"nodes\" in API group \"\" at the cluster scope"
+        )
+    );
+    let (code, _, message) = api_error(
+        nodes
+            .list(&ListParams::default().fields("metadata.name!=n2"))
+            .await,
+    );
+    assert_eq!(code, 403);
+    assert!(message.starts_with("nodes is forbidden: "), "{message}");
+}
+
+/// kube-apiserver authenticates whatever the authorization mode (`WithAuthentication`
+/// before `WithAuthorization`): with `AlwaysAllow` (RBAC off) a bearer token no
+/// authenticator knows is refused with 401 before authorization (`union.NewFailOnError`
+/// keeps a bad token from becoming anonymous), a known token and no token at all are
+/// allowed, and an `Authorization` header that is not a bearer token is no token
+/// (`bearertoken.go`): anonymous.
+#[tokio::test]
+async fn without_rbac_a_bearer_token_the_server_does_not_know_is_refused() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = FakeApiServer::start().await.unwrap();
+    let list = |client: kube::Client| async move {
+        Api::<Node>::all(client).list(&ListParams::default()).await
+    };
+    // No token known yet.
+    let (code, reason, message) =
+        api_error(list(server.kube_client_with_token("not-a-token").unwrap()).await);
+    assert_eq!(
+        (code, reason.as_str(), message.as_str()),
+        (401, "Unauthorized", "Unauthorized")
+    );
+
+    // Static tokens (--token-auth-file) and ServiceAccount tokens.
+    server.add_token(
+        "ops-token",
+        UserInfo {
+            name: "ops".into(),
+            groups: vec![],
+        },
+    );
+    list(server.kube_client_with_token("ops-token").unwrap())
+        .await
+        .expect("a known static token");
+    server
+        .create(
+            "serviceaccounts",
+            Some("kube-system"),
+            json!({ "metadata": { "name": "ccm" } }),
+        )
+        .unwrap();
+    let token = server.service_account_token("kube-system", "ccm").unwrap();
+    let account = server.kube_client_with_token(&token).unwrap();
+    list(account.clone())
+        .await
+        .expect("a live ServiceAccount's token");
+    let (code, _, _) = api_error(list(server.kube_client_with_token("not-a-token").unwrap()).await);
+    assert_eq!(code, 401);
+    server
+        .delete("serviceaccounts", Some("kube-system"), "ccm")
+        .unwrap();
+    let (code, _, _) = api_error(list(account).await);
+    assert_eq!(code, 401, "the ServiceAccount is gone");
+
+    // No token, or no bearer token: anonymous, and AlwaysAllow allows it.
+    list(server.kube_client().unwrap())
+        .await
+        .expect("anonymous");
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.auth_info.username = Some("admin".into());
+    config.auth_info.password = Some("secret".to_string().into());
+    list(kube::Client::try_from(config).unwrap())
+        .await
+        .expect("basic credentials are no bearer token");
+
+    let refused: Vec<u16> = server.denials().iter().map(|d| d.code).collect();
+    assert_eq!(refused, [401, 401, 401]);
 }

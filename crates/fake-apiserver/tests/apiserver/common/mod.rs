@@ -45,3 +45,21 @@ pub fn api_error<T: std::fmt::Debug>(result: kube::Result<T>) -> (u16, String, S
         other => panic!("expected an API error, got {other:?}"),
     }
 }
+
+/// The Status of a failed kube call.
+pub fn api_status<T: std::fmt::Debug>(result: kube::Result<T>) -> kube::core::Status {
+    match result {
+        Err(kube::Error::Api(status)) => *status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// `(field, reason)` of each cause of a Status.
+pub fn causes(status: &kube::core::Status) -> Vec<(String, String)> {
+    status
+        .details
+        .iter()
+        .flat_map(|d| &d.causes)
+        .map(|c| (c.field.clone(), c.reason.clone()))
+        .collect()
+}

@@ -15,13 +15,17 @@
 //! `Store::wait_until_ready`: that one wakes a single waiter, and the cloud-node
 //! `Controller` is already waiting on it.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus};
+use futures::{Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use serde::{Deserialize, Deserializer};
 use tokio::sync::{mpsc, watch};
 
 use super::node::PROVIDED_NODE_IP_ANNOTATION;
@@ -76,6 +80,141 @@ pub(crate) fn keep_node_cache_fields(node: &mut Node) {
         addresses: status.addresses,
         ..NodeStatus::default()
     });
+}
+
+/// A Node as the watch decodes it: only the fields the cache keeps are built. The rest of a
+/// kubelet's ~7 KB (managedFields, images, nodeInfo, capacity, daemon endpoints) is skipped
+/// by the decoder without being allocated, so a page of Nodes never exists in full in
+/// memory; [`WatchedNode::into_node`] then applies [`keep_node_cache_fields`].
+#[derive(Clone, Debug, Deserialize)]
+struct WatchedNode {
+    #[serde(deserialize_with = "watched_metadata")]
+    metadata: ObjectMeta,
+    #[serde(default, deserialize_with = "watched_spec")]
+    spec: Option<NodeSpec>,
+    #[serde(default, deserialize_with = "watched_status")]
+    status: Option<NodeStatus>,
+}
+
+impl WatchedNode {
+    /// The Node the cache holds.
+    fn into_node(self) -> Node {
+        let mut node = Node {
+            metadata: self.metadata,
+            spec: self.spec,
+            status: self.status,
+        };
+        keep_node_cache_fields(&mut node);
+        node
+    }
+}
+
+impl kube::Resource for WatchedNode {
+    type DynamicType = ();
+    type Scope = <Node as kube::Resource>::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        Node::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        Node::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        Node::version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        Node::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// The metadata fields [`keep_node_cache_fields`] keeps (no managedFields).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WatchedMetadata {
+    name: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+    annotations: Option<BTreeMap<String, String>>,
+    labels: Option<BTreeMap<String, String>>,
+}
+
+fn watched_metadata<'de, D: Deserializer<'de>>(decoder: D) -> Result<ObjectMeta, D::Error> {
+    let m = WatchedMetadata::deserialize(decoder)?;
+    Ok(ObjectMeta {
+        name: m.name,
+        uid: m.uid,
+        resource_version: m.resource_version,
+        creation_timestamp: m.creation_timestamp,
+        deletion_timestamp: m.deletion_timestamp,
+        annotations: m.annotations,
+        labels: m.labels,
+        ..ObjectMeta::default()
+    })
+}
+
+/// The spec fields [`keep_node_cache_fields`] keeps.
+#[derive(Deserialize)]
+struct WatchedSpec {
+    #[serde(rename = "providerID")]
+    provider_id: Option<String>,
+    taints: Option<Vec<Taint>>,
+    #[serde(rename = "podCIDR")]
+    pod_cidr: Option<String>,
+    #[serde(rename = "podCIDRs")]
+    pod_cidrs: Option<Vec<String>>,
+}
+
+fn watched_spec<'de, D: Deserializer<'de>>(decoder: D) -> Result<Option<NodeSpec>, D::Error> {
+    Ok(
+        Option::<WatchedSpec>::deserialize(decoder)?.map(|spec| NodeSpec {
+            provider_id: spec.provider_id,
+            taints: spec.taints,
+            pod_cidr: spec.pod_cidr,
+            pod_cidrs: spec.pod_cidrs,
+            ..NodeSpec::default()
+        }),
+    )
+}
+
+/// The status fields [`keep_node_cache_fields`] keeps.
+#[derive(Deserialize)]
+struct WatchedStatus {
+    conditions: Option<Vec<NodeCondition>>,
+    addresses: Option<Vec<NodeAddress>>,
+}
+
+fn watched_status<'de, D: Deserializer<'de>>(decoder: D) -> Result<Option<NodeStatus>, D::Error> {
+    Ok(
+        Option::<WatchedStatus>::deserialize(decoder)?.map(|status| NodeStatus {
+            conditions: status.conditions,
+            addresses: status.addresses,
+            ..NodeStatus::default()
+        }),
+    )
+}
+
+/// A watcher event of decoded Nodes as the cache's Nodes.
+fn cached_event(event: watcher::Event<WatchedNode>) -> watcher::Event<Node> {
+    match event {
+        watcher::Event::Apply(node) => watcher::Event::Apply(node.into_node()),
+        watcher::Event::Delete(node) => watcher::Event::Delete(node.into_node()),
+        watcher::Event::InitApply(node) => watcher::Event::InitApply(node.into_node()),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
 }
 
 /// The shared Node cache; clones are handles to the same cache. The watch runs from the
@@ -158,7 +297,7 @@ impl NodeCache {
         else {
             return;
         };
-        let api: Api<Node> = Api::all(client);
+        let api: Api<WatchedNode> = Api::all(client);
         let task = tokio::spawn(feed(api, writer, self.inner.fanout.clone()));
         *self.inner.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
     }
@@ -230,10 +369,14 @@ impl std::fmt::Debug for NodeCache {
 
 /// The watch task: applies each event to the store, then tells the subscribers and the
 /// change receivers.
-async fn feed(api: Api<Node>, mut writer: reflector::store::Writer<Node>, fanout: Arc<Fanout>) {
+async fn feed(
+    api: Api<WatchedNode>,
+    mut writer: reflector::store::Writer<Node>,
+    fanout: Arc<Fanout>,
+) {
     let events = watcher(api, node_watch_config())
         .default_backoff()
-        .modify(keep_node_cache_fields);
+        .map_ok(cached_event);
     let mut events = std::pin::pin!(events);
     while let Some(event) = events.next().await {
         let event = match event {
@@ -335,6 +478,22 @@ mod tests {
         });
         set_shutdown_taint(&mut node, true);
         node
+    }
+
+    #[test]
+    fn the_watch_decodes_only_what_the_cache_keeps() {
+        let mut node = kubelet_node();
+        node.metadata.managed_fields = Some(vec![Default::default()]);
+        let json = serde_json::to_vec(&node).unwrap();
+        let decoded: WatchedNode = serde_json::from_slice(&json).unwrap();
+        assert!(decoded.metadata.managed_fields.is_none());
+        let mut trimmed = node.clone();
+        keep_node_cache_fields(&mut trimmed);
+        assert_eq!(decoded.into_node(), trimmed);
+        // A Node without spec or status (as a fresh object may be) decodes too.
+        let bare: WatchedNode =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "n"}})).unwrap();
+        assert_eq!(bare.into_node().metadata.name.as_deref(), Some("n"));
     }
 
     #[test]

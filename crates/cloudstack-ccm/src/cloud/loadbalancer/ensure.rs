@@ -17,7 +17,7 @@ use super::observe::ObservedLb;
 use super::observe::account_view::{AccountView, AccountViewCache};
 use super::observe::assemble::{ObserveInputs, observe};
 use super::observe::details::{PolicyKinds, RuleDetails, RuleDetailsCache};
-use super::plan::{self, Backends, Plan, PlanContext, PlanError, RuleRef, Step};
+use super::plan::{self, Backends, Plan, PlanContext, PlanError, RuleRef, Step, VmIds};
 use super::spec::LbSpec;
 use crate::cloud::inventory::{Inventory, InventoryError, ListedVms};
 use crate::cloud::provider_id::ProviderId;
@@ -530,12 +530,17 @@ impl Engine {
         for (name, id) in &applied.created_rules {
             let is_this =
                 |rule: &RuleRef| matches!(rule, RuleRef::Created { name: n } if n == name);
-            let mut members = BTreeSet::new();
+            let mut members: Arc<BTreeSet<String>> = Arc::default();
             let mut has_policies = false;
             for step in plan.steps() {
                 match step {
+                    // The eligible set itself (a new rule gets every eligible VM at once).
+                    Step::AssignMembers {
+                        rule,
+                        vm_ids: VmIds::Eligible(set),
+                    } if is_this(rule) && members.is_empty() => members = set.clone(),
                     Step::AssignMembers { rule, vm_ids } if is_this(rule) => {
-                        members.extend(vm_ids.iter().cloned());
+                        Arc::make_mut(&mut members).extend(vm_ids.iter().cloned());
                     }
                     Step::CreateHealthCheck { rule, .. } | Step::CreateStickiness { rule, .. }
                         if is_this(rule) =>
@@ -669,7 +674,7 @@ mod tests {
         let members = vec![
             Step::AssignMembers {
                 rule: rule.clone(),
-                vm_ids: vec!["vm".into()],
+                vm_ids: vec!["vm".into()].into(),
             },
             Step::RemoveMembers {
                 rule,

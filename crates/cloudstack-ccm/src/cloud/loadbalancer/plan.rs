@@ -55,7 +55,7 @@ mod planner;
 mod step;
 
 use planner::{Planner, Stage};
-pub use step::{AssociateTarget, IpRef, ResourceRef, RuleRef, Step, TagResourceType};
+pub use step::{AssociateTarget, IpRef, ResourceRef, RuleRef, Step, TagResourceType, VmIds};
 
 /// Description put on the policies the controller creates (the Go CCM's text, so its
 /// policies are recognised and adopted).

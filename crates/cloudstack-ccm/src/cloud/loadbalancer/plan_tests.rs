@@ -246,13 +246,8 @@ const THREE_PORTS: [(&str, u16, u16); 3] = [
 fn fresh_create_on_an_isolated_network_uses_openfirewall() {
     for n in 1..=3 {
         let s = simple(&THREE_PORTS[..n]);
-        let p = plan(
-            &s,
-            &ObservedLb::default(),
-            &backends(&["vm1", "vm2"]),
-            &isolated((4, 18, 0)),
-        )
-        .unwrap();
+        let eligible = backends(&["vm1", "vm2"]);
+        let p = plan(&s, &ObservedLb::default(), &eligible, &isolated((4, 18, 0))).unwrap();
         let mut phase2 = vec!["create-rule"; n];
         phase2.push("tag");
         let mut phase3 = vec!["assign"; n];
@@ -282,6 +277,10 @@ fn fresh_create_on_an_isolated_network_uses_openfirewall() {
             panic!("{p}")
         };
         assert_eq!(vm_ids, &vec!["vm1".to_string(), "vm2".to_string()]);
+        assert!(
+            matches!(vm_ids, VmIds::Eligible(set) if Arc::ptr_eq(set, &eligible.vm_ids)),
+            "a new rule gets the eligible set itself, not a copy"
+        );
     }
 }
 

@@ -170,7 +170,7 @@ pub(super) fn request(step: &Step, done: &Applied) -> Result<StepRequest, ApplyE
         }
         Step::AssignMembers { rule, vm_ids } => Call::Job(Queued::of(&AssignToLoadBalancerRule {
             id: rule_id(rule)?,
-            virtualmachineids: vm_ids.clone(),
+            virtualmachineids: vm_ids.iter().cloned().collect(),
             ..Default::default()
         })),
         Step::RemoveMembers { rule, vm_ids } => Call::RemoveMembers {
@@ -358,7 +358,7 @@ mod tests {
     fn references_resolve_from_earlier_phases() {
         let assign = |rule| Step::AssignMembers {
             rule,
-            vm_ids: vec!["vm-1".into()],
+            vm_ids: vec!["vm-1".into()].into(),
         };
         let to_created = request(&assign(created("aabc-tcp-80")), &done()).expect("resolved");
         assert_eq!(

@@ -27,8 +27,8 @@ use crate::cloud::loadbalancer::vocabulary::StickinessMethod;
 /// What is known of one rule beyond its list entry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct RuleDetails {
-    /// VM ids assigned to the rule.
-    pub members: BTreeSet<String>,
+    /// VM ids assigned to the rule (possibly the eligible set itself, shared).
+    pub members: Arc<BTreeSet<String>>,
     /// Health-check policies (read only where the provider has them).
     pub health_checks: Vec<ObservedHealthCheck>,
     /// Stickiness policies (read only where the provider has them).
@@ -98,7 +98,7 @@ struct MemberSetPool {
 
 impl MemberSetPool {
     /// The shared copy of `members`: an existing equal set, else `members` itself, added.
-    fn share(&mut self, members: BTreeSet<String>) -> Arc<BTreeSet<String>> {
+    fn share(&mut self, members: Arc<BTreeSet<String>>) -> Arc<BTreeSet<String>> {
         let mut hasher = DefaultHasher::new();
         members.hash(&mut hasher);
         let slot = self.by_hash.entry(hasher.finish()).or_default();
@@ -106,13 +106,12 @@ impl MemberSetPool {
         if let Some(found) = slot
             .iter()
             .filter_map(Weak::upgrade)
-            .find(|set| **set == members)
+            .find(|set| *set == members)
         {
             return found;
         }
-        let shared = Arc::new(members);
-        slot.push(Arc::downgrade(&shared));
-        shared
+        slot.push(Arc::downgrade(&members));
+        members
     }
 
     /// Drops the hashes whose sets are all gone.
@@ -287,7 +286,7 @@ async fn read(
     let (members, health_checks, stickiness) =
         futures::try_join!(members, health_checks, stickiness)?;
     Ok(RuleDetails {
-        members,
+        members: Arc::new(members),
         refused: PolicyKinds {
             health_check: health_checks.is_none(),
             stickiness: stickiness.is_none(),
@@ -408,7 +407,7 @@ mod tests {
 
     fn details(members: &[&str]) -> RuleDetails {
         RuleDetails {
-            members: members.iter().map(|m| m.to_string()).collect(),
+            members: Arc::new(members.iter().map(|m| m.to_string()).collect()),
             ..RuleDetails::default()
         }
     }

@@ -263,7 +263,12 @@ impl<'a> Planner<'a> {
 
     fn members(&mut self, rule: RuleRef, current: &BTreeSet<String>, stage: Stage) {
         let wanted = &self.backends.vm_ids;
-        let add: Vec<String> = wanted.difference(current).cloned().collect();
+        // A rule without members gets the eligible set itself, not a copy of it.
+        let add = if current.is_empty() {
+            VmIds::Eligible(wanted.clone())
+        } else {
+            VmIds::Some(wanted.difference(current).cloned().collect())
+        };
         let remove: Vec<String> = current.difference(wanted).cloned().collect();
         let target = &mut self.stages[stage as usize];
         if !add.is_empty() {

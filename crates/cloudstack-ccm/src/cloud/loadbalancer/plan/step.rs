@@ -147,7 +147,7 @@ pub enum Step {
         /// The rule.
         rule: RuleRef,
         /// VM ids.
-        vm_ids: Vec<String>,
+        vm_ids: VmIds,
     },
     /// `removeFromLoadBalancerRule` with all VM ids.
     RemoveMembers {
@@ -257,6 +257,59 @@ pub enum Step {
     },
 }
 
+/// The VMs a member change adds: every eligible VM (a new rule; the set shared by the plans
+/// of a resync, not copied per Service) or the few that a rule lacks.
+#[derive(Debug, Clone)]
+pub enum VmIds {
+    /// Every VM of the backends ([`Backends::vm_ids`]).
+    Eligible(Arc<BTreeSet<String>>),
+    /// Some VMs.
+    Some(Vec<String>),
+}
+
+impl VmIds {
+    /// The ids, in order.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = &String> + '_> {
+        match self {
+            VmIds::Eligible(set) => Box::new(set.iter()),
+            VmIds::Some(list) => Box::new(list.iter()),
+        }
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        match self {
+            VmIds::Eligible(set) => set.len(),
+            VmIds::Some(list) => list.len(),
+        }
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl PartialEq for VmIds {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for VmIds {}
+
+impl PartialEq<Vec<String>> for VmIds {
+    fn eq(&self, other: &Vec<String>) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl From<Vec<String>> for VmIds {
+    fn from(list: Vec<String>) -> Self {
+        VmIds::Some(list)
+    }
+}
+
 fn join<T: fmt::Display>(items: &[T], sep: &str) -> String {
     items
         .iter()
@@ -351,7 +404,8 @@ impl fmt::Display for Step {
             }
             Step::DeleteRule { name, .. } => write!(f, "delete rule {name}"),
             Step::AssignMembers { rule, vm_ids } => {
-                write!(f, "assign {} to rule {rule}", join(vm_ids, ","))
+                let ids: Vec<&String> = vm_ids.iter().collect();
+                write!(f, "assign {} to rule {rule}", join(&ids, ","))
             }
             Step::RemoveMembers { rule, vm_ids } => {
                 write!(f, "remove {} from rule {rule}", join(vm_ids, ","))

@@ -578,3 +578,81 @@ async fn the_acl_item_of_a_force_deleted_vpc_service_is_found_and_removed() {
     );
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_joins_while_cloudstack_is_read_keeps_its_route() {
+    if common::skip_in_remote_mode("slows the simulator's answers") {
+        return;
+    }
+    let h = common::Harness::start(Scenario::small()).await;
+    h.caches.nodes.wait_until_ready().await;
+    // The route controller has just made the route of a Node that is joining.
+    let vpc = h.sim.with_state(|s| s.vpcs[0].id.clone());
+    let route = h
+        .ctx
+        .cloudstack
+        .create_static_route(&CreateStaticRoute {
+            cidr: "10.244.3.0/24".into(),
+            vpcid: Some(vpc),
+            nexthop: Some("10.100.1.33".into()),
+            gatewayid: None,
+        })
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    h.ctx
+        .cloudstack
+        .create_tags(&CreateTags {
+            resourceids: vec![route.clone()],
+            resourcetype: "StaticRoute".into(),
+            tags: [
+                ("cloudstack-ccm/cluster", CLUSTER),
+                ("cloudstack-ccm/node", "late"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            customer: None,
+        })
+        .await
+        .unwrap();
+    // The orphan pass lists the routes, then the addresses (slowed down); the Node joins
+    // the cache in between.
+    let mut faults = cloudstack_sim::Faults::default();
+    faults
+        .latency_ms
+        .insert("listPublicIpAddresses".into(), 1500);
+    h.sim.set_faults(faults);
+    let nodes = h.caches.nodes.clone();
+    let pass = {
+        let (cloudstack, kube) = (h.ctx.cloudstack.clone(), h.kube.clone());
+        tokio::spawn(async move {
+            let scope = Scope {
+                cluster: CLUSTER,
+                node_cache: Some(&nodes),
+                cluster_cidrs: &[],
+            };
+            report(&cloudstack, &kube, scope, false).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.create_node(common::TestNode::new("late")).await;
+    common::eventually("the Node cache holds the Node", common::WAIT, || async {
+        h.caches
+            .nodes
+            .state()
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some("late"))
+            .then_some(())
+    })
+    .await;
+    let found = pass.await.unwrap().unwrap();
+    assert!(
+        !found.orphans.iter().any(|o| o.id == route),
+        "the joining Node's route is not an orphan: {:?}",
+        found.orphans
+    );
+    h.sim.set_faults(cloudstack_sim::Faults::default());
+    h.stop().await;
+}

@@ -319,6 +319,17 @@ async fn user_and_kept_addresses_stay_and_foreign_objects_are_not_listed() {
     )
     .await;
 
+    // A Service whose unrelated annotation happens to hold the kept address's id: only
+    // the address annotations name a Service's address, so the address is still listed.
+    let note: k8s_openapi::api::core::v1::Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "notes", "annotations": {"example.com/cloudstack-note": kept_ip}},
+        "spec": {"ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    kube::Api::<k8s_openapi::api::core::v1::Service>::namespaced(h.kube.clone(), "default")
+        .create(&Default::default(), &note)
+        .await
+        .unwrap();
     let cluster_cidr = [Cidr::parse("10.244.0.0/16").unwrap()];
     let removed = report(client, &h.kube, scope(&cluster_cidr), true)
         .await

@@ -182,8 +182,8 @@ impl Metrics {
             .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
-    /// Counts one reconciliation of `controller` (`"node"`, `"node-lifecycle"`, `"service"`)
-    /// with `result` ([`RESULT_OK`], [`RESULT_ERROR`], or a short reason).
+    /// Counts one reconciliation of `controller` (`"node"`, `"node-lifecycle"`, `"service"`,
+    /// `"route"`) with `result` ([`RESULT_OK`], [`RESULT_ERROR`], or a short reason).
     pub fn reconcile(&self, controller: &str, result: &str) {
         let labels = ControllerResult {
             controller: controller.to_owned(),

@@ -11,7 +11,6 @@ use cloudstack::{AssociateIpAddress, CreateLoadBalancerRule, CreateStaticRoute, 
 use cloudstack_ccm::cloud::cidr::Cidr;
 use cloudstack_ccm::cloud::loadbalancer::annotations;
 use cloudstack_ccm::cloud::orphans::OrphanKind;
-use cloudstack_ccm::controllers::{ShutdownTrigger, service, shutdown_channel};
 use cloudstack_ccm::orphans::{Scope, report, write_report};
 use cloudstack_sim::Scenario;
 use kube::api::{Patch, PatchParams};
@@ -28,44 +27,20 @@ fn scope(cluster_cidrs: &[Cidr]) -> Scope<'_> {
     }
 }
 
-/// A service controller on a shutdown of its own, so that a test can stop it (the
-/// controller down) before it force-deletes a Service.
-struct StoppableController {
-    trigger: ShutdownTrigger,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
-}
-
-impl StoppableController {
-    fn start(t: &LbTest, resync: Duration) -> Self {
-        let (trigger, shutdown) = shutdown_channel();
-        let task = tokio::spawn(service::run_with(
-            t.h.ctx.clone(),
-            fast_settings(resync),
-            t.h.new_caches(),
-            shutdown,
-        ));
-        Self { trigger, task }
-    }
-
-    /// Stops the controller, then removes Service `name`'s finalizer and deletes it: no
-    /// cleanup runs.
-    async fn force_delete_while_down(self, t: &LbTest, name: &str) {
-        self.trigger.trigger();
-        self.task
-            .await
-            .expect("the service controller task")
-            .expect("the service controller stops cleanly");
-        t.services()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(&serde_json::json!({"metadata": {"finalizers": null}})),
-            )
-            .await
-            .unwrap();
-        t.delete(name).await;
-        t.wait_gone(name).await;
-    }
+/// Stops `controller`, then removes Service `name`'s finalizer and deletes it: no cleanup
+/// runs.
+async fn force_delete_while_down(controller: OwnController, t: &LbTest, name: &str) {
+    controller.stop().await;
+    t.services()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    t.delete(name).await;
+    t.wait_gone(name).await;
 }
 
 fn tags_of(h: &common::Harness, id: &str) -> Vec<(String, String)> {
@@ -91,7 +66,7 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
     let t = LbTest::prepare(scenario, &["node-1", "node-2"], resync).await;
     // The service controller runs on a shutdown of its own, so that it can be stopped
     // (the controller down) while the Service is force-deleted.
-    let controller = StoppableController::start(&t, resync);
+    let controller = OwnController::start(&t, resync);
     t.create(&lb_service(
         "web",
         &[("TCP", 80, 30080), ("UDP", 53, 30053)],
@@ -124,7 +99,7 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
 
     // The controller is down; someone removes the finalizer and deletes the Service: no
     // cleanup runs.
-    controller.force_delete_while_down(&t, "web").await;
+    force_delete_while_down(controller, &t, "web").await;
 
     let found = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), false)
         .await
@@ -498,7 +473,7 @@ async fn with_delete_orphans_a_service_force_deleted_while_down_is_cleaned_up_on
 async fn a_kept_address_of_a_force_deleted_service_is_never_released() {
     let resync = Duration::from_secs(100);
     let t = LbTest::prepare(Scenario::small(), &["node-1", "node-2"], resync).await;
-    let controller = StoppableController::start(&t, resync);
+    let controller = OwnController::start(&t, resync);
     t.create(&lb_service("web", &[("TCP", 80, 30080)])).await;
     let ip_id = ip_id_of(&t.h, &t.wait_for_ip("web").await);
     let keep_tag = ("cloudstack-ccm/keep-ip".to_string(), "true".to_string());
@@ -517,7 +492,7 @@ async fn a_kept_address_of_a_force_deleted_service_is_never_released() {
     .await;
 
     // The controller is down; the finalizer is removed and the Service deleted.
-    controller.force_delete_while_down(&t, "web").await;
+    force_delete_while_down(controller, &t, "web").await;
 
     let removed = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), true)
         .await
@@ -546,7 +521,7 @@ async fn the_acl_item_of_a_force_deleted_vpc_service_is_found_and_removed() {
     let names: Vec<&str> = vms.iter().map(String::as_str).collect();
     let resync = Duration::from_secs(100);
     let t = LbTest::prepare(scenario, &names, resync).await;
-    let controller = StoppableController::start(&t, resync);
+    let controller = OwnController::start(&t, resync);
     let mut web = lb_service("web", &[("TCP", 80, 30080)]);
     web.spec.as_mut().expect("spec").load_balancer_source_ranges =
         Some(vec!["198.51.100.0/24".into()]);
@@ -569,7 +544,7 @@ async fn the_acl_item_of_a_force_deleted_vpc_service_is_found_and_removed() {
     })
     .await;
 
-    controller.force_delete_while_down(&t, "web").await;
+    force_delete_while_down(controller, &t, "web").await;
 
     let removed = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), true)
         .await

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use super::support::*;
 use cloudstack_ccm::cloud::loadbalancer::annotations;
-use cloudstack_ccm::controllers::{service, shutdown_channel};
 use cloudstack_sim::state::PolicyKind;
 use cloudstack_sim::{SMALL_NETWORK, Scenario};
 use fake_apiserver::Verb;
@@ -138,13 +137,7 @@ async fn a_cold_restart_reads_policies_only_where_one_may_exist() {
     let nodes = ["node-1", "node-2", "node-3"];
     let resync = Duration::from_secs(100);
     let t = LbTest::prepare(Scenario::small(), &nodes, resync).await;
-    let (first_trigger, first_shutdown) = shutdown_channel();
-    let first = tokio::spawn(service::run_with(
-        t.h.ctx.clone(),
-        fast_settings(resync),
-        t.h.new_caches(),
-        first_shutdown,
-    ));
+    let first = OwnController::start(&t, resync);
     for i in 0..PLAIN {
         t.create(&lb_service(
             &format!("plain-{i}"),
@@ -182,21 +175,11 @@ async fn a_cold_restart_reads_policies_only_where_one_may_exist() {
         (sticky_policies() == 1).then_some(())
     })
     .await;
-    first_trigger.trigger();
-    first
-        .await
-        .expect("the first controller does not panic")
-        .expect("the first controller stops cleanly");
+    first.stop().await;
 
     // A new process: no cache; every Service is reconciled once.
     t.h.sim.reset_counts();
-    let (second_trigger, second_shutdown) = shutdown_channel();
-    let second = tokio::spawn(service::run_with(
-        t.h.ctx.clone(),
-        fast_settings(resync),
-        t.h.new_caches(),
-        second_shutdown,
-    ));
+    let second = OwnController::start(&t, resync);
     let rules = 2 * PLAIN as u64 + 1;
     common::eventually("every rule's members are read", common::WAIT, || async {
         let counts = t.h.sim.call_counts();
@@ -223,10 +206,6 @@ async fn a_cold_restart_reads_policies_only_where_one_may_exist() {
         "nothing changes: {counts:?}"
     );
     assert_eq!(sticky_policies(), 1, "the policy stays");
-    second_trigger.trigger();
-    second
-        .await
-        .expect("the second controller does not panic")
-        .expect("the second controller stops cleanly");
+    second.stop().await;
     t.stop().await;
 }

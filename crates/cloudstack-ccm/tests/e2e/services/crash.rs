@@ -14,7 +14,6 @@ use super::support::*;
 use cloudstack::AssociateIpAddress;
 use cloudstack_ccm::cloud::loadbalancer::annotations;
 use cloudstack_ccm::controllers::service;
-use cloudstack_ccm::controllers::shutdown_channel;
 use cloudstack_sim::state::Owner;
 use cloudstack_sim::{SMALL_NETWORK, Scenario};
 
@@ -38,13 +37,7 @@ async fn a_controller_killed_during_ip_association_leaks_nothing() {
     };
     let before = allocated();
 
-    let (_first_trigger, first_shutdown) = shutdown_channel();
-    let first = tokio::spawn(service::run_with(
-        t.h.ctx.clone(),
-        fast_settings(RESYNC),
-        t.h.new_caches(),
-        first_shutdown,
-    ));
+    let first = OwnController::start(&t, RESYNC);
     t.create(&lb_service("crashy", &[("TCP", 80, 30080)])).await;
     let service = t
         .wait_for("crashy", "has its IP id recorded", |s| {
@@ -52,7 +45,7 @@ async fn a_controller_killed_during_ip_association_leaks_nothing() {
         })
         .await;
     // Killed while the association job still runs (it takes 400 ms).
-    first.abort();
+    first.kill();
     let recorded = annotation(&service, annotations::IP_ID.key)
         .expect("recorded")
         .to_string();
@@ -62,13 +55,7 @@ async fn a_controller_killed_during_ip_association_leaks_nothing() {
     );
 
     t.h.sim.set_job_duration(Duration::from_millis(2));
-    let (second_trigger, second_shutdown) = shutdown_channel();
-    let second = tokio::spawn(service::run_with(
-        t.h.ctx.clone(),
-        fast_settings(RESYNC),
-        t.h.new_caches(),
-        second_shutdown,
-    ));
+    let second = OwnController::start(&t, RESYNC);
     let address = t.wait_for_ip("crashy").await;
     assert_eq!(
         ip_id_of(&t.h, &address),
@@ -86,12 +73,9 @@ async fn a_controller_killed_during_ip_association_leaks_nothing() {
     t.delete("crashy").await;
     t.wait_gone("crashy").await;
     assert_eq!(allocated(), before, "released on delete");
-    second_trigger.trigger();
-    tokio::time::timeout(common::WAIT, second)
+    tokio::time::timeout(common::WAIT, second.stop())
         .await
-        .expect("stops")
-        .expect("no panic")
-        .expect("clean stop");
+        .expect("stops");
     t.stop().await;
 }
 

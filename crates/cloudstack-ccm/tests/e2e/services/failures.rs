@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use super::support::*;
 use cloudstack_ccm::cloud::loadbalancer::annotations;
-use cloudstack_ccm::controllers::{service, shutdown_channel};
 use cloudstack_sim::state::PolicyKind;
 use cloudstack_sim::{ErrorFault, Faults, SMALL_NETSCALER_NETWORK, Scenario};
 
@@ -153,13 +152,7 @@ async fn refused_policy_lists_leave_policies_alone_and_changes_and_deletes_conve
         (annotations::STICKINESS_METHOD.key, "SourceBased"),
         (annotations::HEALTH_CHECK_PATH.key, "/ready"),
     ];
-    let (first_trigger, first_shutdown) = shutdown_channel();
-    let first = tokio::spawn(service::run_with(
-        t.h.ctx.clone(),
-        fast_settings(resync),
-        t.h.new_caches(),
-        first_shutdown,
-    ));
+    let first = OwnController::start(&t, resync);
     for (name, node_port) in [("changed", 30080), ("deleted", 30081), ("kept", 30082)] {
         t.create(&with_annotations(
             lb_service(name, &[("TCP", 80, node_port)]),
@@ -197,11 +190,7 @@ async fn refused_policy_lists_leave_policies_alone_and_changes_and_deletes_conve
     .await;
     let deleted_uid = t.uid("deleted").await;
     let deleted_ip = ip_id_of(&t.h, &t.wait_for_ip("deleted").await);
-    first_trigger.trigger();
-    first
-        .await
-        .expect("the first controller does not panic")
-        .expect("the first controller stops cleanly");
+    first.stop().await;
 
     // The account's role loses the policy lists (it may still create and delete them);
     // meanwhile one Service drops its policies and gains a port, one is deleted, one keeps
@@ -222,13 +211,7 @@ async fn refused_policy_lists_leave_policies_alone_and_changes_and_deletes_conve
     // A new process: no cache, so the rules' policies are asked for (the rules' tags say
     // the controller made some) and refused.
     let since = sim_now_ms();
-    let (second_trigger, second_shutdown) = shutdown_channel();
-    let second = tokio::spawn(service::run_with(
-        t.h.ctx.clone(),
-        fast_settings(resync),
-        t.h.new_caches(),
-        second_shutdown,
-    ));
+    let second = OwnController::start(&t, resync);
     t.wait_gone("deleted").await;
     assert!(t.rules_of_uid(&deleted_uid).is_empty(), "rules deleted");
     assert_eq!(
@@ -264,10 +247,6 @@ async fn refused_policy_lists_leave_policies_alone_and_changes_and_deletes_conve
             "{name}: no failure: {seen:?}"
         );
     }
-    second_trigger.trigger();
-    second
-        .await
-        .expect("the second controller does not panic")
-        .expect("the second controller stops cleanly");
+    second.stop().await;
     t.stop().await;
 }

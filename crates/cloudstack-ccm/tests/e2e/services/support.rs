@@ -46,6 +46,41 @@ pub struct LbTest {
     created: Mutex<Vec<String>>,
 }
 
+/// A service controller on a shutdown of its own (a process of its own, as far as the
+/// test is concerned): it can be stopped, or killed, and another started on fresh caches.
+pub struct OwnController {
+    trigger: cloudstack_ccm::controllers::ShutdownTrigger,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl OwnController {
+    /// Starts a service controller for `t` with `resync` and caches of its own.
+    pub fn start(t: &LbTest, resync: Duration) -> Self {
+        let (trigger, shutdown) = cloudstack_ccm::controllers::shutdown_channel();
+        let task = tokio::spawn(service::run_with(
+            t.h.ctx.clone(),
+            fast_settings(resync),
+            t.h.new_caches(),
+            shutdown,
+        ));
+        Self { trigger, task }
+    }
+
+    /// Stops it and waits until it has stopped cleanly.
+    pub async fn stop(self) {
+        self.trigger.trigger();
+        self.task
+            .await
+            .expect("the service controller does not panic")
+            .expect("the service controller stops cleanly");
+    }
+
+    /// Kills it where it stands (a crash: no shutdown runs).
+    pub fn kill(self) {
+        self.task.abort();
+    }
+}
+
 impl LbTest {
     /// Starts `scenario` (jobs of a few milliseconds) and the service controller, with a
     /// Node for each VM named in `nodes`.

@@ -30,7 +30,9 @@ use crate::cloud::cidr::Cidr;
 use crate::cloud::instances::Instances;
 use crate::cloud::loadbalancer::job_queue::NetworkQueues;
 use crate::cloud::routes::plan::{RouteInputs, RoutePlan, RouteStep, plan};
-use crate::cloud::routes::{DesiredRoute, apply, observe, unsupported_reason};
+use crate::cloud::routes::{
+    DesiredRoute, apply, observe, unsupported_reason, within_cluster_cidrs,
+};
 use crate::controllers::node::node_ref;
 use crate::metrics::{RESULT_ERROR, RESULT_OK};
 
@@ -317,9 +319,7 @@ pub(crate) async fn node_routes(
             continue;
         };
         for cidr in cidrs {
-            if !ctx.routes.cluster_cidrs.is_empty()
-                && !ctx.routes.cluster_cidrs.iter().any(|c| c.contains(&cidr))
-            {
+            if !within_cluster_cidrs(&ctx.routes.cluster_cidrs, Some(cidr)) {
                 out.skipped.push(format!(
                     "Node {name}: pod CIDR {cidr} is outside --cluster-cidr; no route made"
                 ));

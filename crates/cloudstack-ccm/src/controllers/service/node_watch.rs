@@ -66,7 +66,7 @@ impl EligibleNodes {
 }
 
 /// The set as (name, providerID) pairs.
-fn as_pairs(set: &EligibleSet) -> Vec<(String, String)> {
+pub(super) fn as_pairs(set: &EligibleSet) -> Vec<(String, String)> {
     set.iter()
         .map(|n| (n.name.clone(), n.provider_id.clone()))
         .collect()

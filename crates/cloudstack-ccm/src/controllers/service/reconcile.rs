@@ -315,12 +315,7 @@ pub async fn plan_services(
     nodes: &[Node],
     options: &SpecOptions,
 ) -> Vec<(String, Result<Plan, String>)> {
-    let eligible: Arc<Vec<(String, String)>> = Arc::new(
-        eligible_set(nodes)
-            .into_iter()
-            .map(|n| (n.name, n.provider_id))
-            .collect(),
-    );
+    let eligible = Arc::new(super::node_watch::as_pairs(&eligible_set(nodes)));
     let mut plans = Vec::new();
     for service in services
         .iter()

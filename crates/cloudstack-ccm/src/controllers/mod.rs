@@ -180,7 +180,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let mut tasks: JoinSet<(ControllerName, anyhow::Result<()>)> = JoinSet::new();
     // One VM inventory and one Node cache for every controller; the Node watch starts
-    // with the first controller that reads it (none does when only `route` runs).
+    // with the first controller that reads it.
     let caches = Caches::for_context(&ctx);
     for name in enabled.enabled() {
         let (ctx, caches, shutdown) = (ctx.clone(), caches.clone(), shutdown.clone());

@@ -3,13 +3,15 @@
 //! controllers read ([`keep_node_cache_fields`]).
 //!
 //! [`super::run`] builds it once and hands it (in [`super::Caches`]) to every controller;
-//! the watch starts on first use, so a process whose controllers read no Node (only
-//! `route`) never watches them. The controllers read it three ways:
+//! the watch starts on first use. The controllers read it these ways:
 //! * cloud-node feeds its `Controller` from [`NodeCache::subscribe`] (every Node present
 //!   when it subscribes, then every Node the watch applies) over [`NodeCache::store`];
 //! * node-lifecycle looks at [`NodeCache::state`] every monitor period;
 //! * the service controller re-evaluates eligibility when [`NodeCache::changes`] fires
-//!   (after every applied or deleted Node and every completed list).
+//!   (after every applied or deleted Node and every completed list), and its orphan pass
+//!   reads the Node names from [`NodeCache::state`];
+//! * the route controller reads [`NodeCache::state`] every pass (pod CIDRs, addresses,
+//!   `NetworkUnavailable`).
 //!
 //! Readiness is [`NodeCache::wait_until_ready`], not the store's own
 //! `Store::wait_until_ready`: that one wakes a single waiter, and the cloud-node

@@ -331,9 +331,14 @@ async fn the_newest_event_names_the_current_cause() {
 /// `kubectl describe service <name>` against the harness's API server, `None` (with a
 /// notice) when kubectl is not installed.
 fn kubectl_describe_service(h: &Harness, name: &str) -> Option<String> {
-    const KUBECTL: &str = "/usr/bin/kubectl";
-    if !std::path::Path::new(KUBECTL).exists() {
-        eprintln!("{KUBECTL} is not installed: kubectl describe not checked");
+    // The PATH's kubectl, wherever it is installed.
+    const KUBECTL: &str = "kubectl";
+    let installed = std::process::Command::new(KUBECTL)
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !installed {
+        eprintln!("\n!!! NOTICE: kubectl is not on PATH: kubectl describe not checked\n");
         return None;
     }
     let dir = tempfile::tempdir().expect("a temporary directory");

@@ -68,18 +68,10 @@ impl AccountView {
             client.list_firewall_rules(&firewall),
             client.list_networks(&networks),
         )?;
-        Ok(AccountView {
-            rules,
-            ips,
-            firewall_rules,
-            networks,
-            acl_items: tokio::sync::Mutex::default(),
-            fetched_at: Instant::now(),
-        })
+        Ok(AccountView::from_parts(rules, ips, firewall_rules, networks))
     }
 
-    /// A view made of given lists, for tests.
-    #[cfg(test)]
+    /// A view made of the given lists, read now.
     pub fn from_parts(
         rules: Vec<LoadBalancerRule>,
         ips: Vec<PublicIpAddress>,

@@ -68,7 +68,12 @@ impl AccountView {
             client.list_firewall_rules(&firewall),
             client.list_networks(&networks),
         )?;
-        Ok(AccountView::from_parts(rules, ips, firewall_rules, networks))
+        Ok(AccountView::from_parts(
+            rules,
+            ips,
+            firewall_rules,
+            networks,
+        ))
     }
 
     /// A view made of the given lists, read now.

@@ -175,12 +175,8 @@ impl Client {
         let mut items = Vec::new();
         let mut page = 1u32;
         loop {
-            let page_params = params.clone().set("page", page).set("pagesize", PAGE_SIZE);
-            // Each page is decoded straight into typed items: no JSON tree of the page.
-            let (page_items, count): (Vec<T>, _) = self
-                .call_decoded(command, page_params, &|status, body| {
-                    decode_list_page(command, status, body, item_key)
-                })
+            let (page_items, count) = self
+                .list_one_page(command, item_key, params.clone(), page, PAGE_SIZE)
                 .await?;
             let page_len = page_items.len();
             items.extend(page_items);
@@ -199,6 +195,26 @@ impl Client {
             }
             page += 1;
         }
+    }
+
+    /// Reads page `page` (from 1) of a list command, `page_size` items a page (at most the
+    /// server's `default.page.size`, 500 unless changed), and decodes its items under
+    /// `item_key`, with the `count` total when the server sends it. For a caller that
+    /// needs only some of a long list: one page in memory instead of all of them.
+    pub async fn list_one_page<T: DeserializeOwned>(
+        &self,
+        command: &str,
+        item_key: &str,
+        params: Params,
+        page: u32,
+        page_size: u32,
+    ) -> Result<(Vec<T>, Option<u64>), Error> {
+        let page_params = params.set("page", page).set("pagesize", page_size);
+        // The page is decoded straight into typed items: no JSON tree of the page.
+        self.call_decoded(command, page_params, &|status, body| {
+            decode_list_page(command, status, body, item_key)
+        })
+        .await
     }
 
     /// Adds the configured project to commands that accept it, unless already set.

@@ -74,8 +74,32 @@ response! {
 impl PublicIpAddress {
     /// Whether the address is allocated to an account (`allocated` is set).
     pub fn is_allocated(&self) -> bool {
-        self.allocated
-            .as_deref()
-            .is_some_and(|date| !date.is_empty())
+        is_allocated(self.allocated.as_deref())
     }
+}
+
+response! {
+    /// The fields of a listed address that tell a free one: the address, its state and its
+    /// allocation date. Decoding a list of a zone's pool into this type instead of
+    /// [`PublicIpAddress`] keeps a page of hundreds of addresses small in memory.
+    AddressSummary {
+        /// The address.
+        ipaddress: Option<String>,
+        /// Allocation date; absent when the address is not allocated.
+        allocated: Option<String>,
+        /// State (`Allocating`, `Allocated`, `Releasing`, `Free`, `Reserved`).
+        state: Option<String>,
+    }
+}
+
+impl AddressSummary {
+    /// Whether the address is allocated to an account (`allocated` is set).
+    pub fn is_allocated(&self) -> bool {
+        is_allocated(self.allocated.as_deref())
+    }
+}
+
+/// Whether an allocation date says the address is allocated.
+fn is_allocated(allocated: Option<&str>) -> bool {
+    allocated.is_some_and(|date| !date.is_empty())
 }

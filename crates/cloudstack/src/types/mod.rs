@@ -14,7 +14,7 @@ mod tag;
 mod vm;
 mod zone;
 
-pub use address::PublicIpAddress;
+pub use address::{AddressSummary, PublicIpAddress};
 pub use network::{Network, NetworkServiceCapability, NetworkServiceInfo, NetworkServiceProvider};
 pub use policy::{HealthCheckPolicies, HealthCheckPolicy, StickinessPolicies, StickinessPolicy};
 pub use routes::StaticRoute;

@@ -3,8 +3,8 @@
 //! instant finds it again after restart, and neither leaks it nor associates a second.
 //!
 //! 1. **Claim.** A free address of the network's zone is picked (one
-//!    `listPublicIpAddresses`, at random among those no running plan of this process
-//!    picked: [`PickedAddresses`]) and recorded on the Service as its claim
+//!    page of `listPublicIpAddresses`, at random among those no running plan of this
+//!    process picked: [`PickedAddresses`]) and recorded on the Service as its claim
 //!    ([`IpRecorder::claim`]) before anything is asked of CloudStack. When CloudStack
 //!    lists no free address it picks one itself, unclaimed.
 //! 2. **Associate.** `associateIpAddress` asks for the claimed address. A refusal (a 4xx
@@ -31,13 +31,20 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 
 use cloudstack::{
-    AssociateIpAddress, DisassociateIpAddress, ListPublicIpAddresses, PublicIpAddress, Request,
+    AddressSummary, AssociateIpAddress, DisassociateIpAddress, ListPublicIpAddresses,
+    PublicIpAddress, Request,
 };
 use futures::future::BoxFuture;
 
 use super::apply::{ApplyError, created_id, failed, gone_is_fine};
 use super::job_queue::PlanTicket;
 use super::plan::{AssociateTarget, Step};
+
+/// Free addresses read per page when a new address is claimed. A page is enough to pick
+/// from while fewer plans than this run at once; reading the whole free pool of a zone
+/// (thousands of addresses in a large one) for every new load balancer held megabytes per
+/// concurrent claim.
+pub(crate) const CLAIM_PAGE_SIZE: u32 = 100;
 
 /// The public IP a plan associated, as recorded on the Service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,34 +240,14 @@ impl<'a> IpClaims<'a> {
         .map_err(failed(step))
     }
 
-    /// Picks a free address of the zone (one list, `allocatedonly=false`, state `Free`)
-    /// at random among those no running plan of this process picked (so two Services
-    /// rarely pick the same one, and never two of ours), and records it on the Service
-    /// before it is associated. `None` when CloudStack lists no free address: CloudStack
-    /// then picks one itself.
+    /// Picks a free address of the zone ([`pick_free_address`]) and records it on the
+    /// Service before it is associated. `None` when CloudStack lists no free address:
+    /// CloudStack then picks one itself.
     async fn claim_free_ip(&self, step: &Step) -> Result<Option<IpAddr>, ApplyError> {
-        let request = ListPublicIpAddresses {
-            allocatedonly: Some(false),
-            state: Some("Free".into()),
-            zoneid: self.zone_id.map(str::to_string),
-            ..Default::default()
-        };
-        let listed = self
-            .client
-            .list_public_ip_addresses(&request)
+        let picked = pick_free_address(self.client, self.zone_id, &self.picks)
             .await
             .map_err(failed(step))?;
-        let free: Vec<IpAddr> = listed
-            .iter()
-            .filter(|ip| !ip.is_allocated())
-            .filter(|ip| {
-                ip.state
-                    .as_deref()
-                    .is_none_or(|s| s.eq_ignore_ascii_case("free"))
-            })
-            .filter_map(|ip| ip.ipaddress.as_deref()?.parse().ok())
-            .collect();
-        let Some(address) = self.picks.pick(&free) else {
+        let Some(address) = picked else {
             tracing::warn!(
                 zone = self.zone_id.unwrap_or_default(),
                 "no free public IP listed; CloudStack picks one, unclaimed"
@@ -366,6 +353,58 @@ fn associate_request(
     (request, network_id)
 }
 
+/// Picks a free address of zone `zone_id` (all zones when `None`): reads a page of
+/// [`CLAIM_PAGE_SIZE`] addresses (`allocatedonly=false`, state `Free`) and picks one at
+/// random among those no running plan of this process picked (so two Services rarely pick
+/// the same one, and never two of ours). The next page is read only when every address of
+/// a page is picked already. `None` when no listed free address is left.
+async fn pick_free_address(
+    client: &cloudstack::Client,
+    zone_id: Option<&str>,
+    picks: &RunPicks<'_>,
+) -> Result<Option<IpAddr>, cloudstack::Error> {
+    let request = ListPublicIpAddresses {
+        allocatedonly: Some(false),
+        state: Some("Free".into()),
+        zoneid: zone_id.map(str::to_string),
+        ..Default::default()
+    };
+    let mut page = 1;
+    loop {
+        let (listed, count) = client
+            .list_one_page::<AddressSummary>(
+                ListPublicIpAddresses::COMMAND,
+                "publicipaddress",
+                request.to_params(),
+                page,
+                CLAIM_PAGE_SIZE,
+            )
+            .await?;
+        let free: Vec<IpAddr> = listed
+            .iter()
+            .filter(|ip| !ip.is_allocated())
+            .filter(|ip| {
+                ip.state
+                    .as_deref()
+                    .is_none_or(|s| s.eq_ignore_ascii_case("free"))
+            })
+            .filter_map(|ip| ip.ipaddress.as_deref()?.parse().ok())
+            .collect();
+        if let Some(address) = picks.pick(&free) {
+            return Ok(Some(address));
+        }
+        let read = u64::from(page) * u64::from(CLAIM_PAGE_SIZE);
+        let more = match count {
+            Some(total) => read < total,
+            None => listed.len() == CLAIM_PAGE_SIZE as usize,
+        };
+        if listed.is_empty() || !more {
+            return Ok(None);
+        }
+        page += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,6 +447,90 @@ mod tests {
             assert_eq!(picked.pick(&free), None, "held while the run lasts");
         }
         assert_eq!(picked.pick(&free), Some(free[0]));
+    }
+
+    /// The `listPublicIpAddresses` calls the simulator answered.
+    fn address_lists(sim: &cloudstack_sim::SimServer) -> usize {
+        sim.call_log()
+            .iter()
+            .filter(|call| call.command == ListPublicIpAddresses::COMMAND)
+            .count()
+    }
+
+    #[tokio::test]
+    async fn a_claim_reads_one_page_of_free_addresses_and_the_next_only_when_it_is_all_picked()
+    {
+        // The small zone has 200 addresses, a few allocated: two pages of free ones.
+        let sim = cloudstack_sim::SimServer::start(cloudstack_sim::Scenario::small())
+            .await
+            .expect("simulator");
+        let (key, secret) = sim.credentials("alice").expect("alice");
+        let client = cloudstack::Client::new(cloudstack::ClientConfig::new(
+            sim.api_url(),
+            key.expose(),
+            secret.expose(),
+        ))
+        .expect("client");
+        let picked = PickedAddresses::default();
+        let run = RunPicks {
+            shared: &picked,
+            mine: Mutex::default(),
+        };
+        let first = pick_free_address(&client, None, &run)
+            .await
+            .expect("listed")
+            .expect("a free address");
+        assert_eq!(address_lists(&sim), 1, "one page is enough");
+
+        let request = ListPublicIpAddresses {
+            allocatedonly: Some(false),
+            state: Some("Free".into()),
+            ..Default::default()
+        };
+        let free: Vec<AddressSummary> = client
+            .list_public_ip_addresses(&request)
+            .await
+            .expect("every free address")
+            .into_iter()
+            .map(|ip| AddressSummary {
+                ipaddress: ip.ipaddress,
+                allocated: ip.allocated,
+                state: ip.state,
+            })
+            .collect();
+        assert!(
+            free.len() > CLAIM_PAGE_SIZE as usize,
+            "the zone has more free addresses than a page"
+        );
+        let on_first_page: Vec<IpAddr> = free[..CLAIM_PAGE_SIZE as usize]
+            .iter()
+            .filter_map(|ip| ip.ipaddress.as_deref()?.parse().ok())
+            .collect();
+        assert!(on_first_page.contains(&first), "picked from the first page");
+        picked.lock().extend(on_first_page.iter().copied());
+        let calls = address_lists(&sim);
+        let second = pick_free_address(&client, None, &run)
+            .await
+            .expect("listed")
+            .expect("a free address on the second page");
+        assert!(!on_first_page.contains(&second));
+        assert_eq!(
+            address_lists(&sim) - calls,
+            2,
+            "the second page is read once the first is all picked"
+        );
+
+        picked.lock().extend(
+            free.iter()
+                .filter_map(|ip| ip.ipaddress.as_deref()?.parse::<IpAddr>().ok()),
+        );
+        assert_eq!(
+            pick_free_address(&client, None, &run)
+                .await
+                .expect("listed"),
+            None,
+            "every free address is picked"
+        );
     }
 
     #[test]

@@ -1,75 +1,156 @@
 //! Lenient field decoding: CloudStack versions disagree on whether ids and ports are numbers
 //! or strings, and omit null fields. Every response field goes through [`Lenient`].
 
-use serde::de::{DeserializeOwned, Deserializer, Error as _};
+use std::fmt;
+
+use serde::Deserialize as _;
+use serde::de::{DeserializeOwned, Deserializer, Visitor};
 use serde_json::Value;
 
 /// A response field type that decodes tolerantly and knows when it is absent.
 pub trait Lenient: Sized {
-    /// Builds the field from any JSON value (`null` means absent).
-    fn from_json(value: Value) -> Result<Self, String>;
+    /// Decodes the field from whatever JSON the server sent (`null` means absent), straight
+    /// from the decoder: no JSON tree is built for it.
+    fn decode<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error>;
     /// Whether the field is absent (skipped when serialising).
     fn is_absent(&self) -> bool;
 }
 
 /// `deserialize_with` entry point used by every response struct.
 pub fn lenient<'de, D: Deserializer<'de>, T: Lenient>(deserializer: D) -> Result<T, D::Error> {
-    let value = Value::deserialize(deserializer)?;
-    T::from_json(value).map_err(D::Error::custom)
+    T::decode(deserializer)
 }
 
-use serde::Deserialize as _;
+/// Text fields: strings, or numbers and booleans written as text.
+struct TextVisitor;
+
+impl<'de> Visitor<'de> for TextVisitor {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        Ok(Some(text.to_owned()))
+    }
+    fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Self::Value, E> {
+        Ok(Some(text))
+    }
+    fn visit_u64<E: serde::de::Error>(self, number: u64) -> Result<Self::Value, E> {
+        Ok(Some(number.to_string()))
+    }
+    fn visit_i64<E: serde::de::Error>(self, number: i64) -> Result<Self::Value, E> {
+        Ok(Some(number.to_string()))
+    }
+    fn visit_f64<E: serde::de::Error>(self, number: f64) -> Result<Self::Value, E> {
+        Ok(Some(Value::from(number).to_string()))
+    }
+    fn visit_bool<E: serde::de::Error>(self, flag: bool) -> Result<Self::Value, E> {
+        Ok(Some(flag.to_string()))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
+        inner.deserialize_any(self)
+    }
+}
 
 impl Lenient for Option<String> {
-    fn from_json(value: Value) -> Result<Self, String> {
-        match value {
-            Value::Null => Ok(None),
-            Value::String(text) => Ok(Some(text)),
-            Value::Number(number) => Ok(Some(number.to_string())),
-            Value::Bool(flag) => Ok(Some(flag.to_string())),
-            other => Err(format!("expected a string, got {other}")),
-        }
+    fn decode<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(TextVisitor)
     }
     fn is_absent(&self) -> bool {
         self.is_none()
+    }
+}
+
+/// Boolean fields: booleans, or `"true"`/`"false"` (any case); an empty string is absent.
+struct FlagVisitor;
+
+impl<'de> Visitor<'de> for FlagVisitor {
+    type Value = Option<bool>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a boolean")
+    }
+    fn visit_bool<E: serde::de::Error>(self, flag: bool) -> Result<Self::Value, E> {
+        Ok(Some(flag))
+    }
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        Ok((!text.is_empty()).then(|| text.eq_ignore_ascii_case("true")))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
+        inner.deserialize_any(self)
     }
 }
 
 impl Lenient for Option<bool> {
-    fn from_json(value: Value) -> Result<Self, String> {
-        match value {
-            Value::Null => Ok(None),
-            Value::Bool(flag) => Ok(Some(flag)),
-            Value::String(text) if text.is_empty() => Ok(None),
-            Value::String(text) => Ok(Some(text.eq_ignore_ascii_case("true"))),
-            other => Err(format!("expected a boolean, got {other}")),
-        }
+    fn decode<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(FlagVisitor)
     }
     fn is_absent(&self) -> bool {
         self.is_none()
     }
 }
 
-/// Integer fields: JSON numbers or decimal strings; an empty string is absent.
+/// Integer fields: JSON integers or decimal strings; an empty string is absent.
+struct IntegerVisitor<T>(std::marker::PhantomData<T>);
+
+impl<'de, T> Visitor<'de> for IntegerVisitor<T>
+where
+    T: TryFrom<u64> + TryFrom<i64> + std::str::FromStr,
+{
+    type Value = Option<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an integer")
+    }
+    fn visit_u64<E: serde::de::Error>(self, number: u64) -> Result<Self::Value, E> {
+        T::try_from(number)
+            .map(Some)
+            .map_err(|_| E::custom(format!("expected an integer, got {number}")))
+    }
+    fn visit_i64<E: serde::de::Error>(self, number: i64) -> Result<Self::Value, E> {
+        T::try_from(number)
+            .map(Some)
+            .map_err(|_| E::custom(format!("expected an integer, got {number}")))
+    }
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Ok(None);
+        }
+        trimmed
+            .parse()
+            .map(Some)
+            .map_err(|_| E::custom(format!("expected an integer, got {text:?}")))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
+        inner.deserialize_any(self)
+    }
+}
+
 macro_rules! lenient_integer {
     ($($ty:ty),*) => {$(
         impl Lenient for Option<$ty> {
-            fn from_json(value: Value) -> Result<Self, String> {
-                match value {
-                    Value::Null => Ok(None),
-                    Value::Number(number) => number
-                        .to_string()
-                        .parse()
-                        .map(Some)
-                        .map_err(|_| format!("expected an integer, got {number}")),
-                    Value::String(text) if text.trim().is_empty() => Ok(None),
-                    Value::String(text) => text
-                        .trim()
-                        .parse()
-                        .map(Some)
-                        .map_err(|_| format!("expected an integer, got {text:?}")),
-                    other => Err(format!("expected an integer, got {other}")),
-                }
+            fn decode<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserializer.deserialize_any(IntegerVisitor::<$ty>(std::marker::PhantomData))
             }
             fn is_absent(&self) -> bool {
                 self.is_none()
@@ -80,8 +161,8 @@ macro_rules! lenient_integer {
 lenient_integer!(u32, u64, i32, i64);
 
 impl Lenient for Option<Value> {
-    fn from_json(value: Value) -> Result<Self, String> {
-        Ok(match value {
+    fn decode<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match Value::deserialize(deserializer)? {
             Value::Null => None,
             other => Some(other),
         })
@@ -92,11 +173,8 @@ impl Lenient for Option<Value> {
 }
 
 impl<T: DeserializeOwned> Lenient for Vec<T> {
-    fn from_json(value: Value) -> Result<Self, String> {
-        match value {
-            Value::Null => Ok(Vec::new()),
-            other => serde_json::from_value(other).map_err(|e| e.to_string()),
-        }
+    fn decode<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
     }
     fn is_absent(&self) -> bool {
         self.is_empty()
@@ -138,22 +216,64 @@ pub(crate) fn split_cidrs(list: Option<&str>) -> Vec<String> {
 mod tests {
     use super::*;
 
+    response! {
+        /// One field of each lenient kind.
+        Probe {
+            text: Option<String>,
+            port: Option<u32>,
+            flag: Option<bool>,
+            items: Vec<Probe>,
+            raw: Option<Value>,
+        }
+    }
+
+    fn probe(json: Value) -> Result<Probe, String> {
+        serde_json::from_value(json.clone())
+            .and_then(|value: Probe| {
+                // The same from text, as replies are decoded.
+                let from_text: Probe = serde_json::from_str(&json.to_string())?;
+                assert_eq!(value, from_text);
+                Ok(value)
+            })
+            .map_err(|e| e.to_string())
+    }
+
     #[test]
     fn numbers_and_strings_both_decode() {
-        assert_eq!(
-            <Option<String>>::from_json(serde_json::json!(2614)),
-            Ok(Some("2614".into()))
-        );
-        assert_eq!(
-            <Option<u32>>::from_json(serde_json::json!("80")),
-            Ok(Some(80))
-        );
-        assert_eq!(<Option<u32>>::from_json(serde_json::json!("")), Ok(None));
-        assert!(<Option<u32>>::from_json(serde_json::json!("eighty")).is_err());
-        assert_eq!(
-            <Option<bool>>::from_json(serde_json::json!("false")),
-            Ok(Some(false))
-        );
+        let decoded = probe(serde_json::json!({
+            "text": 2614, "port": "80", "flag": "false", "raw": {"a": 1},
+            "items": [{"text": "x", "port": 443, "flag": true}]
+        }))
+        .expect("decodes");
+        assert_eq!(decoded.text.as_deref(), Some("2614"));
+        assert_eq!(decoded.port, Some(80));
+        assert_eq!(decoded.flag, Some(false));
+        assert_eq!(decoded.raw, Some(serde_json::json!({"a": 1})));
+        assert_eq!(decoded.items.len(), 1);
+        assert_eq!(decoded.items[0].port, Some(443));
+        assert_eq!(probe(serde_json::json!({"text": true})).unwrap().text.as_deref(), Some("true"));
+        assert_eq!(probe(serde_json::json!({"text": -3})).unwrap().text.as_deref(), Some("-3"));
+        assert_eq!(probe(serde_json::json!({"text": 1.5})).unwrap().text.as_deref(), Some("1.5"));
+    }
+
+    #[test]
+    fn empty_and_null_fields_are_absent() {
+        let decoded = probe(serde_json::json!({
+            "text": null, "port": " ", "flag": "", "items": null, "raw": null
+        }))
+        .expect("decodes");
+        assert_eq!(decoded, Probe::default());
+        assert_eq!(probe(serde_json::json!({})).expect("decodes"), Probe::default());
+    }
+
+    #[test]
+    fn values_of_the_wrong_kind_are_errors() {
+        assert!(probe(serde_json::json!({"port": "eighty"})).is_err());
+        assert!(probe(serde_json::json!({"port": -1})).is_err(), "out of range");
+        assert!(probe(serde_json::json!({"port": 1.5})).is_err());
+        assert!(probe(serde_json::json!({"text": {"a": 1}})).is_err());
+        assert!(probe(serde_json::json!({"flag": 1})).is_err());
+        assert!(probe(serde_json::json!({"items": {"text": "x"}})).is_err());
     }
 
     #[test]

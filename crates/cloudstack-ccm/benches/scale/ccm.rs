@@ -6,8 +6,19 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-/// The controller manager binary Cargo built for this benchmark.
-const BINARY: &str = env!("CARGO_BIN_EXE_cloudstack-ccm");
+/// The controller manager binary Cargo built for this benchmark (default features: the
+/// `demo` subcommand with the simulator and the fake API server linked in).
+const BUILT_BINARY: &str = env!("CARGO_BIN_EXE_cloudstack-ccm");
+
+/// Runs another build of the controller manager when set, e.g. the shipped one
+/// (`cargo build --release -p cloudstack-ccm --no-default-features`, as the image builds
+/// it): its code is smaller, so its file-backed resident pages are fewer.
+const BINARY_ENV: &str = "SCALE_CCM_BINARY";
+
+/// The binary the scenarios run: [`BINARY_ENV`] when set, else [`BUILT_BINARY`].
+fn binary() -> String {
+    std::env::var(BINARY_ENV).unwrap_or_else(|_| BUILT_BINARY.to_owned())
+}
 
 /// Runs the controller under a wrapper when set: the command (e.g. `heaptrack -o
 /// /tmp/ccm`) is split on spaces and the binary and its arguments follow it. For heap
@@ -93,15 +104,16 @@ impl Ccm {
         let stderr = std::fs::File::create(&log)
             .with_context(|| format!("creating the log file {}", log.display()))?;
         let port = free_port()?;
+        let binary = binary();
         let wrapper = std::env::var(WRAPPER_ENV).unwrap_or_default();
         let mut wrapper = wrapper.split_whitespace();
         let mut command = match wrapper.next() {
             Some(program) => {
                 let mut command = tokio::process::Command::new(program);
-                command.args(wrapper).arg(BINARY);
+                command.args(wrapper).arg(&binary);
                 command
             }
-            None => tokio::process::Command::new(BINARY),
+            None => tokio::process::Command::new(&binary),
         };
         // `SCALE_CCM_LOG=<directives>` turns on the child's detailed log (off by default:
         // logging costs CPU the measurements should not include).
@@ -138,7 +150,7 @@ impl Ccm {
             .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("starting {BINARY}"))?;
+            .with_context(|| format!("starting {binary}"))?;
         let pid = child
             .id()
             .ok_or_else(|| anyhow::anyhow!("the controller manager exited at once"))?;

@@ -251,9 +251,27 @@ mod tests {
         assert_eq!(decoded.raw, Some(serde_json::json!({"a": 1})));
         assert_eq!(decoded.items.len(), 1);
         assert_eq!(decoded.items[0].port, Some(443));
-        assert_eq!(probe(serde_json::json!({"text": true})).unwrap().text.as_deref(), Some("true"));
-        assert_eq!(probe(serde_json::json!({"text": -3})).unwrap().text.as_deref(), Some("-3"));
-        assert_eq!(probe(serde_json::json!({"text": 1.5})).unwrap().text.as_deref(), Some("1.5"));
+        assert_eq!(
+            probe(serde_json::json!({"text": true}))
+                .unwrap()
+                .text
+                .as_deref(),
+            Some("true")
+        );
+        assert_eq!(
+            probe(serde_json::json!({"text": -3}))
+                .unwrap()
+                .text
+                .as_deref(),
+            Some("-3")
+        );
+        assert_eq!(
+            probe(serde_json::json!({"text": 1.5}))
+                .unwrap()
+                .text
+                .as_deref(),
+            Some("1.5")
+        );
     }
 
     #[test]
@@ -263,13 +281,19 @@ mod tests {
         }))
         .expect("decodes");
         assert_eq!(decoded, Probe::default());
-        assert_eq!(probe(serde_json::json!({})).expect("decodes"), Probe::default());
+        assert_eq!(
+            probe(serde_json::json!({})).expect("decodes"),
+            Probe::default()
+        );
     }
 
     #[test]
     fn values_of_the_wrong_kind_are_errors() {
         assert!(probe(serde_json::json!({"port": "eighty"})).is_err());
-        assert!(probe(serde_json::json!({"port": -1})).is_err(), "out of range");
+        assert!(
+            probe(serde_json::json!({"port": -1})).is_err(),
+            "out of range"
+        );
         assert!(probe(serde_json::json!({"port": 1.5})).is_err());
         assert!(probe(serde_json::json!({"text": {"a": 1}})).is_err());
         assert!(probe(serde_json::json!({"flag": 1})).is_err());

@@ -492,7 +492,8 @@ impl Engine {
                 zone_id.as_deref(),
             )
             .await;
-            self.after_changes(&applied);
+            self.after_changes(&observed, &applied, result.is_ok())
+                .await;
             result?;
             self.seed_created_rules(&plan, &applied);
             applied
@@ -511,9 +512,12 @@ impl Engine {
         })
     }
 
-    /// Renews what the controller's own changes made stale.
-    fn after_changes(&self, applied: &apply::Applied) {
-        self.views.invalidate();
+    /// Renews what the controller's own changes made stale: after a plan that ran to its
+    /// end, the public IPs it touched (the Service's, the one it associated, those of its
+    /// rules) are read again into the shared view; after a failed one, the whole view is
+    /// (a step may have changed more than it reported). The cached details of the rules it
+    /// touched or created are forgotten.
+    async fn after_changes(&self, observed: &ObservedLb, applied: &apply::Applied, ran: bool) {
         for id in applied
             .touched_rules
             .iter()
@@ -521,6 +525,19 @@ impl Engine {
         {
             self.details.forget(id);
         }
+        if !ran {
+            self.views.invalidate();
+            return;
+        }
+        let touched_ips: BTreeSet<String> = observed
+            .ip
+            .iter()
+            .map(|ip| ip.id.clone())
+            .chain(applied.associated_ip.iter().map(|(id, _)| id.clone()))
+            .chain(observed.rules.iter().map(|r| r.public_ip_id.clone()))
+            .filter(|id| !id.is_empty())
+            .collect();
+        self.views.renew_ips(&self.client, &touched_ips).await;
     }
 
     /// After a plan ran to its end, the details of the rules it created are known (their
@@ -597,7 +614,8 @@ impl Engine {
             None,
         )
         .await;
-        self.after_changes(&applied);
+        self.after_changes(&observed, &applied, result.is_ok())
+            .await;
         result?;
         Ok(Deleted {
             steps: applied.steps_done,

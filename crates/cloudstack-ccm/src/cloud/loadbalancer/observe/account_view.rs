@@ -10,11 +10,14 @@
 //! `Engine::resolve_backends`), so a resync reads no VM and its reads do not grow with
 //! the number of Nodes.
 //!
-//! [`AccountViewCache`] renews the view when a resync starts, a Node changes or the
-//! controller changed something itself ([`AccountViewCache::invalidate`]), and when it is
-//! older than the cache's maximum age.
+//! [`AccountViewCache`] renews the whole view when a resync starts, when a change of the
+//! controller's own failed ([`AccountViewCache::invalidate`]), and when it is older than the
+//! cache's maximum age. After a change that succeeded, only the public IPs it touched are
+//! read again, with what stands on them ([`AccountViewCache::renew_ips`]: three small
+//! calls per IP), and spliced into the view: a burst of new load balancers does not read
+//! every rule, address and firewall rule of the account once per Service.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -25,21 +28,40 @@ use cloudstack::{
 };
 
 /// What the account sees of CloudStack's load-balancer objects and networks, as read at
-/// one time (the ACL items as first needed).
+/// one time (the ACL items as first needed), with the public IPs read again since spliced
+/// in. The objects are shared between a view and the views spliced from it.
 #[derive(Debug)]
 pub(crate) struct AccountView {
     /// Every load-balancer rule the account sees.
-    pub rules: Vec<LoadBalancerRule>,
+    pub rules: Vec<Arc<LoadBalancerRule>>,
     /// Every public IP allocated to the account.
-    pub ips: Vec<PublicIpAddress>,
+    pub ips: Vec<Arc<PublicIpAddress>>,
     /// Every firewall rule the account sees.
-    pub firewall_rules: Vec<FirewallRule>,
+    pub firewall_rules: Vec<Arc<FirewallRule>>,
     /// Every network the account sees.
-    pub networks: Vec<Network>,
+    pub networks: Arc<Vec<Network>>,
     /// Ingress items by ACL list id, read on first use.
     acl_items: tokio::sync::Mutex<HashMap<String, Arc<Vec<NetworkAcl>>>>,
     /// When the lists were read.
     fetched_at: Instant,
+    /// Read number ([`AccountViewCache`]'s counter) of the whole read.
+    read: u64,
+    /// Read number of each IP read again since, by IP id.
+    renewed: HashMap<String, u64>,
+}
+
+/// One public IP as read again, with what stands on it; `ip` is `None` when the address
+/// is no longer allocated to the account (it was released, and its rules with it).
+#[derive(Debug)]
+pub(crate) struct RenewedIp {
+    /// The IP id.
+    pub id: String,
+    /// The address, while the account holds it.
+    pub ip: Option<PublicIpAddress>,
+    /// The load-balancer rules on it.
+    pub rules: Vec<LoadBalancerRule>,
+    /// The firewall rules on it.
+    pub firewall_rules: Vec<FirewallRule>,
 }
 
 impl AccountView {
@@ -84,18 +106,72 @@ impl AccountView {
         networks: Vec<Network>,
     ) -> AccountView {
         AccountView {
-            rules,
-            ips,
-            firewall_rules,
-            networks,
+            rules: rules.into_iter().map(Arc::new).collect(),
+            ips: ips.into_iter().map(Arc::new).collect(),
+            firewall_rules: firewall_rules.into_iter().map(Arc::new).collect(),
+            networks: Arc::new(networks),
             acl_items: tokio::sync::Mutex::default(),
             fetched_at: Instant::now(),
+            read: 0,
+            renewed: HashMap::new(),
         }
+    }
+
+    /// This view with the IPs of `renewed` as read again (read number `read`): their
+    /// objects replace what the view held of them, unless the view holds a newer read of
+    /// an IP. The ACL items are read again when next needed (a change may have touched
+    /// them). `None` when every IP's read is older than the view's.
+    fn splice(&self, renewed: Vec<RenewedIp>, read: u64) -> Option<AccountView> {
+        let newer: Vec<RenewedIp> = renewed
+            .into_iter()
+            .filter(|ip| read > self.read && self.renewed.get(&ip.id).is_none_or(|r| read > *r))
+            .collect();
+        if newer.is_empty() {
+            return None;
+        }
+        let ids: BTreeSet<&str> = newer.iter().map(|ip| ip.id.as_str()).collect();
+        let on_renewed = |ip_id: Option<&str>| ip_id.is_some_and(|id| ids.contains(id));
+        let mut view = AccountView {
+            rules: self
+                .rules
+                .iter()
+                .filter(|r| !on_renewed(r.publicipid.as_deref()))
+                .cloned()
+                .collect(),
+            ips: self
+                .ips
+                .iter()
+                .filter(|ip| !on_renewed(ip.id.as_deref()))
+                .cloned()
+                .collect(),
+            firewall_rules: self
+                .firewall_rules
+                .iter()
+                .filter(|r| !on_renewed(r.ipaddressid.as_deref()))
+                .cloned()
+                .collect(),
+            networks: self.networks.clone(),
+            acl_items: tokio::sync::Mutex::default(),
+            fetched_at: self.fetched_at,
+            read: self.read,
+            renewed: self.renewed.clone(),
+        };
+        for ip in newer {
+            view.renewed.insert(ip.id, read);
+            view.ips.extend(ip.ip.map(Arc::new));
+            view.rules.extend(ip.rules.into_iter().map(Arc::new));
+            view.firewall_rules
+                .extend(ip.firewall_rules.into_iter().map(Arc::new));
+        }
+        Some(view)
     }
 
     /// The allocated IP with this id.
     pub fn ip_by_id(&self, id: &str) -> Option<&PublicIpAddress> {
-        self.ips.iter().find(|ip| ip.id.as_deref() == Some(id))
+        self.ips
+            .iter()
+            .find(|ip| ip.id.as_deref() == Some(id))
+            .map(|ip| &**ip)
     }
 
     /// The allocated IP with this address.
@@ -103,6 +179,7 @@ impl AccountView {
         self.ips
             .iter()
             .find(|ip| ip.ipaddress.as_deref() == Some(address))
+            .map(|ip| &**ip)
     }
 
     /// The network with this id.
@@ -118,6 +195,7 @@ impl AccountView {
         self.rules
             .iter()
             .filter(move |r| r.publicipid.as_deref() == Some(ip_id))
+            .map(|r| &**r)
     }
 
     /// Firewall rules on the public IP `ip_id`.
@@ -128,6 +206,7 @@ impl AccountView {
         self.firewall_rules
             .iter()
             .filter(move |r| r.ipaddressid.as_deref() == Some(ip_id))
+            .map(|r| &**r)
     }
 
     /// The ingress items of ACL list `acl_id` (one `listNetworkACLs` the first time).
@@ -152,6 +231,49 @@ impl AccountView {
     }
 }
 
+/// Reads public IP `id` again with the rules and firewall rules on it (three calls; one
+/// when the account no longer holds the address: a released address has no rules).
+async fn read_ip(client: &cloudstack::Client, id: &str) -> Result<RenewedIp, cloudstack::Error> {
+    let ip = client
+        .list_public_ip_addresses(&ListPublicIpAddresses {
+            id: Some(id.to_string()),
+            allocatedonly: Some(true),
+            listall: Some(true),
+            ..Default::default()
+        })
+        .await?
+        .into_iter()
+        .find(|ip| ip.id.as_deref() == Some(id));
+    if ip.is_none() {
+        return Ok(RenewedIp {
+            id: id.to_string(),
+            ip: None,
+            rules: Vec::new(),
+            firewall_rules: Vec::new(),
+        });
+    }
+    let rules = ListLoadBalancerRules {
+        publicipid: Some(id.to_string()),
+        listall: Some(true),
+        ..Default::default()
+    };
+    let firewall = ListFirewallRules {
+        ipaddressid: Some(id.to_string()),
+        listall: Some(true),
+        ..Default::default()
+    };
+    let (rules, firewall_rules) = futures::try_join!(
+        client.list_load_balancer_rules(&rules),
+        client.list_firewall_rules(&firewall),
+    )?;
+    Ok(RenewedIp {
+        id: id.to_string(),
+        ip,
+        rules,
+        firewall_rules,
+    })
+}
+
 /// Holds the current [`AccountView`]; concurrent readers share one fetch.
 #[derive(Debug)]
 pub(crate) struct AccountViewCache {
@@ -159,6 +281,9 @@ pub(crate) struct AccountViewCache {
     current: tokio::sync::Mutex<Option<Cached>>,
     /// Bumped by every invalidation; a view read in an older generation is not used.
     generation: AtomicU64,
+    /// Numbers every read of CloudStack (whole or per IP) in the order they start, so a
+    /// later read of an IP is never replaced by an earlier one.
+    reads: AtomicU64,
     max_age: Duration,
 }
 
@@ -175,6 +300,7 @@ impl AccountViewCache {
         Self {
             current: tokio::sync::Mutex::new(None),
             generation: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
             max_age,
         }
     }
@@ -193,7 +319,10 @@ impl AccountViewCache {
         {
             return Ok(cached.view.clone());
         }
-        let fresh = Arc::new(AccountView::fetch(client).await?);
+        let read = self.reads.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut fresh = AccountView::fetch(client).await?;
+        fresh.read = read;
+        let fresh = Arc::new(fresh);
         // Stamped with the generations seen before the read: an invalidation during the
         // read (a change that may be missing from it) makes the next caller read again.
         *current = Some(Cached {
@@ -206,6 +335,32 @@ impl AccountViewCache {
     /// Forgets the view; the next [`AccountViewCache::get`] reads CloudStack again.
     pub fn invalidate(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Reads the public IPs `ip_ids` again (after a change of the controller's own that
+    /// succeeded, so every change on them is visible) and splices them into the current
+    /// view. A read that fails forgets the view instead (the next reader reads it all).
+    pub async fn renew_ips(&self, client: &cloudstack::Client, ip_ids: &BTreeSet<String>) {
+        if ip_ids.is_empty() {
+            return;
+        }
+        let read = self.reads.fetch_add(1, Ordering::SeqCst) + 1;
+        let renewed =
+            futures::future::try_join_all(ip_ids.iter().map(|id| read_ip(client, id))).await;
+        let renewed = match renewed {
+            Ok(renewed) => renewed,
+            Err(error) => {
+                tracing::debug!(%error, "reading changed public IPs again failed; the view is read again");
+                self.invalidate();
+                return;
+            }
+        };
+        let mut current = self.current.lock().await;
+        if let Some(cached) = current.as_mut()
+            && let Some(spliced) = cached.view.splice(renewed, read)
+        {
+            cached.view = Arc::new(spliced);
+        }
     }
 }
 
@@ -235,5 +390,107 @@ mod tests {
             .filter_map(|r| r.id.as_deref())
             .collect();
         assert_eq!(on_ip1, ["r1"]);
+    }
+
+    fn decode<T: serde::de::DeserializeOwned>(json: serde_json::Value) -> T {
+        serde_json::from_value(json).expect("decodes")
+    }
+
+    /// A view read as read number 1: ip1 with rule r1 and firewall rule f1, ip2 with r2.
+    fn view_of_two_ips() -> AccountView {
+        let mut view = AccountView::from_parts(
+            decode(serde_json::json!([
+                { "id": "r1", "publicipid": "ip1" }, { "id": "r2", "publicipid": "ip2" }
+            ])),
+            decode(serde_json::json!([
+                { "id": "ip1", "ipaddress": "203.0.113.5" },
+                { "id": "ip2", "ipaddress": "203.0.113.6" }
+            ])),
+            decode(serde_json::json!([{ "id": "f1", "ipaddressid": "ip1" }])),
+            Vec::new(),
+        );
+        view.read = 1;
+        view
+    }
+
+    fn ids<'a>(items: impl Iterator<Item = &'a Option<String>>) -> Vec<&'a str> {
+        let mut ids: Vec<&str> = items.filter_map(|id| id.as_deref()).collect();
+        ids.sort();
+        ids
+    }
+
+    #[test]
+    fn a_renewed_ip_replaces_what_stood_on_it_and_nothing_else() {
+        let view = view_of_two_ips();
+        let renewed = RenewedIp {
+            id: "ip1".into(),
+            ip: Some(decode(
+                serde_json::json!({ "id": "ip1", "ipaddress": "203.0.113.5" }),
+            )),
+            rules: decode(serde_json::json!([
+                { "id": "r3", "publicipid": "ip1" }, { "id": "r4", "publicipid": "ip1" }
+            ])),
+            firewall_rules: Vec::new(),
+        };
+        let spliced = view.splice(vec![renewed], 2).expect("newer than the view");
+        assert_eq!(ids(spliced.rules.iter().map(|r| &r.id)), ["r2", "r3", "r4"]);
+        assert!(spliced.firewall_rules.is_empty(), "f1 is gone from ip1");
+        assert_eq!(ids(spliced.ips.iter().map(|ip| &ip.id)), ["ip1", "ip2"]);
+        assert!(
+            Arc::ptr_eq(
+                spliced
+                    .ips
+                    .iter()
+                    .find(|ip| ip.id.as_deref() == Some("ip2"))
+                    .expect("ip2"),
+                view.ips
+                    .iter()
+                    .find(|ip| ip.id.as_deref() == Some("ip2"))
+                    .expect("ip2"),
+            ),
+            "what was not read again is shared, not copied"
+        );
+    }
+
+    #[test]
+    fn a_released_ip_leaves_the_view_with_its_rules() {
+        let view = view_of_two_ips();
+        let released = RenewedIp {
+            id: "ip1".into(),
+            ip: None,
+            rules: Vec::new(),
+            firewall_rules: Vec::new(),
+        };
+        let spliced = view.splice(vec![released], 2).expect("newer than the view");
+        assert_eq!(ids(spliced.ips.iter().map(|ip| &ip.id)), ["ip2"]);
+        assert_eq!(ids(spliced.rules.iter().map(|r| &r.id)), ["r2"]);
+        assert!(spliced.firewall_rules.is_empty());
+    }
+
+    #[test]
+    fn an_older_read_never_replaces_a_newer_one() {
+        let view = view_of_two_ips();
+        let empty = |id: &str| RenewedIp {
+            id: id.into(),
+            ip: None,
+            rules: Vec::new(),
+            firewall_rules: Vec::new(),
+        };
+        assert!(
+            view.splice(vec![empty("ip1")], 1).is_none(),
+            "a read that started before the whole view's"
+        );
+        let renewed = view.splice(vec![empty("ip1")], 5).expect("newer");
+        assert!(
+            renewed
+                .splice(vec![empty("ip2"), empty("ip1")], 3)
+                .is_some_and(|v| {
+                    ids(v.ips.iter().map(|ip| &ip.id)).is_empty()
+                        && v.renewed.get("ip1") == Some(&5)
+                        && v.renewed.get("ip2") == Some(&3)
+                }),
+            "ip2's read is newer than the view, ip1's older than its last renewal"
+        );
+        assert!(renewed.splice(vec![empty("ip1")], 4).is_none());
     }
 }

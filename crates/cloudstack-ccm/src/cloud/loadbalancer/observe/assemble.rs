@@ -29,11 +29,14 @@ pub(crate) fn own_rules<'a>(
     view: &'a AccountView,
     spec: &'a LbSpec,
 ) -> impl Iterator<Item = &'a LoadBalancerRule> + 'a {
-    view.rules.iter().filter(|r| {
-        r.name
-            .as_deref()
-            .is_some_and(|name| spec.owns_rule_name(name))
-    })
+    view.rules
+        .iter()
+        .filter(|r| {
+            r.name
+                .as_deref()
+                .is_some_and(|name| spec.owns_rule_name(name))
+        })
+        .map(|r| &**r)
 }
 
 /// Converts a listed rule (with its details) to an [`ObservedRule`]; `None` for entries

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::api::ListParams;
 
@@ -15,6 +15,7 @@ use crate::cloud::loadbalancer::ensure::Engine;
 use crate::cloud::loadbalancer::plan::Plan;
 use crate::config::CloudConfig;
 use crate::controllers::Context;
+use crate::controllers::node_cache::CachedNode;
 use crate::controllers::route::{self, RouteController};
 use crate::controllers::service::{Settings, plan_services, settings};
 use crate::metrics::Metrics;
@@ -110,7 +111,8 @@ pub(crate) async fn plan_context(ctx: &Context) -> Result<PlanReport, ToolError>
             what: "Services",
             source,
         })?;
-    let nodes = Api::<Node>::all(ctx.kube.clone())
+    // Decoded as the Node cache holds them: only what eligibility reads.
+    let nodes = Api::<CachedNode>::all(ctx.kube.clone())
         .list(&ListParams::default())
         .await
         .map_err(|source| ToolError::List {

@@ -24,6 +24,7 @@ use kube::{Resource, ResourceExt};
 
 use super::backoff::RetryBackoff;
 use super::events::{Event, EventType, Recorder, Reporter};
+use super::node_cache::CachedNode;
 use super::{Caches, Context, NodeCache, Shutdown};
 use crate::cloud::instances::{InstanceError, InstanceMetadata, Instances, NodeAddress, NodeRef};
 use crate::cloud::inventory::{CloudStackVms, Inventory, InventorySettings};
@@ -193,7 +194,7 @@ impl CloudNode {
 
     async fn refresh_addresses_every_period(
         self: Arc<Self>,
-        store: Store<Node>,
+        store: Store<CachedNode>,
         mut stop: tokio::sync::oneshot::Receiver<()>,
     ) {
         // Not `store.wait_until_ready()`: the controller waits on the same store and
@@ -211,7 +212,7 @@ impl CloudNode {
 
     /// Recomputes the addresses of every initialised node in `nodes` and patches the
     /// ones that changed. One inventory refresh (one list call) serves all nodes.
-    pub async fn refresh_addresses(&self, nodes: &[Arc<Node>]) {
+    pub async fn refresh_addresses(&self, nodes: &[Arc<CachedNode>]) {
         if let Err(error) = self.instances.inventory().refresh().await {
             tracing::warn!(%error, "refreshing node addresses skipped");
             return;
@@ -235,7 +236,7 @@ impl CloudNode {
     }
 
     /// Patches the node's addresses when they differ from its VM's; `Ok(true)` if patched.
-    async fn refresh_node_addresses(&self, node: &Node) -> Result<bool, NodeError> {
+    async fn refresh_node_addresses(&self, node: &CachedNode) -> Result<bool, NodeError> {
         let name = node.name_any();
         let Some(metadata) = self.instances.metadata(&node_ref(node)).await? else {
             // A node whose VM is gone is the lifecycle controller's business.
@@ -255,7 +256,7 @@ impl CloudNode {
         Ok(true)
     }
 
-    async fn initialise(&self, node: &Node) -> Result<(), NodeError> {
+    async fn initialise(&self, node: &CachedNode) -> Result<(), NodeError> {
         let name = node.name_any();
         let metadata = self
             .instances
@@ -293,7 +294,7 @@ impl CloudNode {
         Ok(())
     }
 
-    async fn publish(&self, node: &Node, type_: EventType, reason: &str, note: String) {
+    async fn publish(&self, node: &CachedNode, type_: EventType, reason: &str, note: String) {
         let event = Event {
             type_,
             reason: reason.to_string(),
@@ -316,7 +317,7 @@ impl CloudNode {
     }
 }
 
-async fn reconcile(node: Arc<Node>, ctx: Arc<CloudNode>) -> Result<Action, NodeError> {
+async fn reconcile(node: Arc<CachedNode>, ctx: Arc<CloudNode>) -> Result<Action, NodeError> {
     let name = node.name_any();
     if node.meta().deletion_timestamp.is_some() || !has_taint(&node, UNINITIALIZED_TAINT) {
         ctx.forget_failures(&name);
@@ -351,12 +352,12 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<CloudNode>) -> Result<Action, NodeE
     }
 }
 
-fn error_policy(node: Arc<Node>, _error: &NodeError, ctx: Arc<CloudNode>) -> Action {
+fn error_policy(node: Arc<CachedNode>, _error: &NodeError, ctx: Arc<CloudNode>) -> Action {
     Action::requeue(ctx.next_retry(&node.name_any()))
 }
 
 /// The strings the cloud layer needs from a node.
-pub(crate) fn node_ref(node: &Node) -> NodeRef<'_> {
+pub(crate) fn node_ref(node: &CachedNode) -> NodeRef<'_> {
     NodeRef {
         name: node.metadata.name.as_deref().unwrap_or_default(),
         provider_id: node
@@ -374,12 +375,12 @@ pub(crate) fn node_ref(node: &Node) -> NodeRef<'_> {
 }
 
 /// True when the node carries a taint with this key.
-pub fn has_taint(node: &Node, key: &str) -> bool {
+pub fn has_taint(node: &CachedNode, key: &str) -> bool {
     taints(node).iter().any(|taint| taint.key == key)
 }
 
 /// The node's taints.
-pub fn taints(node: &Node) -> &[Taint] {
+pub fn taints(node: &CachedNode) -> &[Taint] {
     node.spec
         .as_ref()
         .and_then(|spec| spec.taints.as_deref())
@@ -391,7 +392,10 @@ pub fn taints(node: &Node) -> &[Taint] {
 /// `spec.providerID` when empty, and the taints without the uninitialized one. It carries
 /// the cached resourceVersion, so a Node changed since (say, a taint added) is refused
 /// with a conflict and retried from the new state instead of being overwritten.
-pub(crate) fn initialisation_patch(node: &Node, metadata: &InstanceMetadata) -> serde_json::Value {
+pub(crate) fn initialisation_patch(
+    node: &CachedNode,
+    metadata: &InstanceMetadata,
+) -> serde_json::Value {
     let labels: BTreeMap<&str, &str> = [
         (LABEL_INSTANCE_TYPE, &metadata.instance_type),
         (LABEL_INSTANCE_TYPE_BETA, &metadata.instance_type),
@@ -437,7 +441,7 @@ pub(crate) fn to_k8s_addresses(addresses: &[NodeAddress]) -> Vec<K8sNodeAddress>
 mod tests {
     use super::*;
     use crate::cloud::instances::AddressKind;
-    use k8s_openapi::api::core::v1::NodeSpec;
+    use crate::controllers::node_cache::{CachedNode, CachedNodeSpec};
 
     fn metadata(instance_type: &str) -> InstanceMetadata {
         InstanceMetadata {
@@ -452,14 +456,14 @@ mod tests {
         }
     }
 
-    fn tainted_node(provider_id: Option<&str>) -> Node {
-        Node {
+    fn tainted_node(provider_id: Option<&str>) -> CachedNode {
+        CachedNode {
             metadata: kube::api::ObjectMeta {
                 name: Some("worker-1".into()),
                 labels: Some(BTreeMap::from([("keep".into(), "me".into())])),
                 ..Default::default()
             },
-            spec: Some(NodeSpec {
+            spec: Some(CachedNodeSpec {
                 provider_id: provider_id.map(str::to_string),
                 taints: Some(vec![
                     Taint {

@@ -1,6 +1,6 @@
 //! The one Node cache of the process: one watch of the Nodes (one initial list, in pages
-//! of [`NODE_LIST_PAGE_SIZE`]) into one reflector store, each Node trimmed to what the
-//! controllers read ([`keep_node_cache_fields`]).
+//! of [`NODE_LIST_PAGE_SIZE`]) into one reflector store of [`CachedNode`]s, each Node
+//! reduced to what the controllers read.
 //!
 //! [`super::run`] builds it once and hands it (in [`super::Caches`]) to every controller;
 //! the watch starts on first use. The controllers read it these ways:
@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -44,74 +44,112 @@ pub(crate) fn node_watch_config() -> watcher::Config {
     watcher::Config::default().page_size(NODE_LIST_PAGE_SIZE)
 }
 
-/// Trims a Node to what the controllers read, for the one Node cache they share: name,
-/// uid, resourceVersion, creation and deletion timestamps, the provided node IP
+/// A Node as the one Node cache holds it: what the controllers read and nothing else.
+/// Name, uid, resourceVersion, creation and deletion timestamps, the provided node IP
 /// annotation, the exclude-from-load-balancers label, providerID, taints, pod CIDRs, the
-/// Ready and NetworkUnavailable conditions and the addresses. A kubelet's Node is mostly managedFields, images,
-/// nodeInfo, capacity and conditions nobody here reads; keeping only this is what makes
-/// the cache small at thousands of Nodes.
-pub(crate) fn keep_node_cache_fields(node: &mut Node) {
-    let metadata = std::mem::take(&mut node.metadata);
-    node.metadata.name = metadata.name;
-    node.metadata.uid = metadata.uid;
-    node.metadata.resource_version = metadata.resource_version;
-    node.metadata.creation_timestamp = metadata.creation_timestamp;
-    node.metadata.deletion_timestamp = metadata.deletion_timestamp;
-    node.metadata.annotations = metadata.annotations.and_then(|mut annotations| {
-        let node_ip = annotations.remove(PROVIDED_NODE_IP_ANNOTATION)?;
-        Some([(PROVIDED_NODE_IP_ANNOTATION.to_string(), node_ip)].into())
-    });
-    node.metadata.labels = metadata.labels.and_then(|mut labels| {
-        let excluded = labels.remove(EXCLUDE_LABEL)?;
-        Some([(EXCLUDE_LABEL.to_string(), excluded)].into())
-    });
-    node.spec = node.spec.take().map(|spec| NodeSpec {
-        provider_id: spec.provider_id,
-        taints: spec.taints,
-        pod_cidr: spec.pod_cidr,
-        pod_cidrs: spec.pod_cidrs,
-        ..NodeSpec::default()
-    });
-    node.status = node.status.take().map(|status| NodeStatus {
-        conditions: status.conditions.map(|conditions| {
-            conditions
-                .into_iter()
-                .filter(|c| c.type_ == "Ready" || c.type_ == NETWORK_UNAVAILABLE)
-                .collect()
-        }),
-        addresses: status.addresses,
-        ..NodeStatus::default()
-    });
-}
-
-/// A Node as the watch decodes it: only the fields the cache keeps are built. The rest of a
-/// kubelet's ~7 KB (managedFields, images, nodeInfo, capacity, daemon endpoints) is skipped
-/// by the decoder without being allocated, so a page of Nodes never exists in full in
-/// memory; [`WatchedNode::into_node`] then applies [`keep_node_cache_fields`].
-#[derive(Clone, Debug, Deserialize)]
-struct WatchedNode {
+/// Ready and NetworkUnavailable conditions and the addresses.
+///
+/// A kubelet's Node is ~7 KB of JSON, mostly managedFields, images, nodeInfo, capacity
+/// and conditions nobody here reads: the watch decodes only the kept fields (the rest is
+/// skipped by the decoder without being allocated, so a page of Nodes never exists in full
+/// in memory), and the spec and status are types of their own, a fifth of the size of
+/// `NodeSpec` and `NodeStatus` (whose many unread fields cost their room in every Node).
+/// The field paths are those of [`Node`] (`node.spec.provider_id`, `node.status.conditions`),
+/// and the metadata is an [`ObjectMeta`], so it is a [`kube::Resource`] of kind Node.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct CachedNode {
+    /// Name, uid, resourceVersion, timestamps, the kept annotation and label.
     #[serde(deserialize_with = "watched_metadata")]
-    metadata: ObjectMeta,
-    #[serde(default, deserialize_with = "watched_spec")]
-    spec: Option<NodeSpec>,
-    #[serde(default, deserialize_with = "watched_status")]
-    status: Option<NodeStatus>,
+    pub metadata: ObjectMeta,
+    /// The kept spec fields.
+    #[serde(default)]
+    pub spec: Option<CachedNodeSpec>,
+    /// The kept status fields.
+    #[serde(default)]
+    pub status: Option<CachedNodeStatus>,
 }
 
-impl WatchedNode {
-    /// The Node the cache holds.
-    fn into_node(self) -> Node {
-        let mut node = Node {
-            metadata: self.metadata,
-            spec: self.spec,
-            status: self.status,
-        };
-        keep_node_cache_fields(&mut node);
-        node
+/// The spec fields a [`CachedNode`] keeps.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct CachedNodeSpec {
+    /// `spec.providerID`.
+    #[serde(rename = "providerID")]
+    pub provider_id: Option<String>,
+    /// `spec.taints`.
+    pub taints: Option<Vec<Taint>>,
+    /// `spec.podCIDR`.
+    #[serde(rename = "podCIDR")]
+    pub pod_cidr: Option<String>,
+    /// `spec.podCIDRs`.
+    #[serde(rename = "podCIDRs")]
+    pub pod_cidrs: Option<Vec<String>>,
+}
+
+/// The status fields a [`CachedNode`] keeps.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct CachedNodeStatus {
+    /// The Ready and NetworkUnavailable conditions.
+    pub conditions: Option<Vec<NodeCondition>>,
+    /// `status.addresses`.
+    pub addresses: Option<Vec<NodeAddress>>,
+}
+
+impl CachedNode {
+    /// Drops what the decoder kept but no controller reads: annotations other than the
+    /// provided node IP, labels other than the exclusion label, conditions other than
+    /// Ready and NetworkUnavailable.
+    fn trim(mut self) -> Self {
+        let metadata = &mut self.metadata;
+        metadata.annotations = metadata.annotations.take().and_then(|mut annotations| {
+            let node_ip = annotations.remove(PROVIDED_NODE_IP_ANNOTATION)?;
+            Some([(PROVIDED_NODE_IP_ANNOTATION.to_string(), node_ip)].into())
+        });
+        metadata.labels = metadata.labels.take().and_then(|mut labels| {
+            let excluded = labels.remove(EXCLUDE_LABEL)?;
+            Some([(EXCLUDE_LABEL.to_string(), excluded)].into())
+        });
+        if let Some(conditions) = self
+            .status
+            .as_mut()
+            .and_then(|status| status.conditions.as_mut())
+        {
+            conditions.retain(|c| c.type_ == "Ready" || c.type_ == NETWORK_UNAVAILABLE);
+        }
+        self
     }
 }
 
-impl kube::Resource for WatchedNode {
+impl From<Node> for CachedNode {
+    /// What the cache keeps of a full Node (one listed rather than watched).
+    fn from(node: Node) -> Self {
+        let metadata = node.metadata;
+        CachedNode {
+            metadata: ObjectMeta {
+                name: metadata.name,
+                uid: metadata.uid,
+                resource_version: metadata.resource_version,
+                creation_timestamp: metadata.creation_timestamp,
+                deletion_timestamp: metadata.deletion_timestamp,
+                annotations: metadata.annotations,
+                labels: metadata.labels,
+                ..ObjectMeta::default()
+            },
+            spec: node.spec.map(|spec| CachedNodeSpec {
+                provider_id: spec.provider_id,
+                taints: spec.taints,
+                pod_cidr: spec.pod_cidr,
+                pod_cidrs: spec.pod_cidrs,
+            }),
+            status: node.status.map(|status| CachedNodeStatus {
+                conditions: status.conditions,
+                addresses: status.addresses,
+            }),
+        }
+        .trim()
+    }
+}
+
+impl kube::Resource for CachedNode {
     type DynamicType = ();
     type Scope = <Node as kube::Resource>::Scope;
 
@@ -140,7 +178,7 @@ impl kube::Resource for WatchedNode {
     }
 }
 
-/// The metadata fields [`keep_node_cache_fields`] keeps (no managedFields).
+/// The metadata fields a [`CachedNode`] keeps (no managedFields).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WatchedMetadata {
@@ -167,53 +205,12 @@ fn watched_metadata<'de, D: Deserializer<'de>>(decoder: D) -> Result<ObjectMeta,
     })
 }
 
-/// The spec fields [`keep_node_cache_fields`] keeps.
-#[derive(Deserialize)]
-struct WatchedSpec {
-    #[serde(rename = "providerID")]
-    provider_id: Option<String>,
-    taints: Option<Vec<Taint>>,
-    #[serde(rename = "podCIDR")]
-    pod_cidr: Option<String>,
-    #[serde(rename = "podCIDRs")]
-    pod_cidrs: Option<Vec<String>>,
-}
-
-fn watched_spec<'de, D: Deserializer<'de>>(decoder: D) -> Result<Option<NodeSpec>, D::Error> {
-    Ok(
-        Option::<WatchedSpec>::deserialize(decoder)?.map(|spec| NodeSpec {
-            provider_id: spec.provider_id,
-            taints: spec.taints,
-            pod_cidr: spec.pod_cidr,
-            pod_cidrs: spec.pod_cidrs,
-            ..NodeSpec::default()
-        }),
-    )
-}
-
-/// The status fields [`keep_node_cache_fields`] keeps.
-#[derive(Deserialize)]
-struct WatchedStatus {
-    conditions: Option<Vec<NodeCondition>>,
-    addresses: Option<Vec<NodeAddress>>,
-}
-
-fn watched_status<'de, D: Deserializer<'de>>(decoder: D) -> Result<Option<NodeStatus>, D::Error> {
-    Ok(
-        Option::<WatchedStatus>::deserialize(decoder)?.map(|status| NodeStatus {
-            conditions: status.conditions,
-            addresses: status.addresses,
-            ..NodeStatus::default()
-        }),
-    )
-}
-
-/// A watcher event of decoded Nodes as the cache's Nodes.
-fn cached_event(event: watcher::Event<WatchedNode>) -> watcher::Event<Node> {
+/// A watcher event of decoded Nodes with each Node trimmed.
+fn cached_event(event: watcher::Event<CachedNode>) -> watcher::Event<CachedNode> {
     match event {
-        watcher::Event::Apply(node) => watcher::Event::Apply(node.into_node()),
-        watcher::Event::Delete(node) => watcher::Event::Delete(node.into_node()),
-        watcher::Event::InitApply(node) => watcher::Event::InitApply(node.into_node()),
+        watcher::Event::Apply(node) => watcher::Event::Apply(node.trim()),
+        watcher::Event::Delete(node) => watcher::Event::Delete(node.trim()),
+        watcher::Event::InitApply(node) => watcher::Event::InitApply(node.trim()),
         watcher::Event::Init => watcher::Event::Init,
         watcher::Event::InitDone => watcher::Event::InitDone,
     }
@@ -228,10 +225,10 @@ pub struct NodeCache {
 
 /// What the handles share.
 struct Inner {
-    store: Store<Node>,
+    store: Store<CachedNode>,
     fanout: Arc<Fanout>,
     /// The client and the store's writer until the watch starts.
-    unstarted: Mutex<Option<(kube::Client, reflector::store::Writer<Node>)>>,
+    unstarted: Mutex<Option<(kube::Client, reflector::store::Writer<CachedNode>)>>,
     /// The watch task once started (aborted when the last handle goes).
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -252,7 +249,7 @@ impl Drop for Inner {
 /// What the watch task tells the readers.
 struct Fanout {
     /// Senders of the [`NodeCache::subscribe`] streams (closed ones are dropped).
-    subscribers: Mutex<Vec<mpsc::UnboundedSender<ObjectRef<Node>>>>,
+    subscribers: Mutex<Vec<mpsc::UnboundedSender<ObjectRef<CachedNode>>>>,
     /// `None` until the first list is in; then a count of the changes applied since.
     changes: watch::Sender<Option<u64>>,
 }
@@ -266,14 +263,14 @@ impl NodeCache {
 
     /// A cache that never watches, filled through the returned writer (for unit tests).
     #[cfg(test)]
-    pub(crate) fn detached() -> (Self, reflector::store::Writer<Node>) {
+    pub(crate) fn detached() -> (Self, reflector::store::Writer<CachedNode>) {
         let (store, writer) = reflector::store();
         (Self::from_parts(store, None), writer)
     }
 
     fn from_parts(
-        store: Store<Node>,
-        unstarted: Option<(kube::Client, reflector::store::Writer<Node>)>,
+        store: Store<CachedNode>,
+        unstarted: Option<(kube::Client, reflector::store::Writer<CachedNode>)>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -299,20 +296,20 @@ impl NodeCache {
         else {
             return;
         };
-        let api: Api<WatchedNode> = Api::all(client);
+        let api: Api<CachedNode> = Api::all(client);
         let task = tokio::spawn(feed(api, writer, self.inner.fanout.clone()));
         *self.inner.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
     }
 
     /// The reflector store (for a `Controller` over the cache). Do not call its
     /// `wait_until_ready`: see the module documentation.
-    pub fn store(&self) -> Store<Node> {
+    pub fn store(&self) -> Store<CachedNode> {
         self.start();
         self.inner.store.clone()
     }
 
     /// Every cached Node (empty until the first list is in).
-    pub fn state(&self) -> Vec<Arc<Node>> {
+    pub fn state(&self) -> Vec<Arc<CachedNode>> {
         self.start();
         self.inner.store.state()
     }
@@ -334,7 +331,7 @@ impl NodeCache {
     /// Every Node in the cache when called (once the first list is in, if it is not yet),
     /// then every Node the watch applies (again after each re-list), as the cache holds it
     /// when the stream is read. Deleted Nodes are not sent.
-    pub fn subscribe(&self) -> impl Stream<Item = Arc<Node>> + Send + 'static {
+    pub fn subscribe(&self) -> impl Stream<Item = Arc<CachedNode>> + Send + 'static {
         self.start();
         let (sender, receiver) = mpsc::unbounded_channel();
         {
@@ -372,8 +369,8 @@ impl std::fmt::Debug for NodeCache {
 /// The watch task: applies each event to the store, then tells the subscribers and the
 /// change receivers.
 async fn feed(
-    api: Api<WatchedNode>,
-    mut writer: reflector::store::Writer<Node>,
+    api: Api<CachedNode>,
+    mut writer: reflector::store::Writer<CachedNode>,
     fanout: Arc<Fanout>,
 ) {
     let events = watcher(api, node_watch_config())
@@ -390,7 +387,7 @@ async fn feed(
         };
         let mut subscribers = fanout.subscribers.lock().unwrap_or_else(|e| e.into_inner());
         writer.apply_watcher_event(&event);
-        let touched: Vec<ObjectRef<Node>> = match &event {
+        let touched: Vec<ObjectRef<CachedNode>> = match &event {
             watcher::Event::Apply(node) => vec![ObjectRef::from_obj(node)],
             watcher::Event::InitDone => writer
                 .as_reader()
@@ -422,7 +419,7 @@ mod tests {
     };
     use crate::controllers::route::{internal_ipv4, network_condition, pod_cidrs};
     use crate::controllers::service::eligible::{eligible_set, is_eligible, is_initialising};
-    use k8s_openapi::api::core::v1::NodeCondition;
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn kubelet_node() -> Node {
@@ -478,7 +475,16 @@ mod tests {
             images: Some(Vec::new()),
             ..Default::default()
         });
-        set_shutdown_taint(&mut node, true);
+        node.spec
+            .as_mut()
+            .expect("spec")
+            .taints
+            .get_or_insert_with(Vec::new)
+            .push(k8s_openapi::api::core::v1::Taint {
+                key: SHUTDOWN_TAINT.into(),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            });
         node
     }
 
@@ -487,54 +493,65 @@ mod tests {
         let mut node = kubelet_node();
         node.metadata.managed_fields = Some(vec![Default::default()]);
         let json = serde_json::to_vec(&node).unwrap();
-        let decoded: WatchedNode = serde_json::from_slice(&json).unwrap();
+        let decoded: CachedNode = serde_json::from_slice(&json).unwrap();
         assert!(decoded.metadata.managed_fields.is_none());
-        let mut trimmed = node.clone();
-        keep_node_cache_fields(&mut trimmed);
-        assert_eq!(decoded.into_node(), trimmed);
+        assert_eq!(decoded.trim(), CachedNode::from(node));
         // A Node without spec or status (as a fresh object may be) decodes too.
-        let bare: WatchedNode =
+        let bare: CachedNode =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "n"}})).unwrap();
-        assert_eq!(bare.into_node().metadata.name.as_deref(), Some("n"));
+        assert_eq!(bare.metadata.name.as_deref(), Some("n"));
     }
 
     #[test]
-    fn trimmed_nodes_keep_what_every_controller_reads() {
-        let node = kubelet_node();
-        let mut trimmed = node.clone();
-        keep_node_cache_fields(&mut trimmed);
+    fn cached_nodes_keep_what_every_controller_reads() {
+        let mut cached = CachedNode::from(kubelet_node());
         // cloud-node and node-lifecycle
-        assert_eq!(is_ready(&trimmed), is_ready(&node));
-        assert!(has_taint(&trimmed, SHUTDOWN_TAINT));
-        assert_eq!(node_ref(&trimmed), node_ref(&node));
-        assert_eq!(trimmed.metadata.resource_version.as_deref(), Some("42"));
-        // the service controller
-        assert_eq!(is_eligible(&trimmed), is_eligible(&node));
-        assert_eq!(eligible_set([&trimmed]), eligible_set([&node]));
-        let now = jiff::Timestamp::now();
-        assert_eq!(is_initialising(&trimmed, now), is_initialising(&node, now));
+        assert!(!is_ready(&cached));
+        assert!(has_taint(&cached, SHUTDOWN_TAINT));
+        let node_ref = node_ref(&cached);
+        assert_eq!(node_ref.name, "worker-1");
+        assert_eq!(node_ref.provider_id, Some("external-cloudstack://vm-1"));
+        assert_eq!(node_ref.provided_node_ip, Some("10.1.1.5"));
+        assert_eq!(cached.metadata.resource_version.as_deref(), Some("42"));
+        // the service controller: excluded by its label
+        assert!(!is_eligible(&cached));
+        assert!(eligible_set([&cached]).is_empty());
+        assert!(!is_initialising(&cached, jiff::Timestamp::now()));
         // the route controller
-        assert_eq!(pod_cidrs(&trimmed), pod_cidrs(&node));
-        assert_eq!(internal_ipv4(&trimmed), internal_ipv4(&node));
         assert_eq!(
-            network_condition(&trimmed).map(|c| c.reason.as_deref()),
+            pod_cidrs(&cached),
+            [crate::cloud::cidr::Cidr::parse("10.244.0.0/24").unwrap()]
+        );
+        assert_eq!(internal_ipv4(&cached), Some("10.1.1.5".parse().unwrap()));
+        assert_eq!(
+            network_condition(&cached).map(|c| c.reason.as_deref()),
             Some(Some("RouteCreated"))
         );
         // and nothing else
-        assert_eq!(trimmed.metadata.labels.as_ref().unwrap().len(), 1);
-        assert_eq!(trimmed.metadata.annotations.as_ref().unwrap().len(), 1);
-        let status = trimmed.status.as_ref().unwrap();
-        assert!(status.images.is_none());
+        assert_eq!(cached.metadata.labels.as_ref().unwrap().len(), 1);
+        assert_eq!(cached.metadata.annotations.as_ref().unwrap().len(), 1);
+        let status = cached.status.as_ref().unwrap();
         assert_eq!(status.conditions.as_ref().unwrap().len(), 2);
         // what node-lifecycle writes back from it
-        let patch = taints_patch(&trimmed);
+        let patch = taints_patch(&cached);
         assert_eq!(patch["metadata"]["resourceVersion"], "42");
         assert_eq!(patch["spec"]["taints"][0]["key"], SHUTDOWN_TAINT);
-        set_shutdown_taint(&mut trimmed, false);
+        set_shutdown_taint(&mut cached, false);
         assert_eq!(
-            taints_patch(&trimmed)["spec"]["taints"],
+            taints_patch(&cached)["spec"]["taints"],
             serde_json::json!([]),
             "an empty list removes the last taint"
+        );
+    }
+
+    #[test]
+    fn a_cached_node_is_a_fraction_of_a_node() {
+        // What each of thousands of cached Nodes costs before its strings.
+        assert!(
+            std::mem::size_of::<CachedNode>() * 2 < std::mem::size_of::<Node>(),
+            "{} against {}",
+            std::mem::size_of::<CachedNode>(),
+            std::mem::size_of::<Node>()
         );
     }
 }

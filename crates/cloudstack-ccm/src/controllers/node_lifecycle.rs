@@ -16,9 +16,10 @@
 //! Warning Event and every held-back deletion counts in
 //! `cloudstack_ccm_reconciles_total{controller="node-lifecycle",result="deletion_refused"}`.
 //! Allowed deletions are rate-limited: at most one Node in ten of the initialised ones
-//! (at least one) per monitor period; the rest wait for the next period. The cache keeps each Node reduced to what these
-//! decisions read ([`keep_node_cache_fields`](super::node_cache::keep_node_cache_fields)); taints are changed with a merge patch
-//! guarded by the Node's resourceVersion, so nothing the cache dropped is written back.
+//! (at least one) per monitor period; the rest wait for the next period. The cache keeps
+//! each Node reduced to what these decisions read ([`CachedNode`]); taints are changed
+//! with a merge patch guarded by the Node's resourceVersion, so nothing the cache dropped
+//! is written back.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +30,7 @@ use kube::{Resource, ResourceExt};
 
 use super::events::{Event, EventType, Recorder};
 use super::node::{NodeError, UNINITIALIZED_TAINT, has_taint, node_ref, reporter};
+use super::node_cache::CachedNode;
 use super::{Caches, Context, NodeCache, Shutdown};
 use crate::cloud::instances::{InstanceError, Instances};
 use crate::metrics::Metrics;
@@ -152,7 +154,7 @@ impl NodeLifecycle {
 
     /// Looks at each node once and acts on it; deletions go through the safety rail
     /// (see the module documentation) once every node has been looked at.
-    pub async fn monitor(&self, nodes: &[Arc<Node>]) {
+    pub async fn monitor(&self, nodes: &[Arc<CachedNode>]) {
         let mut doomed = Vec::new();
         for node in nodes {
             let started = std::time::Instant::now();
@@ -208,7 +210,7 @@ impl NodeLifecycle {
     /// Counts one look at `node` in the metrics, and logs a failure.
     fn record(
         &self,
-        node: &Node,
+        node: &CachedNode,
         started: std::time::Instant,
         result: Result<LifecycleAction, NodeError>,
     ) {
@@ -228,7 +230,7 @@ impl NodeLifecycle {
     /// resolved against one VM list.
     /// A node whose VM key is unusable (a foreign providerID) is not counted; one whose
     /// name several VMs share is found.
-    async fn coverage(&self, nodes: &[Arc<Node>]) -> Result<(usize, usize), NodeError> {
+    async fn coverage(&self, nodes: &[Arc<CachedNode>]) -> Result<(usize, usize), NodeError> {
         let snapshot = self
             .instances
             .inventory()
@@ -254,7 +256,7 @@ impl NodeLifecycle {
 
     /// Holds the deletion of `node` back: counted each time, logged and recorded as a
     /// Warning Event once until the rail lets deletions through again.
-    async fn refuse_deletion(&self, node: &Node, initialised: usize, found: usize) {
+    async fn refuse_deletion(&self, node: &CachedNode, initialised: usize, found: usize) {
         self.metrics
             .reconcile(METRICS_NAME, DELETION_REFUSED_RESULT);
         let name = node.name_any();
@@ -287,7 +289,7 @@ impl NodeLifecycle {
 
     /// Keeps the refused-node memory to `still_refused` (a node leaving it gets a new
     /// Warning Event if it is held back again later).
-    fn forget_refusals(&self, still_refused: &[Arc<Node>]) {
+    fn forget_refusals(&self, still_refused: &[Arc<CachedNode>]) {
         let mut refused = self
             .refused
             .lock()
@@ -303,7 +305,7 @@ impl NodeLifecycle {
     /// Carries out `action` on `node`.
     async fn act(
         &self,
-        node: &Node,
+        node: &CachedNode,
         action: LifecycleAction,
     ) -> Result<LifecycleAction, NodeError> {
         let name = node.name_any();
@@ -354,7 +356,7 @@ impl NodeLifecycle {
     }
 
     /// Decides what to do with `node`, reading only the inventory.
-    pub async fn decide(&self, node: &Node) -> Result<LifecycleAction, NodeError> {
+    pub async fn decide(&self, node: &CachedNode) -> Result<LifecycleAction, NodeError> {
         let tainted = has_taint(node, SHUTDOWN_TAINT);
         if is_ready(node) {
             return Ok(if tainted {
@@ -381,7 +383,7 @@ fn action_label(action: LifecycleAction) -> &'static str {
 }
 
 /// True when the node's `Ready` condition is `True`.
-pub(crate) fn is_ready(node: &Node) -> bool {
+pub(crate) fn is_ready(node: &CachedNode) -> bool {
     node.status
         .as_ref()
         .and_then(|status| status.conditions.as_ref())
@@ -392,7 +394,7 @@ pub(crate) fn is_ready(node: &Node) -> bool {
 /// A merge patch setting the node's taints to those of `node`, valid only while the Node
 /// still has `node`'s resourceVersion (a concurrent change makes it fail with a conflict,
 /// as an update would).
-pub(crate) fn taints_patch(node: &Node) -> serde_json::Value {
+pub(crate) fn taints_patch(node: &CachedNode) -> serde_json::Value {
     let taints = node.spec.as_ref().and_then(|spec| spec.taints.clone());
     serde_json::json!({
         "metadata": { "resourceVersion": node.metadata.resource_version },
@@ -401,7 +403,7 @@ pub(crate) fn taints_patch(node: &Node) -> serde_json::Value {
 }
 
 /// Adds (`true`) or removes (`false`) the shutdown taint.
-pub(crate) fn set_shutdown_taint(node: &mut Node, present: bool) {
+pub(crate) fn set_shutdown_taint(node: &mut CachedNode, present: bool) {
     let taints = node
         .spec
         .get_or_insert_with(Default::default)
@@ -421,11 +423,12 @@ pub(crate) fn set_shutdown_taint(node: &mut Node, present: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+    use crate::controllers::node_cache::{CachedNode, CachedNodeStatus};
+    use k8s_openapi::api::core::v1::NodeCondition;
 
-    fn node_with_ready(status: Option<&str>) -> Node {
-        Node {
-            status: Some(NodeStatus {
+    fn node_with_ready(status: Option<&str>) -> CachedNode {
+        CachedNode {
+            status: Some(CachedNodeStatus {
                 conditions: status.map(|s| {
                     vec![NodeCondition {
                         type_: "Ready".into(),

@@ -25,6 +25,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
+use super::node_cache::CachedNode;
 use crate::cli::ManagerArgs;
 use crate::cloud::cidr::Cidr;
 use crate::cloud::instances::Instances;
@@ -194,13 +195,16 @@ impl RouteController {
     }
 
     /// Every Node of the cluster as the Node cache holds it (once its first list is in).
-    async fn cached_nodes(&self) -> Vec<Arc<Node>> {
+    async fn cached_nodes(&self) -> Vec<Arc<CachedNode>> {
         self.nodes.wait_until_ready().await;
         self.nodes.state()
     }
 
     /// The routes `nodes` need against the routes CloudStack has.
-    async fn plan_for(&self, nodes: &[Arc<Node>]) -> Result<(NodeRoutes, RoutePlan), RouteError> {
+    async fn plan_for(
+        &self,
+        nodes: &[Arc<CachedNode>],
+    ) -> Result<(NodeRoutes, RoutePlan), RouteError> {
         let mut wanted = node_routes(&self.ctx, &self.instances, nodes).await?;
         wanted.inputs.observed = observe::routes(&self.ctx.cloudstack)
             .await
@@ -246,7 +250,7 @@ impl RouteController {
         }
         let node_api = Api::<Node>::all(self.ctx.kube.clone());
         // The conditions as cached at the start of the pass: no read per Node.
-        let listed: HashMap<&str, &Node> = nodes
+        let listed: HashMap<&str, &CachedNode> = nodes
             .iter()
             .filter_map(|node| Some((node.metadata.name.as_deref()?, node.as_ref())))
             .collect();
@@ -273,7 +277,7 @@ impl RouteController {
 pub(crate) async fn node_routes(
     ctx: &Context,
     instances: &Instances,
-    nodes: &[Arc<Node>],
+    nodes: &[Arc<CachedNode>],
 ) -> Result<NodeRoutes, RouteError> {
     let networks = observe::network_vpcs(&ctx.cloudstack)
         .await
@@ -337,7 +341,7 @@ pub(crate) async fn node_routes(
 }
 
 /// The Node's IPv4 pod CIDRs (`spec.podCIDRs`, else `spec.podCIDR`).
-pub fn pod_cidrs(node: &Node) -> Vec<Cidr> {
+pub fn pod_cidrs(node: &CachedNode) -> Vec<Cidr> {
     let Some(spec) = &node.spec else {
         return Vec::new();
     };
@@ -353,7 +357,7 @@ pub fn pod_cidrs(node: &Node) -> Vec<Cidr> {
 }
 
 /// The Node's first IPv4 `InternalIP`.
-pub(crate) fn internal_ipv4(node: &Node) -> Option<IpAddr> {
+pub(crate) fn internal_ipv4(node: &CachedNode) -> Option<IpAddr> {
     node.status
         .as_ref()?
         .addresses
@@ -365,7 +369,7 @@ pub(crate) fn internal_ipv4(node: &Node) -> Option<IpAddr> {
 }
 
 /// The Node's `NetworkUnavailable` condition, if it has one.
-pub(crate) fn network_condition(node: &Node) -> Option<&NodeCondition> {
+pub(crate) fn network_condition(node: &CachedNode) -> Option<&NodeCondition> {
     node.status
         .as_ref()?
         .conditions
@@ -381,7 +385,7 @@ pub(crate) fn network_condition(node: &Node) -> Option<&NodeCondition> {
 async fn set_network_condition(
     api: &Api<Node>,
     name: &str,
-    listed: Option<&Node>,
+    listed: Option<&CachedNode>,
     route_created: bool,
 ) -> Result<(), kube::Error> {
     let (status, reason, message) = if route_created {
@@ -416,17 +420,18 @@ async fn set_network_condition(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeAddress, NodeSpec, NodeStatus};
+    use crate::controllers::node_cache::{CachedNode, CachedNodeSpec, CachedNodeStatus};
+    use k8s_openapi::api::core::v1::NodeAddress;
 
     #[test]
     fn pod_cidrs_and_address() {
-        let node = Node {
-            spec: Some(NodeSpec {
+        let node = CachedNode {
+            spec: Some(CachedNodeSpec {
                 pod_cidr: Some("10.244.1.0/24".into()),
                 pod_cidrs: Some(vec!["10.244.1.0/24".into(), "fd00:10:244:1::/64".into()]),
                 ..Default::default()
             }),
-            status: Some(NodeStatus {
+            status: Some(CachedNodeStatus {
                 addresses: Some(vec![
                     NodeAddress {
                         type_: "Hostname".into(),
@@ -448,6 +453,6 @@ mod tests {
         let cidrs: Vec<String> = pod_cidrs(&node).iter().map(ToString::to_string).collect();
         assert_eq!(cidrs, ["10.244.1.0/24"]);
         assert_eq!(internal_ipv4(&node), Some("10.100.1.5".parse().unwrap()));
-        assert!(pod_cidrs(&Node::default()).is_empty());
+        assert!(pod_cidrs(&CachedNode::default()).is_empty());
     }
 }

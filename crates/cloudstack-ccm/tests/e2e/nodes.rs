@@ -10,6 +10,7 @@ use std::time::Duration;
 use cloudstack_ccm::cloud::inventory::InventorySettings;
 use cloudstack_ccm::controllers::events::Recorder;
 use cloudstack_ccm::controllers::node::{self, CloudNode};
+use cloudstack_ccm::controllers::node_cache::CachedNode;
 use cloudstack_sim::Scenario;
 use common::{
     Harness, HarnessOptions, TestNode, UNINITIALIZED_TAINT, addresses, event_note, has_taint,
@@ -434,14 +435,14 @@ async fn refreshing_addresses_of_100_nodes_costs_one_call_and_patches_only_chang
         h.ctx.metrics.clone(),
         Duration::from_secs(300),
     );
-    let nodes: Vec<Arc<Node>> = h
+    let nodes: Vec<Arc<CachedNode>> = h
         .nodes()
         .list(&ListParams::default())
         .await
         .unwrap()
         .items
         .into_iter()
-        .map(Arc::new)
+        .map(|node| Arc::new(CachedNode::from(node)))
         .collect();
     controller.refresh_addresses(&nodes).await;
 

@@ -5,9 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::Node;
-
 use crate::controllers::node::taints;
+use crate::controllers::node_cache::CachedNode;
 
 /// Label that removes a Node from every load balancer by its presence, whatever its value
 /// (`"false"` too), as the Kubernetes service controller reads it.
@@ -17,13 +16,13 @@ pub(crate) const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
 pub use crate::controllers::node::UNINITIALIZED_TAINT;
 
 /// The Node's `spec.providerID`.
-fn provider_id(node: &Node) -> Option<&str> {
+fn provider_id(node: &CachedNode) -> Option<&str> {
     node.spec.as_ref()?.provider_id.as_deref()
 }
 
 /// Whether `node` may be a backend of a load balancer. A Node whose VM cannot be found is
 /// dropped later, when its providerID is resolved.
-pub(crate) fn is_eligible(node: &Node) -> bool {
+pub(crate) fn is_eligible(node: &CachedNode) -> bool {
     let metadata = &node.metadata;
     if metadata.deletion_timestamp.is_some() {
         return false;
@@ -49,7 +48,7 @@ pub(crate) const INITIALISATION_GRACE: jiff::SignedDuration = jiff::SignedDurati
 /// Whether `node` is waiting for the cloud-node controller: it carries the uninitialized
 /// taint (the kubelet's `--cloud-provider=external`), is not being deleted, and was
 /// created less than [`INITIALISATION_GRACE`] before `now` (or has no creation time).
-pub(crate) fn is_initialising(node: &Node, now: jiff::Timestamp) -> bool {
+pub(crate) fn is_initialising(node: &CachedNode, now: jiff::Timestamp) -> bool {
     let metadata = &node.metadata;
     let tainted = taints(node)
         .iter()
@@ -75,7 +74,7 @@ pub(crate) struct EligibleNode {
 pub(crate) type EligibleSet = BTreeSet<EligibleNode>;
 
 /// The eligible subset of `nodes`.
-pub(crate) fn eligible_set<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> EligibleSet {
+pub(crate) fn eligible_set<'a>(nodes: impl IntoIterator<Item = &'a CachedNode>) -> EligibleSet {
     nodes
         .into_iter()
         .filter(|node| is_eligible(node))
@@ -91,26 +90,27 @@ pub(crate) fn eligible_set<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Eli
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeSpec, Taint};
+    use crate::controllers::node_cache::{CachedNode, CachedNodeSpec};
+    use k8s_openapi::api::core::v1::Taint;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    fn node(name: &str) -> Node {
-        let mut node = Node::default();
+    fn node(name: &str) -> CachedNode {
+        let mut node = CachedNode::default();
         node.metadata.name = Some(name.to_string());
-        node.spec = Some(NodeSpec {
+        node.spec = Some(CachedNodeSpec {
             provider_id: Some(format!("external-cloudstack://{name}")),
-            ..NodeSpec::default()
+            ..CachedNodeSpec::default()
         });
         node
     }
 
-    fn with_label(mut node: Node, value: &str) -> Node {
+    fn with_label(mut node: CachedNode, value: &str) -> CachedNode {
         node.metadata.labels = Some([(EXCLUDE_LABEL.to_string(), value.to_string())].into());
         node
     }
 
-    fn with_taint(mut node: Node, key: &str) -> Node {
-        let spec = node.spec.get_or_insert_with(NodeSpec::default);
+    fn with_taint(mut node: CachedNode, key: &str) -> CachedNode {
+        let spec = node.spec.get_or_insert_with(CachedNodeSpec::default);
         spec.taints = Some(vec![Taint {
             key: key.to_string(),
             effect: "NoSchedule".to_string(),
@@ -124,7 +124,7 @@ mod tests {
         let mut deleting = node("d");
         deleting.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
         let mut no_provider = node("p");
-        no_provider.spec = Some(NodeSpec::default());
+        no_provider.spec = Some(CachedNodeSpec::default());
         let cases = [
             (node("plain"), true),
             (with_label(node("x"), "false"), false),
@@ -144,14 +144,14 @@ mod tests {
     #[test]
     fn initialising_nodes_are_told_apart() {
         let now = jiff::Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_hours(1000);
-        let created = |mut node: Node, ago: jiff::SignedDuration| {
+        let created = |mut node: CachedNode, ago: jiff::SignedDuration| {
             node.metadata.creation_timestamp = Some(Time(now - ago));
             node
         };
         let mut deleting = with_taint(node("d"), UNINITIALIZED_TAINT);
         deleting.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
         let mut no_provider = node("p");
-        no_provider.spec = Some(NodeSpec::default());
+        no_provider.spec = Some(CachedNodeSpec::default());
         let tainted = || with_taint(node("u"), UNINITIALIZED_TAINT);
         let cases = [
             (node("plain"), false),

@@ -159,15 +159,15 @@ async fn track_eligible(view: EligibleNodes, changed: Arc<Notify>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Node, NodeSpec};
+    use crate::controllers::node_cache::{CachedNode, CachedNodeSpec};
     use kube::runtime::watcher;
 
-    fn node(name: &str, provider_id: Option<&str>) -> Node {
-        let mut node = Node::default();
+    fn node(name: &str, provider_id: Option<&str>) -> CachedNode {
+        let mut node = CachedNode::default();
         node.metadata.name = Some(name.to_string());
-        node.spec = Some(NodeSpec {
+        node.spec = Some(CachedNodeSpec {
             provider_id: provider_id.map(str::to_string),
-            ..NodeSpec::default()
+            ..CachedNodeSpec::default()
         });
         node
     }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
@@ -13,6 +13,7 @@ use crate::cloud::loadbalancer::plan::Plan;
 use crate::cloud::loadbalancer::spec::{LbSpec, SpecError, SpecOptions};
 use crate::controllers::Context;
 use crate::controllers::events::Recorder;
+use crate::controllers::node_cache::CachedNode;
 use crate::metrics::{RESULT_ERROR, RESULT_OK};
 
 use super::eligible::eligible_set;
@@ -312,7 +313,7 @@ pub fn deletion_spec(service: &Service, options: &SpecOptions) -> Result<LbSpec,
 pub async fn plan_services(
     engine: &Engine,
     services: &[Service],
-    nodes: &[Node],
+    nodes: &[CachedNode],
     options: &SpecOptions,
 ) -> Vec<(String, Result<Plan, String>)> {
     let eligible = Arc::new(super::node_watch::as_pairs(&eligible_set(nodes)));

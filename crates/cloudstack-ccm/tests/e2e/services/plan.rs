@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::support::*;
 use cloudstack_ccm::cloud::loadbalancer::ensure::Engine;
+use cloudstack_ccm::controllers::node_cache::CachedNode;
 use cloudstack_ccm::controllers::service::{plan_services, settings};
 use cloudstack_sim::Scenario;
 use kube::api::ListParams;
@@ -41,7 +42,10 @@ async fn the_dry_run_plans_without_changing_anything() {
             .list(&ListParams::default())
             .await
             .expect("nodes")
-            .items;
+            .items
+            .into_iter()
+            .map(CachedNode::from)
+            .collect::<Vec<_>>();
     let ctx = &t.h.ctx;
     let engine = Engine::new(
         ctx.cloudstack.clone(),

@@ -172,20 +172,35 @@ impl Client {
         item_key: &str,
         params: Params,
     ) -> Result<Vec<T>, Error> {
-        let mut items = Vec::new();
+        self.list_all_mapped(command, item_key, params, Some).await
+    }
+
+    /// Like [`Client::list_all`], passing each item through `keep` as its page is read:
+    /// what `keep` returns is collected (`None` drops the item), so a caller that keeps a
+    /// little of each item never holds more than one page of decoded items.
+    pub async fn list_all_mapped<T: DeserializeOwned, U>(
+        &self,
+        command: &str,
+        item_key: &str,
+        params: Params,
+        mut keep: impl FnMut(T) -> Option<U>,
+    ) -> Result<Vec<U>, Error> {
+        let mut kept = Vec::new();
+        let mut read = 0u64;
         let mut page = 1u32;
         loop {
-            let (page_items, count) = self
+            let (page_items, count): (Vec<T>, _) = self
                 .list_one_page(command, item_key, params.clone(), page, PAGE_SIZE)
                 .await?;
             let page_len = page_items.len();
-            items.extend(page_items);
+            read += page_len as u64;
+            kept.extend(page_items.into_iter().filter_map(&mut keep));
             let done = match count {
-                Some(total) => items.len() as u64 >= total,
+                Some(total) => read >= total,
                 None => page_len < PAGE_SIZE as usize,
             };
             if page_len == 0 || done {
-                return Ok(items);
+                return Ok(kept);
             }
             if page >= MAX_PAGES {
                 return Err(Error::Decode {

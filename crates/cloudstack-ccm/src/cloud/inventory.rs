@@ -133,21 +133,19 @@ impl VmSource for CloudStackVms {
                 ..Default::default()
             };
             use cloudstack::Request as _;
-            // Only the fields of a VmRecord are decoded (not whole VM objects).
-            let vms: Vec<cloudstack::VmSummary> = self
-                .client
-                .list_all(
+            // Only the fields of a VmRecord are decoded (not whole VM objects), and each
+            // page becomes records before the next is read.
+            self.client
+                .list_all_mapped(
                     cloudstack::ListVirtualMachines::COMMAND,
                     "virtualmachine",
                     request.to_params(),
+                    |vm: cloudstack::VmSummary| {
+                        (!is_destroyed(vm.state.as_deref())).then(|| VmRecord::from(&vm))
+                    },
                 )
                 .await
-                .map_err(InventoryError::new)?;
-            Ok(vms
-                .iter()
-                .filter(|vm| !is_destroyed(vm.state.as_deref()))
-                .map(VmRecord::from)
-                .collect())
+                .map_err(InventoryError::new)
         })
     }
 }

@@ -102,3 +102,27 @@ async fn a_page_without_items_ends_the_walk_even_if_count_is_larger() {
     );
     assert_eq!(server.requests_of("listVirtualMachines").len(), 2);
 }
+
+#[tokio::test]
+async fn a_mapped_list_keeps_what_it_keeps_and_still_stops_at_count() {
+    let server = TestServer::start(paging_server(1234)).await;
+    let names: Vec<String> = server
+        .client()
+        .list_all_mapped(
+            "listVirtualMachines",
+            "virtualmachine",
+            Params::new(),
+            |vm: VirtualMachine| vm.name.filter(|name| name.ends_with('0')),
+        )
+        .await
+        .unwrap();
+    assert_eq!(names.len(), 124, "one name in ten is kept");
+    assert_eq!(names.first().map(String::as_str), Some("node-0"));
+    assert_eq!(names.last().map(String::as_str), Some("node-1230"));
+    let pages: Vec<String> = server
+        .requests_of("listVirtualMachines")
+        .iter()
+        .map(|r| r.params["page"].clone())
+        .collect();
+    assert_eq!(pages, ["1", "2", "3"], "dropped items count towards count");
+}

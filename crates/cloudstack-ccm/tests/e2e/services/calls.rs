@@ -3,6 +3,8 @@
 //! of nodes.
 //! What a cold restart costs: load-balancer policies are read only for the rules whose
 //! Service asks for one (or whose tag says we made one).
+//! What a burst of new Services costs: after each change only the addresses it touched are
+//! read again, not every rule, address, firewall rule and network of the account.
 
 use crate::common;
 
@@ -207,5 +209,64 @@ async fn a_cold_restart_reads_policies_only_where_one_may_exist() {
     );
     assert_eq!(sticky_policies(), 1, "the policy stays");
     second.stop().await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_services_read_again_only_the_addresses_they_changed() {
+    if common::skip_in_remote_mode("counts the simulator's calls") {
+        return;
+    }
+    const NEW: usize = 12;
+    let t = LbTest::start(
+        Scenario::small(),
+        &["node-1", "node-2", "node-3"],
+        RESYNC * 100,
+    )
+    .await;
+    t.h.sim.reset_counts();
+    for i in 0..NEW {
+        t.create(&lb_service(
+            &format!("burst-{i}"),
+            &[("TCP", 80, 30000 + i as i32)],
+        ))
+        .await;
+    }
+    for i in 0..NEW {
+        t.wait_for_ip(&format!("burst-{i}")).await;
+    }
+    settle().await;
+    let counts = t.h.cloudstack_call_counts();
+    let calls = |command: &str| counts.get(command).copied().unwrap_or(0);
+    // `listNetworks` is read only with the whole view: once for the burst (twice if a
+    // Service event comes before the first read ends), not once per Service's change.
+    assert!(
+        calls("listNetworks") <= 2,
+        "the whole view is read once, not after every change: {counts:?}"
+    );
+    // Each Service's change is followed by one read of its address, with the rules and
+    // firewall rules on it; nothing is read per unchanged Service.
+    assert!(
+        calls("listLoadBalancerRules") >= NEW as u64
+            && calls("listLoadBalancerRules") <= NEW as u64 + 2,
+        "one read of the rules per changed address: {counts:?}"
+    );
+    assert_eq!(
+        calls("listLoadBalancerRules"),
+        calls("listFirewallRules"),
+        "{counts:?}"
+    );
+    // And what the Services see is right: each has its rule with every node.
+    for i in 0..NEW {
+        t.wait_rules(&format!("burst-{i}"), "have every node", |r| {
+            r.len() == 1 && r[0].members.len() == 3
+        })
+        .await;
+    }
+    let events = reasons(&t, "burst-0");
+    assert!(
+        !events.iter().any(|r| r == "SyncLoadBalancerFailed"),
+        "{events:?}"
+    );
     t.stop().await;
 }

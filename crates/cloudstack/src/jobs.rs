@@ -185,6 +185,14 @@ impl Client {
         self.inner.job_run_times.typical(command)
     }
 
+    /// Folds a run time of `command`'s jobs that the caller measured itself (a caller that
+    /// paces its own waits, e.g. knowing the job waited behind others) into the typical
+    /// run time [`Client::wait_job`] polls by: later jobs of any command not seen yet are
+    /// polled when this one typically ends, not from `job_poll_initial`.
+    pub fn learn_job_run_time(&self, command: &str, run_time: Duration) {
+        self.inner.job_run_times.learn(command, run_time);
+    }
+
     /// Sends an async command and returns its job id (and new entity id) without waiting.
     pub async fn start_async(&self, command: &str, params: Params) -> Result<AsyncStart, Error> {
         let inner = self.call(command, params).await?;

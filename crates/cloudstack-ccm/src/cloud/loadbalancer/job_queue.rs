@@ -271,8 +271,13 @@ impl QueuedJob {
         let result = client
             .wait_job_paced(&self.command, &self.start.jobid, &mut pacing)
             .await;
-        if matches!(&result, Ok(_) | Err(cloudstack::Error::JobFailed { .. })) {
-            self.place.finished(&self.command, pacing.last_poll);
+        if matches!(&result, Ok(_) | Err(cloudstack::Error::JobFailed { .. }))
+            && let Some(run_time) = self.place.finished(&self.command, pacing.last_poll)
+            && result.is_ok()
+        {
+            // What this network taught also guides the jobs waited for outside the
+            // queues (tags), which would otherwise start from the client's backoff.
+            client.learn_job_run_time(&self.command, run_time);
         }
         result
     }
@@ -298,13 +303,13 @@ impl JobPlace {
     /// is where the next job started, and the run time teaches the typical run time of
     /// `command`. When even the first poll found it finished, only "not longer than this"
     /// is known, which pulls the typical time down (the first poll comes earlier next
-    /// time, until one finds the job running).
-    fn finished(&self, command: &str, done_poll: Option<Instant>) {
+    /// time, until one finds the job running). Returns the run time sample learnt, if any
+    /// (only the head's run time is known).
+    fn finished(&self, command: &str, done_poll: Option<Instant>) -> Option<Duration> {
         let now = done_poll.unwrap_or_else(Instant::now);
         let mut state = self.queue.lock();
-        let Some(position) = state.position(self.seq) else {
-            return;
-        };
+        let position = state.position(self.seq)?;
+        let mut learnt = None;
         if position == 0
             && let Some(started) = state.head_started(self.seq)
         {
@@ -328,6 +333,7 @@ impl JobPlace {
             state.run_times.insert(command.to_string(), typical);
             state.last_run_time = Some(typical);
             state.previous_end = Some(end);
+            learnt = Some(sample);
         }
         state.in_flight.remove(position);
         tracing::trace!(
@@ -339,6 +345,7 @@ impl JobPlace {
         );
         drop(state);
         self.queue.changed.notify_waiters();
+        learnt
     }
 }
 
@@ -625,5 +632,48 @@ mod tests {
         let started = Instant::now();
         pacing.wait().await;
         assert_eq!(started.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn what_a_network_taught_guides_the_jobs_waited_for_outside_the_queues() {
+        let mut scenario = cloudstack_sim::Scenario::small();
+        scenario.settings.job_duration_ms = 300;
+        let sim = cloudstack_sim::SimServer::start(scenario)
+            .await
+            .expect("simulator");
+        let (key, secret) = sim.credentials("alice").expect("alice");
+        let client = cloudstack::Client::new(cloudstack::ClientConfig::new(
+            sim.api_url(),
+            key.expose(),
+            secret.expose(),
+        ))
+        .expect("client");
+        let network = sim.with_state(|state| {
+            state
+                .networks
+                .iter()
+                .find(|n| n.name == cloudstack_sim::SMALL_NETWORK)
+                .expect("network")
+                .id
+                .clone()
+        });
+        assert_eq!(client.typical_job_run_time("createTags"), None);
+        let queues = NetworkQueues::default();
+        queues
+            .enter(&network)
+            .run(
+                &client,
+                "associateIpAddress",
+                Params::new().set("networkid", &network),
+            )
+            .await
+            .expect("associated");
+        let learnt = client
+            .typical_job_run_time("createTags")
+            .expect("learnt from the network's job");
+        assert!(
+            learnt >= Duration::from_millis(150) && learnt <= Duration::from_millis(700),
+            "a 300 ms job: {learnt:?}"
+        );
     }
 }

@@ -71,7 +71,7 @@ const RUN_TIME_WEIGHT: f64 = 0.3;
 /// When the first poll already finds a job finished, its run time is only known to be at
 /// most the wait; the sample is this share of it, so the first poll comes a little earlier
 /// next time, until one finds a job still running.
-const FINISHED_AT_FIRST_POLL_SHARE: f64 = 0.9;
+pub const FINISHED_AT_FIRST_POLL_SHARE: f64 = 0.9;
 
 /// A sample counts for at most this multiple of the run time known so far: one job that
 /// hung behind a busy router must not delay the first poll of every job after it; a real

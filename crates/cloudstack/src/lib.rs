@@ -47,7 +47,7 @@ pub use command::{PAGE_SIZE, is_read, is_retry_safe};
 pub use config::{CallObserver, CallOutcome, ClientConfig};
 pub use envelope::{decode_reply, response_key};
 pub use error::{API_LIMIT_EXCEEDED, Error, NETWORK_RULE_CONFLICT, PARAM_ERROR};
-pub use jobs::{AsyncStart, BackoffPacing, JobPacing, job_object};
+pub use jobs::{AsyncStart, BackoffPacing, FINISHED_AT_FIRST_POLL_SHARE, JobPacing, job_object};
 pub use params::Params;
 pub use requests::*;
 pub use secret::Secret;

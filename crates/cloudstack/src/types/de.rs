@@ -21,6 +21,21 @@ pub fn lenient<'de, D: Deserializer<'de>, T: Lenient>(deserializer: D) -> Result
     T::decode(deserializer)
 }
 
+/// The visitor methods of a lenient field for `null` (and an absent optional): `None`.
+macro_rules! absent_is_none {
+    () => {
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
+            inner.deserialize_any(self)
+        }
+    };
+}
+
 /// Text fields: strings, or numbers and booleans written as text.
 struct TextVisitor;
 
@@ -48,15 +63,7 @@ impl<'de> Visitor<'de> for TextVisitor {
     fn visit_bool<E: serde::de::Error>(self, flag: bool) -> Result<Self::Value, E> {
         Ok(Some(flag.to_string()))
     }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
-        inner.deserialize_any(self)
-    }
+    absent_is_none!();
 }
 
 impl Lenient for Option<String> {
@@ -83,15 +90,7 @@ impl<'de> Visitor<'de> for FlagVisitor {
     fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
         Ok((!text.is_empty()).then(|| text.eq_ignore_ascii_case("true")))
     }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
-        inner.deserialize_any(self)
-    }
+    absent_is_none!();
 }
 
 impl Lenient for Option<bool> {
@@ -135,15 +134,7 @@ where
             .map(Some)
             .map_err(|_| E::custom(format!("expected an integer, got {text:?}")))
     }
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, inner: D) -> Result<Self::Value, D::Error> {
-        inner.deserialize_any(self)
-    }
+    absent_is_none!();
 }
 
 macro_rules! lenient_integer {

@@ -460,16 +460,7 @@ mod tests {
     #[tokio::test]
     async fn a_claim_reads_one_page_of_free_addresses_and_the_next_only_when_it_is_all_picked() {
         // The small zone has 200 addresses, a few allocated: two pages of free ones.
-        let sim = cloudstack_sim::SimServer::start(cloudstack_sim::Scenario::small())
-            .await
-            .expect("simulator");
-        let (key, secret) = sim.credentials("alice").expect("alice");
-        let client = cloudstack::Client::new(cloudstack::ClientConfig::new(
-            sim.api_url(),
-            key.expose(),
-            secret.expose(),
-        ))
-        .expect("client");
+        let (sim, client) = super::super::simulated_cloud(cloudstack_sim::Scenario::small()).await;
         let picked = PickedAddresses::default();
         let run = RunPicks {
             shared: &picked,

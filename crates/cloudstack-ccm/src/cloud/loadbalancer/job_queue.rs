@@ -638,16 +638,7 @@ mod tests {
     async fn what_a_network_taught_guides_the_jobs_waited_for_outside_the_queues() {
         let mut scenario = cloudstack_sim::Scenario::small();
         scenario.settings.job_duration_ms = 300;
-        let sim = cloudstack_sim::SimServer::start(scenario)
-            .await
-            .expect("simulator");
-        let (key, secret) = sim.credentials("alice").expect("alice");
-        let client = cloudstack::Client::new(cloudstack::ClientConfig::new(
-            sim.api_url(),
-            key.expose(),
-            secret.expose(),
-        ))
-        .expect("client");
+        let (sim, client) = super::super::simulated_cloud(scenario).await;
         let network = sim.with_state(|state| {
             state
                 .networks

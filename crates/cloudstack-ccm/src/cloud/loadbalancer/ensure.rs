@@ -94,17 +94,21 @@ impl Prepared {
 
     /// What the plan changes.
     pub fn change(&self) -> Change {
-        if self.plan.is_empty() {
-            Change::None
-        } else if self
-            .plan
-            .steps()
-            .all(|s| matches!(s, Step::AssignMembers { .. } | Step::RemoveMembers { .. }))
-        {
-            Change::MembersOnly
-        } else {
-            Change::Other
-        }
+        change_of(&self.plan)
+    }
+}
+
+/// What `plan` changes.
+fn change_of(plan: &Plan) -> Change {
+    if plan.is_empty() {
+        Change::None
+    } else if plan
+        .steps()
+        .all(|s| matches!(s, Step::AssignMembers { .. } | Step::RemoveMembers { .. }))
+    {
+        Change::MembersOnly
+    } else {
+        Change::Other
     }
 }
 
@@ -492,7 +496,7 @@ impl Engine {
                 zone_id.as_deref(),
             )
             .await;
-            self.after_changes(&observed, &applied, result.is_ok())
+            self.after_changes(&plan, &observed, &applied, result.is_ok())
                 .await;
             result?;
             self.seed_created_rules(&plan, &applied);
@@ -514,10 +518,17 @@ impl Engine {
 
     /// Renews what the controller's own changes made stale: after a plan that ran to its
     /// end, the public IPs it touched (the Service's, the one it associated, those of its
-    /// rules) are read again into the shared view; after a failed one, the whole view is
-    /// (a step may have changed more than it reported). The cached details of the rules it
-    /// touched or created are forgotten.
-    async fn after_changes(&self, observed: &ObservedLb, applied: &apply::Applied, ran: bool) {
+    /// rules) are read again into the shared view, unless it changed only members (which
+    /// the view does not hold); after a failed one, the whole view is (a step may have
+    /// changed more than it reported). The cached details of the rules it touched or
+    /// created are forgotten.
+    async fn after_changes(
+        &self,
+        plan: &Plan,
+        observed: &ObservedLb,
+        applied: &apply::Applied,
+        ran: bool,
+    ) {
         for id in applied
             .touched_rules
             .iter()
@@ -527,6 +538,9 @@ impl Engine {
         }
         if !ran {
             self.views.invalidate();
+            return;
+        }
+        if change_of(plan) == Change::MembersOnly {
             return;
         }
         let touched_ips: BTreeSet<String> = observed
@@ -614,7 +628,7 @@ impl Engine {
             None,
         )
         .await;
-        self.after_changes(&observed, &applied, result.is_ok())
+        self.after_changes(&plan, &observed, &applied, result.is_ok())
             .await;
         result?;
         Ok(Deleted {

@@ -270,3 +270,51 @@ async fn new_services_read_again_only_the_addresses_they_changed() {
     );
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_joining_changes_members_and_reads_no_address_again() {
+    if common::skip_in_remote_mode("counts the simulator's calls") {
+        return;
+    }
+    const SERVICES: usize = 6;
+    let mut scenario = Scenario::small();
+    scenario.add_vms(SMALL_NETWORK, "node-", 1);
+    let t = LbTest::start(scenario, &["node-1", "node-2", "node-3"], RESYNC * 100).await;
+    for i in 0..SERVICES {
+        t.create(&lb_service(
+            &format!("churn-{i}"),
+            &[("TCP", 80, 30000 + i as i32)],
+        ))
+        .await;
+    }
+    for i in 0..SERVICES {
+        t.wait_rules(&format!("churn-{i}"), "have three nodes", |r| {
+            r.len() == 1 && r[0].members.len() == 3
+        })
+        .await;
+    }
+    settle().await;
+    t.h.sim.reset_counts();
+    add_node(&t.h, "node-4").await;
+    for i in 0..SERVICES {
+        t.wait_rules(&format!("churn-{i}"), "have the new node", |r| {
+            r.len() == 1 && r[0].members.len() == 4
+        })
+        .await;
+    }
+    settle().await;
+    let counts = t.h.cloudstack_call_counts();
+    let calls = |command: &str| counts.get(command).copied().unwrap_or(0);
+    assert_eq!(
+        calls("assignToLoadBalancerRule"),
+        SERVICES as u64,
+        "{counts:?}"
+    );
+    // The Node change renews the whole view once; a change of members alone reads no
+    // address again (the view holds no members).
+    assert!(
+        calls("listLoadBalancerRules") <= 1 && calls("listFirewallRules") <= 1,
+        "{counts:?}"
+    );
+    t.stop().await;
+}

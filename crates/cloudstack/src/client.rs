@@ -29,10 +29,6 @@ const RESERVED: &[&str] = &[
 /// ignores `page` cannot keep the walk going forever.
 const MAX_PAGES: u32 = 10_000;
 
-/// At most this many items are reserved up front from a list's `count` (a server's count
-/// is not trusted with memory beyond it; more items still fit, by growing).
-const MAX_RESERVED: usize = 100_000;
-
 /// How long a signed request stays valid (`expires`).
 const SIGNATURE_LIFETIME: Duration = Duration::from_secs(5 * 60);
 
@@ -197,13 +193,6 @@ impl Client {
                 .list_one_page(command, item_key, params.clone(), page, PAGE_SIZE)
                 .await?;
             let page_len = page_items.len();
-            if page == 1
-                && let Some(total) = count
-            {
-                // Room for every item at once: no doubling of a list of thousands (at
-                // its last doubling the old and the new buffer are both held).
-                kept.reserve_exact(usize::try_from(total).unwrap_or(0).min(MAX_RESERVED));
-            }
             read += page_len as u64;
             kept.extend(page_items.into_iter().filter_map(&mut keep));
             let done = match count {

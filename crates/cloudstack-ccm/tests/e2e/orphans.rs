@@ -56,6 +56,60 @@ fn tags_of(h: &common::Harness, id: &str) -> Vec<(String, String)> {
     })
 }
 
+/// Puts `tags` on CloudStack object `id` of type `kind`.
+async fn tag(
+    client: &cloudstack::Client,
+    id: String,
+    kind: &str,
+    tags: Vec<(&'static str, &'static str)>,
+) {
+    client
+        .create_tags(&CreateTags {
+            resourceids: vec![id],
+            resourcetype: kind.into(),
+            tags: tags
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            customer: None,
+        })
+        .await
+        .unwrap()
+}
+
+/// A static route of VPC `vpc` to `nexthop`, tagged as the cluster's route of Node `node`,
+/// as the route controller makes them; returns its id.
+async fn node_route(
+    client: &cloudstack::Client,
+    vpc: &str,
+    cidr: &str,
+    nexthop: &str,
+    node: &'static str,
+) -> String {
+    let id = client
+        .create_static_route(&CreateStaticRoute {
+            cidr: cidr.into(),
+            vpcid: Some(vpc.to_string()),
+            nexthop: Some(nexthop.into()),
+            gatewayid: None,
+        })
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    tag(
+        client,
+        id.clone(),
+        "StaticRoute",
+        vec![
+            ("cloudstack-ccm/cluster", CLUSTER),
+            ("cloudstack-ccm/node", node),
+        ],
+    )
+    .await;
+    id
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
     // 4.14: the Virtual Router still takes UDP rules, and `openfirewall` opens TCP only, so
@@ -159,19 +213,8 @@ async fn user_and_kept_addresses_stay_and_foreign_objects_are_not_listed() {
             .await
             .unwrap()
     };
-    let tag = |id: String, kind: &'static str, tags: Vec<(&'static str, &'static str)>| async move {
-        client
-            .create_tags(&CreateTags {
-                resourceids: vec![id],
-                resourcetype: kind.into(),
-                tags: tags
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-                customer: None,
-            })
-            .await
-            .unwrap()
+    let tag = |id: String, kind: &'static str, tags: Vec<(&'static str, &'static str)>| {
+        tag(client, id, kind, tags)
     };
     // A user's address (tagged for the cluster, not associated by the controller) with a
     // rule of a deleted Service on it.
@@ -230,34 +273,8 @@ async fn user_and_kept_addresses_stay_and_foreign_objects_are_not_listed() {
     // Routes of a Node that is gone: one inside --cluster-cidr, one outside it (the route
     // controller leaves those alone, and so does the orphan pass).
     let vpc = h.sim.with_state(|s| s.vpcs[0].id.clone());
-    let static_route = |cidr: &'static str| {
-        let vpc = vpc.clone();
-        async move {
-            let id = client
-                .create_static_route(&CreateStaticRoute {
-                    cidr: cidr.into(),
-                    vpcid: Some(vpc),
-                    nexthop: Some("10.100.1.99".into()),
-                    gatewayid: None,
-                })
-                .await
-                .unwrap()
-                .id
-                .unwrap();
-            tag(
-                id.clone(),
-                "StaticRoute",
-                vec![
-                    ("cloudstack-ccm/cluster", CLUSTER),
-                    ("cloudstack-ccm/node", "gone"),
-                ],
-            )
-            .await;
-            id
-        }
-    };
-    let route = static_route("10.244.9.0/24").await;
-    let outside_route = static_route("192.168.50.0/24").await;
+    let route = node_route(client, &vpc, "10.244.9.0/24", "10.100.1.99", "gone").await;
+    let outside_route = node_route(client, &vpc, "192.168.50.0/24", "10.100.1.99", "gone").await;
     // An address a keep-ip Service kept: rules of its gone Service still on it.
     let keep_tagged_ip = associate().await.id.unwrap();
     tag(
@@ -433,18 +450,7 @@ async fn with_delete_orphans_a_service_force_deleted_while_down_is_cleaned_up_on
             ],
         ),
     ] {
-        client
-            .create_tags(&CreateTags {
-                resourceids: vec![id.clone()],
-                resourcetype: kind.into(),
-                tags: tags
-                    .into_iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-                customer: None,
-            })
-            .await
-            .unwrap();
+        tag(client, id.clone(), kind, tags).await;
     }
 
     let mut t = LbTest::from_harness(h);
@@ -574,35 +580,14 @@ async fn a_node_that_joins_while_cloudstack_is_read_keeps_its_route() {
     h.caches.nodes.wait_until_ready().await;
     // The route controller has just made the route of a Node that is joining.
     let vpc = h.sim.with_state(|s| s.vpcs[0].id.clone());
-    let route = h
-        .ctx
-        .cloudstack
-        .create_static_route(&CreateStaticRoute {
-            cidr: "10.244.3.0/24".into(),
-            vpcid: Some(vpc),
-            nexthop: Some("10.100.1.33".into()),
-            gatewayid: None,
-        })
-        .await
-        .unwrap()
-        .id
-        .unwrap();
-    h.ctx
-        .cloudstack
-        .create_tags(&CreateTags {
-            resourceids: vec![route.clone()],
-            resourcetype: "StaticRoute".into(),
-            tags: [
-                ("cloudstack-ccm/cluster", CLUSTER),
-                ("cloudstack-ccm/node", "late"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-            customer: None,
-        })
-        .await
-        .unwrap();
+    let route = node_route(
+        &h.ctx.cloudstack,
+        &vpc,
+        "10.244.3.0/24",
+        "10.100.1.33",
+        "late",
+    )
+    .await;
     // The orphan pass lists the routes, then the addresses (slowed down); the Node joins
     // the cache in between.
     let mut faults = cloudstack_sim::Faults::default();

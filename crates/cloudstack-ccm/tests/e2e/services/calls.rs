@@ -20,6 +20,27 @@ use fake_apiserver::Verb;
 const SERVICES: usize = 50;
 const RESYNC: Duration = Duration::from_millis(1500);
 
+/// Creates `count` one-port Services `<prefix>-<i>` (node ports from 30000).
+async fn create_one_port_services(t: &LbTest, prefix: &str, count: usize) {
+    for i in 0..count {
+        t.create(&lb_service(
+            &format!("{prefix}-{i}"),
+            &[("TCP", 80, 30000 + i as i32)],
+        ))
+        .await;
+    }
+}
+
+/// Waits until each of those Services has its one rule with `members` members.
+async fn wait_for_members(t: &LbTest, prefix: &str, count: usize, members: usize) {
+    for i in 0..count {
+        t.wait_rules(&format!("{prefix}-{i}"), "have every eligible node", |r| {
+            r.len() == 1 && r[0].members.len() == members
+        })
+        .await;
+    }
+}
+
 /// Creates 50 one-port Services on `node_count` nodes, then returns the CloudStack calls
 /// of one full resync.
 async fn calls_of_one_resync(node_count: usize) -> BTreeMap<String, u64> {
@@ -33,13 +54,7 @@ async fn calls_of_one_resync(node_count: usize) -> BTreeMap<String, u64> {
 
     t.h.sim.reset_counts();
     let started = Instant::now();
-    for i in 0..SERVICES {
-        t.create(&lb_service(
-            &format!("svc-{i}"),
-            &[("TCP", 80, 30000 + i as i32)],
-        ))
-        .await;
-    }
+    create_one_port_services(&t, "svc", SERVICES).await;
     for i in 0..SERVICES {
         t.wait_for_ip(&format!("svc-{i}")).await;
     }
@@ -49,12 +64,7 @@ async fn calls_of_one_resync(node_count: usize) -> BTreeMap<String, u64> {
         started.elapsed(),
         jobs as f64 / SERVICES as f64
     );
-    for i in 0..SERVICES {
-        t.wait_rules(&format!("svc-{i}"), "have every node", |r| {
-            r.len() == 1 && r[0].members.len() == node_count
-        })
-        .await;
-    }
+    wait_for_members(&t, "svc", SERVICES, node_count).await;
 
     // Let the creation settle and one resync pass with the caches warm.
     tokio::time::sleep(RESYNC * 2).await;
@@ -225,13 +235,7 @@ async fn new_services_read_again_only_the_addresses_they_changed() {
     )
     .await;
     t.h.sim.reset_counts();
-    for i in 0..NEW {
-        t.create(&lb_service(
-            &format!("burst-{i}"),
-            &[("TCP", 80, 30000 + i as i32)],
-        ))
-        .await;
-    }
+    create_one_port_services(&t, "burst", NEW).await;
     for i in 0..NEW {
         t.wait_for_ip(&format!("burst-{i}")).await;
     }
@@ -257,12 +261,7 @@ async fn new_services_read_again_only_the_addresses_they_changed() {
         "{counts:?}"
     );
     // And what the Services see is right: each has its rule with every node.
-    for i in 0..NEW {
-        t.wait_rules(&format!("burst-{i}"), "have every node", |r| {
-            r.len() == 1 && r[0].members.len() == 3
-        })
-        .await;
-    }
+    wait_for_members(&t, "burst", NEW, 3).await;
     let events = reasons(&t, "burst-0");
     assert!(
         !events.iter().any(|r| r == "SyncLoadBalancerFailed"),
@@ -280,28 +279,12 @@ async fn a_node_joining_changes_members_and_reads_no_address_again() {
     let mut scenario = Scenario::small();
     scenario.add_vms(SMALL_NETWORK, "node-", 1);
     let t = LbTest::start(scenario, &["node-1", "node-2", "node-3"], RESYNC * 100).await;
-    for i in 0..SERVICES {
-        t.create(&lb_service(
-            &format!("churn-{i}"),
-            &[("TCP", 80, 30000 + i as i32)],
-        ))
-        .await;
-    }
-    for i in 0..SERVICES {
-        t.wait_rules(&format!("churn-{i}"), "have three nodes", |r| {
-            r.len() == 1 && r[0].members.len() == 3
-        })
-        .await;
-    }
+    create_one_port_services(&t, "churn", SERVICES).await;
+    wait_for_members(&t, "churn", SERVICES, 3).await;
     settle().await;
     t.h.sim.reset_counts();
     add_node(&t.h, "node-4").await;
-    for i in 0..SERVICES {
-        t.wait_rules(&format!("churn-{i}"), "have the new node", |r| {
-            r.len() == 1 && r[0].members.len() == 4
-        })
-        .await;
-    }
+    wait_for_members(&t, "churn", SERVICES, 4).await;
     settle().await;
     let counts = t.h.cloudstack_call_counts();
     let calls = |command: &str| counts.get(command).copied().unwrap_or(0);

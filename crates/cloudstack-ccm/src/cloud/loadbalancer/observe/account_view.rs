@@ -53,15 +53,15 @@ pub(crate) struct AccountView {
 /// One public IP as read again, with what stands on it; `ip` is `None` when the address
 /// is no longer allocated to the account (it was released, and its rules with it).
 #[derive(Debug)]
-pub(crate) struct RenewedIp {
+struct RenewedIp {
     /// The IP id.
-    pub id: String,
+    id: String,
     /// The address, while the account holds it.
-    pub ip: Option<PublicIpAddress>,
+    ip: Option<PublicIpAddress>,
     /// The load-balancer rules on it.
-    pub rules: Vec<LoadBalancerRule>,
+    rules: Vec<LoadBalancerRule>,
     /// The firewall rules on it.
-    pub firewall_rules: Vec<FirewallRule>,
+    firewall_rules: Vec<FirewallRule>,
 }
 
 impl AccountView {

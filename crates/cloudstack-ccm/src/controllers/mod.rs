@@ -12,6 +12,7 @@
 
 pub mod backoff;
 pub mod events;
+pub mod first_node_pass;
 pub mod node;
 pub mod node_cache;
 pub mod node_lifecycle;
@@ -31,6 +32,7 @@ use crate::config::CloudConfig;
 use crate::metrics::Metrics;
 use crate::server::Readiness;
 
+pub use first_node_pass::FirstNodePass;
 pub use node_cache::NodeCache;
 pub use set::{ControllerName, ControllerSet, ControllerSetError};
 pub use shutdown::{Shutdown, ShutdownTrigger, shutdown_channel};
@@ -157,14 +159,19 @@ pub struct Caches {
     pub instances: Instances,
     /// The Node cache (one watch of the Nodes, started by its first reader).
     pub nodes: NodeCache,
+    /// Opens when the cloud-node controller's first pass is done: the other controllers
+    /// make their first CloudStack read after it.
+    pub first_node_pass: FirstNodePass,
 }
 
 impl Caches {
-    /// The caches of `ctx`: [`node::instances_for`] and a [`NodeCache`] of `ctx.kube`.
+    /// The caches of `ctx`: [`node::instances_for`], a [`NodeCache`] of `ctx.kube` and a
+    /// closed [`FirstNodePass`] (the cloud-node controller opens it).
     pub fn for_context(ctx: &Context) -> Self {
         Self {
             instances: node::instances_for(ctx),
             nodes: NodeCache::new(ctx.kube.clone()),
+            first_node_pass: FirstNodePass::new(),
         }
     }
 }
@@ -182,6 +189,9 @@ pub async fn run(
     // One VM inventory and one Node cache for every controller; the Node watch starts
     // with the first controller that reads it.
     let caches = Caches::for_context(&ctx);
+    if !enabled.is_enabled(ControllerName::CloudNode) {
+        caches.first_node_pass.open();
+    }
     for name in enabled.enabled() {
         let (ctx, caches, shutdown) = (ctx.clone(), caches.clone(), shutdown.clone());
         tasks.spawn(async move {

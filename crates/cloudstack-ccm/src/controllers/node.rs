@@ -25,7 +25,7 @@ use kube::{Resource, ResourceExt};
 use super::backoff::RetryBackoff;
 use super::events::{Event, EventType, Recorder, Reporter};
 use super::node_cache::CachedNode;
-use super::{Caches, Context, NodeCache, Shutdown};
+use super::{Caches, Context, FirstNodePass, NodeCache, Shutdown};
 use crate::cloud::instances::{InstanceError, InstanceMetadata, Instances, NodeAddress, NodeRef};
 use crate::cloud::inventory::{CloudStackVms, Inventory, InventorySettings};
 use crate::metrics::Metrics;
@@ -96,13 +96,16 @@ impl NodeError {
 /// `caches.instances`, Nodes from `caches.nodes`.
 pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyhow::Result<()> {
     let recorder = Recorder::new(ctx.kube.clone(), reporter(CONTROLLER_NAME));
-    let controller = Arc::new(CloudNode::new(
-        ctx.kube.clone(),
-        caches.instances,
-        recorder,
-        ctx.metrics.clone(),
-        ctx.node_status_update_frequency,
-    ));
+    let controller = Arc::new(
+        CloudNode::new(
+            ctx.kube.clone(),
+            caches.instances,
+            recorder,
+            ctx.metrics.clone(),
+            ctx.node_status_update_frequency,
+        )
+        .with_first_pass(caches.first_node_pass),
+    );
     controller
         .run(&caches.nodes, async move { shutdown.wait().await })
         .await;
@@ -138,6 +141,7 @@ pub struct CloudNode {
     metrics: Arc<Metrics>,
     status_update_frequency: Duration,
     failures: RetryBackoff,
+    first_pass: FirstNodePass,
 }
 
 impl CloudNode {
@@ -157,7 +161,15 @@ impl CloudNode {
             metrics,
             status_update_frequency,
             failures: RetryBackoff::new(FIRST_RETRY, MAX_RETRY),
+            first_pass: FirstNodePass::opened(),
         }
+    }
+
+    /// Opens `first_pass` once the Nodes awaiting initialisation when the Node cache
+    /// first fills have each been tried once.
+    pub fn with_first_pass(mut self, first_pass: FirstNodePass) -> Self {
+        self.first_pass = first_pass;
+        self
     }
 
     /// Runs until `shutdown` completes over the Nodes of `nodes`: initialises tainted
@@ -172,6 +184,22 @@ impl CloudNode {
         // cluster at once would hold thousands of requests (and their memory) in flight.
         let controller = Controller::for_shared_stream(nodes.subscribe(), store.clone())
             .with_config(ControllerConfig::default().concurrency(NODE_SYNC_CONCURRENCY));
+        let first_list = tokio::spawn({
+            let (nodes, first_pass) = (nodes.clone(), self.first_pass.clone());
+            async move {
+                nodes.wait_until_ready().await;
+                first_pass.begin(
+                    nodes
+                        .state()
+                        .iter()
+                        .filter(|node| {
+                            node.meta().deletion_timestamp.is_none()
+                                && has_taint(node, UNINITIALIZED_TAINT)
+                        })
+                        .map(|node| node.name_any()),
+                );
+            }
+        });
         let (stop_refresh, refresh_stopped) = tokio::sync::oneshot::channel::<()>();
         let refresher = tokio::spawn(
             self.clone()
@@ -187,6 +215,7 @@ impl CloudNode {
             })
             .await;
         tracing::debug!("cloud-node controller stopped");
+        first_list.abort();
         let _ = stop_refresh.send(());
         let _ = refresher.await;
         tracing::debug!("cloud-node address refresh stopped");
@@ -320,11 +349,13 @@ impl CloudNode {
 async fn reconcile(node: Arc<CachedNode>, ctx: Arc<CloudNode>) -> Result<Action, NodeError> {
     let name = node.name_any();
     if node.meta().deletion_timestamp.is_some() || !has_taint(&node, UNINITIALIZED_TAINT) {
+        ctx.first_pass.tried(&name);
         ctx.forget_failures(&name);
         return Ok(Action::await_change());
     }
     let started = std::time::Instant::now();
     let result = ctx.initialise(&node).await;
+    ctx.first_pass.tried(&name);
     ctx.metrics
         .reconcile_duration(METRICS_NAME, started.elapsed());
     match result {

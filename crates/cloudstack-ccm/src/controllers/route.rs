@@ -103,6 +103,11 @@ pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyho
         shutdown.wait().await;
         return Ok(());
     }
+    // Node initialisation first and alone: no CloudStack read of ours competes with it.
+    tokio::select! {
+        () = caches.first_node_pass.wait("route") => {}
+        () = shutdown.wait() => return Ok(()),
+    }
     let controller = RouteController::new(ctx.clone(), caches);
     let mut started = false;
     loop {

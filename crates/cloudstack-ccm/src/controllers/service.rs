@@ -63,6 +63,11 @@ pub async fn run_with(
         () = nodes.store.wait_until_ready() => {}
         () = shutdown.wait() => return Ok(()),
     }
+    // Node initialisation first and alone: no CloudStack read of ours competes with it.
+    tokio::select! {
+        () = caches.first_node_pass.wait("service") => {}
+        () = shutdown.wait() => return Ok(()),
+    }
     let engine = Arc::new(Engine::new(
         ctx.cloudstack.clone(),
         caches.instances.inventory().clone(),
@@ -83,9 +88,10 @@ pub async fn run_with(
         ctx: ctx.clone(),
     });
 
-    // New Nodes may run on VMs the shared view has not seen yet: read it again.
-    let view = engine.clone();
-    let node_changes = nodes.changes.map(move |()| view.start_resync());
+    // A change of the eligible Nodes changes members only: the shared view holds no VMs
+    // and no members, so it is not read again for it (a network it lacks is read by
+    // `Engine::prepare` when a Service needs it).
+    let node_changes = nodes.changes;
     // A zero period would make the interval panic; treat it as "as often as sensible".
     let mut ticker = tokio::time::interval(settings.resync_period.max(MIN_RESYNC_PERIOD));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

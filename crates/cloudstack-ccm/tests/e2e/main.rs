@@ -26,5 +26,6 @@ mod orphans;
 mod rbac;
 mod routes;
 mod server;
+mod startup_order;
 mod startup_scope;
 mod tls;

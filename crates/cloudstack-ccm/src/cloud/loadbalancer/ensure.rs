@@ -408,8 +408,14 @@ impl Engine {
         spec: &LbSpec,
         backends: &Backends,
     ) -> Result<Prepared, EnsureError> {
-        let view = self.view().await?;
+        let mut view = self.view().await?;
         let network_id = self.network_of(&view, spec, backends)?;
+        if view.network(&network_id).is_none() {
+            // A network the view has not seen (Nodes joined on a new tier since it was
+            // read): read the view again once.
+            self.start_resync();
+            view = self.view().await?;
+        }
         let ctx = self.plan_context(&view, &network_id)?;
         let observed = self.observe(&view, spec, &ctx.network).await?;
         let mut backends = backends.clone();

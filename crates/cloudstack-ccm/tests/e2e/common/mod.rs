@@ -28,7 +28,7 @@ use cloudstack_ccm::cloud::instances::Instances;
 use cloudstack_ccm::cloud::inventory::{CloudStackVms, Inventory, InventorySettings};
 use cloudstack_ccm::config::CloudConfig;
 use cloudstack_ccm::controllers::{
-    Caches, Context, NodeCache, Shutdown, ShutdownTrigger, shutdown_channel,
+    Caches, Context, FirstNodePass, NodeCache, Shutdown, ShutdownTrigger, shutdown_channel,
 };
 use cloudstack_ccm::metrics::Metrics;
 use cloudstack_sim::{Scenario, SimServer, VmSpec};
@@ -264,6 +264,7 @@ impl Harness {
         let caches = Caches {
             instances: instances.clone(),
             nodes: NodeCache::new(ctx.kube.clone()),
+            first_node_pass: FirstNodePass::opened(),
         };
         let (trigger, shutdown) = shutdown_channel();
         Self {
@@ -297,6 +298,7 @@ impl Harness {
         Caches {
             instances: self.instances.clone(),
             nodes: NodeCache::new(self.ctx.kube.clone()),
+            first_node_pass: FirstNodePass::opened(),
         }
     }
 
@@ -560,6 +562,7 @@ impl Harness {
         let caches = Caches {
             instances: instances.clone(),
             nodes: NodeCache::new(ctx.kube.clone()),
+            first_node_pass: FirstNodePass::opened(),
         };
         let (trigger, shutdown) = shutdown_channel();
         Self {

@@ -42,6 +42,17 @@ pub async fn run_all(options: &Options) -> anyhow::Result<Vec<Row>> {
         }
     }
 
+    if options.selects("nodes-cold") {
+        let sizes: &[usize] = if quick { &[100] } else { &[100, 1000] };
+        for &n in sizes {
+            record(
+                format!("nodes-cold N={n}"),
+                "nodes-cold",
+                nodes::cold_start(n).await,
+            );
+        }
+    }
+
     if options.selects("lb-burst") {
         for case in burst_cases(quick) {
             let title = format!(

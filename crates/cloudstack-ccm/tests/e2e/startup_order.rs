@@ -72,7 +72,11 @@ async fn nodes_are_initialised_before_any_other_cloudstack_read() {
         let name = format!("order-{index}");
         let node = TestNode::new(&name).build();
         cluster
-            .create("nodes", None, serde_json::to_value(node).expect("node JSON"))
+            .create(
+                "nodes",
+                None,
+                serde_json::to_value(node).expect("node JSON"),
+            )
             .expect("node created");
         cluster
             .patch("nodes", None, &name, PatchType::Merge, &ready, true)

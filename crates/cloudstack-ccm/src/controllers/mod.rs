@@ -16,9 +16,12 @@ pub mod first_node_pass;
 pub mod node;
 pub mod node_cache;
 pub mod node_lifecycle;
+pub mod node_vocabulary;
 pub mod route;
 pub mod service;
 
+#[cfg(test)]
+mod cached_node_tests;
 mod set;
 mod shutdown;
 

@@ -25,27 +25,14 @@ use kube::{Resource, ResourceExt};
 use super::backoff::RetryBackoff;
 use super::events::{Event, EventType, Recorder, Reporter};
 use super::node_cache::CachedNode;
+use super::node_vocabulary::{
+    LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA, LABEL_REGION, LABEL_REGION_BETA, LABEL_ZONE,
+    LABEL_ZONE_BETA, PROVIDED_NODE_IP_ANNOTATION, UNINITIALIZED_TAINT,
+};
 use super::{Caches, Context, FirstNodePass, NodeCache, Shutdown};
 use crate::cloud::instances::{InstanceError, InstanceMetadata, Instances, NodeAddress, NodeRef};
 use crate::cloud::inventory::{CloudStackVms, Inventory, InventorySettings};
 use crate::metrics::Metrics;
-
-/// Taint the kubelet sets until a cloud controller initialises the node.
-pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
-/// Annotation in which the kubelet passes `--node-ip`.
-pub(crate) const PROVIDED_NODE_IP_ANNOTATION: &str = "alpha.kubernetes.io/provided-node-ip";
-/// Instance-type label (GA).
-pub(crate) const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
-/// Instance-type label (beta twin).
-pub(crate) const LABEL_INSTANCE_TYPE_BETA: &str = "beta.kubernetes.io/instance-type";
-/// Zone label (GA).
-pub(crate) const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
-/// Zone label (beta twin).
-pub(crate) const LABEL_ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
-/// Region label (GA).
-pub(crate) const LABEL_REGION: &str = "topology.kubernetes.io/region";
-/// Region label (beta twin).
-pub(crate) const LABEL_REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
 
 /// Name of this controller in Events (`reportingController`).
 pub(crate) const CONTROLLER_NAME: &str = "cloud-node-controller";

@@ -30,9 +30,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::{Deserialize, Deserializer};
 use tokio::sync::{mpsc, watch};
 
-use super::node::PROVIDED_NODE_IP_ANNOTATION;
-use super::route::NETWORK_UNAVAILABLE;
-use super::service::eligible::EXCLUDE_LABEL;
+use super::node_vocabulary::{EXCLUDE_LABEL, NETWORK_UNAVAILABLE, PROVIDED_NODE_IP_ANNOTATION};
 
 /// Nodes per page of the Node watch's initial list. A kubelet's Node is ~7 KB of JSON and
 /// several times that decoded; at kube's default of 500 a page alone is tens of MiB while
@@ -411,18 +409,14 @@ async fn feed(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
-    use crate::controllers::node::{has_taint, node_ref};
-    use crate::controllers::node_lifecycle::{
-        SHUTDOWN_TAINT, is_ready, set_shutdown_taint, taints_patch,
-    };
-    use crate::controllers::route::{internal_ipv4, network_condition, pod_cidrs};
-    use crate::controllers::service::eligible::{eligible_set, is_eligible, is_initialising};
-    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
+    use crate::controllers::node_vocabulary::SHUTDOWN_TAINT;
+    use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    fn kubelet_node() -> Node {
+    /// A Node as a kubelet writes it, with one of everything each controller reads.
+    pub(in crate::controllers) fn kubelet_node() -> Node {
         let mut node = Node::default();
         node.metadata.name = Some("worker-1".into());
         node.metadata.resource_version = Some("42".into());
@@ -500,48 +494,6 @@ mod tests {
         let bare: CachedNode =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "n"}})).unwrap();
         assert_eq!(bare.metadata.name.as_deref(), Some("n"));
-    }
-
-    #[test]
-    fn cached_nodes_keep_what_every_controller_reads() {
-        let mut cached = CachedNode::from(kubelet_node());
-        // cloud-node and node-lifecycle
-        assert!(!is_ready(&cached));
-        assert!(has_taint(&cached, SHUTDOWN_TAINT));
-        let node_ref = node_ref(&cached);
-        assert_eq!(node_ref.name, "worker-1");
-        assert_eq!(node_ref.provider_id, Some("external-cloudstack://vm-1"));
-        assert_eq!(node_ref.provided_node_ip, Some("10.1.1.5"));
-        assert_eq!(cached.metadata.resource_version.as_deref(), Some("42"));
-        // the service controller: excluded by its label
-        assert!(!is_eligible(&cached));
-        assert!(eligible_set([&cached]).is_empty());
-        assert!(!is_initialising(&cached, jiff::Timestamp::now()));
-        // the route controller
-        assert_eq!(
-            pod_cidrs(&cached),
-            [crate::cloud::cidr::Cidr::parse("10.244.0.0/24").unwrap()]
-        );
-        assert_eq!(internal_ipv4(&cached), Some("10.1.1.5".parse().unwrap()));
-        assert_eq!(
-            network_condition(&cached).map(|c| c.reason.as_deref()),
-            Some(Some("RouteCreated"))
-        );
-        // and nothing else
-        assert_eq!(cached.metadata.labels.as_ref().unwrap().len(), 1);
-        assert_eq!(cached.metadata.annotations.as_ref().unwrap().len(), 1);
-        let status = cached.status.as_ref().unwrap();
-        assert_eq!(status.conditions.as_ref().unwrap().len(), 2);
-        // what node-lifecycle writes back from it
-        let patch = taints_patch(&cached);
-        assert_eq!(patch["metadata"]["resourceVersion"], "42");
-        assert_eq!(patch["spec"]["taints"][0]["key"], SHUTDOWN_TAINT);
-        set_shutdown_taint(&mut cached, false);
-        assert_eq!(
-            taints_patch(&cached)["spec"]["taints"],
-            serde_json::json!([]),
-            "an empty list removes the last taint"
-        );
     }
 
     #[test]

@@ -29,14 +29,13 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 
 use super::events::{Event, EventType, Recorder};
-use super::node::{NodeError, UNINITIALIZED_TAINT, has_taint, node_ref, reporter};
+use super::node::{NodeError, has_taint, node_ref, reporter};
 use super::node_cache::CachedNode;
+use super::node_vocabulary::{SHUTDOWN_TAINT, UNINITIALIZED_TAINT};
 use super::{Caches, Context, NodeCache, Shutdown};
 use crate::cloud::instances::{InstanceError, Instances};
 use crate::metrics::Metrics;
 
-/// Taint put on nodes whose VM is shut down.
-pub const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
 /// Reason of the Event recorded before a node is deleted.
 pub(crate) const DELETING_NODE_REASON: &str = "DeletingNode";
 /// Reason of the Warning Event recorded when the safety rail holds a deletion back.

@@ -38,13 +38,11 @@ use crate::controllers::node::node_ref;
 use crate::metrics::{RESULT_ERROR, RESULT_OK};
 
 use super::node_cache::NodeCache;
+use super::node_vocabulary::NETWORK_UNAVAILABLE;
 use super::{Caches, Context, Shutdown};
 
 /// The controller's name in metrics.
 const METRICS_NAME: &str = "route";
-
-/// The Node condition the route controller owns.
-pub(crate) const NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
 
 /// The route controller's flags.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::render::{Line, Mark};
-use crate::controllers::node::{LABEL_INSTANCE_TYPE, LABEL_ZONE, UNINITIALIZED_TAINT};
+use crate::controllers::node_vocabulary::{LABEL_INSTANCE_TYPE, LABEL_ZONE, UNINITIALIZED_TAINT};
 
 pub use crate::controllers::service::finalizer::FINALIZER;
 

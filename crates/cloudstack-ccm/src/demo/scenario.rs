@@ -8,7 +8,7 @@ use cloudstack_sim::{NicSpec, Scenario, VmSpec};
 use serde_json::{Value, json};
 
 use crate::cloud::loadbalancer::annotations::PROXY_PROTOCOL;
-use crate::controllers::node::UNINITIALIZED_TAINT;
+use crate::controllers::node_vocabulary::UNINITIALIZED_TAINT;
 
 /// The CloudStack account whose keys the controllers use.
 pub const ACCOUNT: &str = "alice";

@@ -20,7 +20,7 @@ use super::scenario::{ACCOUNT, JOB_DURATION_MS};
 use crate::cli::DemoArgs;
 use crate::config::CloudConfig;
 use crate::connect;
-use crate::controllers::node::UNINITIALIZED_TAINT;
+use crate::controllers::node_vocabulary::UNINITIALIZED_TAINT;
 use crate::controllers::route::RouteSettings;
 use crate::controllers::{self, Context, ControllerSet, shutdown_channel};
 use crate::leader::{ElectionState, LeaderStatus};

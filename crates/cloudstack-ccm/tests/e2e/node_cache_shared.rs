@@ -4,10 +4,10 @@
 
 use crate::common;
 
+use cloudstack_ccm::controllers::node_vocabulary::SHUTDOWN_TAINT;
 use cloudstack_ccm::controllers::{node, node_lifecycle, service};
 use common::{Harness, HarnessOptions, TestNode, UNINITIALIZED_TAINT, has_taint, provider_id};
 use fake_apiserver::Verb;
-use node_lifecycle::SHUTDOWN_TAINT;
 
 #[tokio::test]
 async fn the_controllers_list_and_watch_the_nodes_once() {

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use cloudstack_ccm::controllers::node;
-use cloudstack_ccm::controllers::node_lifecycle::{self, SHUTDOWN_TAINT};
+use cloudstack_ccm::controllers::node_lifecycle;
+use cloudstack_ccm::controllers::node_vocabulary::SHUTDOWN_TAINT;
 use cloudstack_sim::{ErrorFault, Faults};
 use common::{
     Harness, HarnessOptions, TestNode, UNINITIALIZED_TAINT, event_note, event_reason, has_taint,

@@ -8,12 +8,9 @@ use std::collections::BTreeSet;
 use crate::controllers::node::taints;
 use crate::controllers::node_cache::CachedNode;
 
-/// Label that removes a Node from every load balancer by its presence, whatever its value
-/// (`"false"` too), as the Kubernetes service controller reads it.
-pub const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
-/// Taint the cluster autoscaler puts on a Node it is about to delete.
-pub(crate) const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
-pub use crate::controllers::node::UNINITIALIZED_TAINT;
+use crate::controllers::node_vocabulary::{
+    EXCLUDE_LABEL, TO_BE_DELETED_TAINT, UNINITIALIZED_TAINT,
+};
 
 /// The Node's `spec.providerID`.
 fn provider_id(node: &CachedNode) -> Option<&str> {

@@ -9,8 +9,8 @@ use cloudstack_sim::jobs::now_ms;
 use cloudstack_sim::state::State;
 use serde_json::Value;
 
-use super::DemoError;
 use super::cloud_watch::CloudWatch;
+use super::error::DemoError;
 use super::kube_watch::{KubeView, KubeWatch};
 use super::render::{Line, Mark, Style};
 use super::scenario::{NAMESPACE, SERVICE};

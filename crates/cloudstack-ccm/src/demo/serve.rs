@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::DemoError;
+use super::error::DemoError;
 use super::progress::Progress;
 use super::scenario::{ACCOUNT, SERVICE};
 use super::world::World;

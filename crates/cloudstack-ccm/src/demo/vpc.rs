@@ -15,7 +15,7 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
-use super::DemoError;
+use super::error::DemoError;
 use super::scenario::{ACCOUNT, JOB_DURATION_MS};
 use crate::cli::DemoArgs;
 use crate::config::CloudConfig;

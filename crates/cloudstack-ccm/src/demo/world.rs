@@ -10,7 +10,7 @@ use cloudstack_sim::{Faults, SimServer};
 use fake_apiserver::FakeApiServer;
 use tokio::task::JoinHandle;
 
-use super::DemoError;
+use super::error::DemoError;
 use super::scenario::{self, ACCOUNT, CALL_LATENCY_MS};
 use crate::cli::Cli;
 use crate::config::CloudConfig;

@@ -11,6 +11,7 @@
 //! What a step sends is decided by [`request::request`], a pure function; the public IP's
 //! steps follow the crash-safe protocol of [`super::ip_claim`].
 
+pub(super) mod error;
 mod request;
 
 use std::collections::{BTreeSet, HashMap};
@@ -20,46 +21,13 @@ use std::sync::Mutex;
 use cloudstack::{CreateTags, RemoveFromLoadBalancerRule, Request};
 use serde_json::Value;
 
-use super::ip_claim::{IpClaims, IpRecorder, PickedAddresses, RecordError};
-use super::job_queue::{PlanTicket, QueuedJob};
+pub use self::error::ApplyError;
+pub(super) use self::error::{created_id, failed, gone_is_fine};
+use super::ip_claim::{IpClaims, IpRecorder, PickedAddresses};
+use super::job_queue::PlanTicket;
 use super::observe::details::read_members;
 use super::plan::{Plan, Step, TagResourceType};
 use request::{Call, Queued, StepRequest};
-
-/// A step that failed, named.
-#[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
-    /// A CloudStack call failed.
-    #[error("{step}: {source}")]
-    CloudStack {
-        /// The step (its display form).
-        step: String,
-        /// The error.
-        #[source]
-        source: cloudstack::Error,
-    },
-    /// The IP could not be recorded on the Service.
-    #[error("associate IP: {0}")]
-    Record(#[source] RecordError),
-    /// A step refers to something an earlier phase should have made.
-    #[error("{step}: {detail}")]
-    Unresolved {
-        /// The step.
-        step: String,
-        /// What is missing.
-        detail: String,
-    },
-}
-
-impl ApplyError {
-    /// The CloudStack error behind this failure, if any.
-    pub fn cloudstack(&self) -> Option<&cloudstack::Error> {
-        match self {
-            ApplyError::CloudStack { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
 
 /// What a run changed, also when it stopped early.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -203,33 +171,6 @@ async fn roll_back_new_ip(run: &Run<'_>, plan: &Plan, err: &ApplyError) {
     };
     if run.ip.release_unused(&id, address).await {
         lock(&run.state).associated_ip = None;
-    }
-}
-
-/// Shorthand: wraps a CloudStack error with the step's name.
-pub(super) fn failed(step: &Step) -> impl FnOnce(cloudstack::Error) -> ApplyError + '_ {
-    move |source| ApplyError::CloudStack {
-        step: step.to_string(),
-        source,
-    }
-}
-
-/// The id of the entity a create job makes (`what`: "rule", "IP"), from its start reply.
-pub(super) fn created_id(step: &Step, job: &QueuedJob, what: &str) -> Result<String, ApplyError> {
-    job.start()
-        .id
-        .clone()
-        .ok_or_else(|| ApplyError::Unresolved {
-            step: step.to_string(),
-            detail: format!("the reply carried no {what} id"),
-        })
-}
-
-/// A delete that finds nothing to delete has done its job.
-pub(super) fn gone_is_fine(result: Result<(), cloudstack::Error>) -> Result<(), cloudstack::Error> {
-    match result {
-        Err(err) if err.is_not_found() => Ok(()),
-        other => other,
     }
 }
 

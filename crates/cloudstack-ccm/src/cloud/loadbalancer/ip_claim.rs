@@ -36,7 +36,8 @@ use cloudstack::{
 };
 use futures::future::BoxFuture;
 
-use super::apply::{ApplyError, created_id, failed, gone_is_fine};
+pub use super::apply::error::RecordError;
+use super::apply::error::{ApplyError, created_id, failed, gone_is_fine};
 use super::job_queue::PlanTicket;
 use super::plan::{AssociateTarget, Step};
 
@@ -55,17 +56,6 @@ pub struct RecordedIp {
     pub associated_by_controller: bool,
     /// The network the rules live in.
     pub network_id: Option<String>,
-}
-
-/// Why the Service could not be written to.
-#[derive(Debug, thiserror::Error)]
-#[error("{action}: {source}")]
-pub struct RecordError {
-    /// What was being recorded, and where (e.g. `recording public IP 1 on Service web`).
-    pub action: String,
-    /// The store's error (the Kubernetes API's).
-    #[source]
-    pub source: Box<dyn std::error::Error + Send + Sync>,
 }
 
 /// Records a newly associated IP on its Service, before the association finishes.

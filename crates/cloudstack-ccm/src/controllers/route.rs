@@ -29,7 +29,7 @@ use super::node_cache::CachedNode;
 use crate::cli::ManagerArgs;
 use crate::cloud::cidr::Cidr;
 use crate::cloud::instances::Instances;
-use crate::cloud::loadbalancer::job_queue::NetworkQueues;
+use crate::cloud::job_queue::NetworkQueues;
 use crate::cloud::routes::plan::{RouteInputs, RoutePlan, RouteStep, plan};
 use crate::cloud::routes::{
     DesiredRoute, apply, observe, unsupported_reason, within_cluster_cidrs,

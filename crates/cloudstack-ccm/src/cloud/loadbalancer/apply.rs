@@ -5,7 +5,7 @@
 //!
 //! CloudStack runs the jobs of one network one at a time. Every job but tagging goes
 //! through the plan's [`PlanTicket`] on that network's queue
-//! ([`super::job_queue`]): the network is kept busy, the oldest plan goes first, and each
+//! ([`crate::cloud::job_queue`]): the network is kept busy, the oldest plan goes first, and each
 //! job is polled about when it should end.
 //!
 //! What a step sends is decided by [`request::request`], a pure function; the public IP's
@@ -24,9 +24,9 @@ use serde_json::Value;
 pub use self::error::ApplyError;
 pub(super) use self::error::{created_id, failed, gone_is_fine};
 use super::ip_claim::{IpClaims, IpRecorder, PickedAddresses};
-use super::job_queue::PlanTicket;
 use super::observe::details::read_members;
 use super::plan::{Plan, Step, TagResourceType};
+use crate::cloud::job_queue::PlanTicket;
 use request::{Call, Queued, StepRequest};
 
 /// What a run changed, also when it stopped early.

@@ -12,7 +12,6 @@ use std::time::Duration;
 use super::apply::{self, ApplyError};
 use super::capabilities::{NetworkCapabilities, NetworkFacts, PortAccess, ServerFeatures};
 use super::ip_claim::{IpRecorder, PickedAddresses, RecordError, RecordedIp};
-use super::job_queue::NetworkQueues;
 use super::observe::ObservedLb;
 use super::observe::account_view::{AccountView, AccountViewCache};
 use super::observe::assemble::{ObserveInputs, observe};
@@ -20,6 +19,7 @@ use super::observe::details::{PolicyKinds, RuleDetails, RuleDetailsCache};
 use super::plan::{self, Backends, Plan, PlanContext, PlanError, RuleRef, Step, VmIds};
 use super::spec::LbSpec;
 use crate::cloud::inventory::{Inventory, InventoryError, ListedVms};
+use crate::cloud::job_queue::NetworkQueues;
 use crate::cloud::provider_id::ProviderId;
 
 /// Why a Service's load balancer could not be ensured or deleted.

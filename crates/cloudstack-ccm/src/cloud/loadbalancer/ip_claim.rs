@@ -38,8 +38,8 @@ use futures::future::BoxFuture;
 
 pub use super::apply::error::RecordError;
 use super::apply::error::{ApplyError, created_id, failed, gone_is_fine};
-use super::job_queue::PlanTicket;
 use super::plan::{AssociateTarget, Step};
+use crate::cloud::job_queue::PlanTicket;
 
 /// Free addresses read per page when a new address is claimed. A page is enough to pick
 /// from while fewer plans than this run at once; reading the whole free pool of a zone

@@ -9,7 +9,6 @@ pub mod apply;
 pub mod capabilities;
 pub mod ensure;
 pub mod ip_claim;
-pub mod job_queue;
 pub mod observe;
 pub mod plan;
 pub mod spec;

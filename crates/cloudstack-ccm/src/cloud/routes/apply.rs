@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use cloudstack::{CreateStaticRoute, CreateTags, DeleteStaticRoute, Request};
 use futures::future::join_all;
 
-use crate::cloud::loadbalancer::job_queue::{NetworkQueues, PlanTicket};
+use crate::cloud::job_queue::{NetworkQueues, PlanTicket};
 
 use super::DesiredRoute;
 use super::plan::{RoutePlan, RouteStep};

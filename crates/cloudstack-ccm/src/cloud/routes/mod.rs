@@ -7,7 +7,7 @@
 //! the tiers' VPCs), [`plan`] compares
 //! them with what the Nodes need (pure, so `cloudstack-ccm plan` prints it and tests assert
 //! on it), and [`apply`] runs the plan, serialising each VPC's jobs through a network job queue
-//! ([`crate::cloud::loadbalancer::job_queue`]; the route controller's own, keyed by VPC id). Routes without this
+//! ([`crate::cloud::job_queue`]; the route controller's own, keyed by VPC id). Routes without this
 //! cluster's tag are never changed.
 
 pub mod apply;

@@ -2,7 +2,7 @@
 //! turn a CloudStack or recording error into one. Shared by the apply step and the public
 //! IP's protocol ([`crate::cloud::loadbalancer::ip_claim`]).
 
-use crate::cloud::loadbalancer::job_queue::QueuedJob;
+use crate::cloud::job_queue::QueuedJob;
 use crate::cloud::loadbalancer::plan::Step;
 
 /// Why the Service could not be written to.

@@ -277,16 +277,15 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(create_reply(&rule_id, &job))
 }
 
-/// Job: the rule is applied.
+/// Job of createLoadBalancerRule (`CreateLoadBalancerRuleCmd.execute`): only the firewall
+/// rule `openfirewall` made is applied (`applyIngressFirewallRules`); the load-balancer rule
+/// itself is not, so it stays `Add` until [`apply_rule`] runs with a member mapped.
 pub fn finish_create(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
     let rule = state
         .lb_rule(rule_id)
         .cloned()
         .ok_or_else(|| ApiError::internal("Load balancer rule vanished"))?;
     let result = json!({"loadbalancer": render_rule(state, &rule)});
-    if let Some(r) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
-        r.state = "Active".into();
-    }
     if let Some(fw) = state
         .firewall_rules
         .iter_mut()
@@ -295,6 +294,22 @@ pub fn finish_create(state: &mut State, rule_id: &str) -> Result<Value, ApiError
         fw.state = "Active".into();
     }
     Ok(result)
+}
+
+/// Applies a rule's configuration as `LoadBalancingRulesManagerImpl.applyLoadBalancerRules`
+/// records it (with `updateRulesInDB`; the Virtual Router and NetScaler allow roll-back, so
+/// `applyLoadBalancerConfig` applies this rule alone): `Add` becomes `Active`, and a rule
+/// left with no VM mapping goes back to `Add` ("no more active LB-VM mappings"). So a rule
+/// is `Active` exactly when it has been applied with at least one member.
+pub fn apply_rule(state: &mut State, rule_id: &str) {
+    if let Some(rule) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
+        rule.state = if rule.members.is_empty() {
+            "Add"
+        } else {
+            "Active"
+        }
+        .into();
+    }
 }
 
 /// updateLoadBalancerRule (`cidrlist` only from 4.22; ignored before, like an unknown
@@ -348,11 +363,13 @@ pub fn job_denied(caller: &Caller, what: &str) -> ApiError {
 
 /// Job of updateLoadBalancerRule (`LoadBalancingRulesManagerImpl.updateLoadBalancerRule`):
 /// the caller's access (530); `cidrlist` entries (431 "Invalid CIDR list: …", stored
-/// comma-joined as `StringUtils.join(cidrList, ",")`); the provider's `validateLbRule` on the
-/// changed rule (UDP or port 8081 on the Virtual Router; an unknown protocol too) → 431
-/// "Modifications in lb rule … are not supported."; an algorithm the load balancer cannot
-/// run makes applying the configuration fail, the rule is rolled back and the job fails with
-/// 530 "Failed to update load balancer rule: …".
+/// comma-joined as `StringUtils.join(cidrList, ",")`); then the provider's `validateLbRule`
+/// on the changed rule → 431 "Modifications in lb rule … are not supported." The algorithm
+/// itself is never validated by the update: the Virtual Router's
+/// `NetworkHelperImpl.validateHAProxyLBRule` checks only the stats port 8081, UDP (from 4.15)
+/// and the protocol, so an unknown algorithm is stored and the job succeeds there, while
+/// `NetscalerElement.validateLBRule` refuses an algorithm it does not know. A changed
+/// algorithm or protocol re-applies the rule (`applyLoadBalancerConfig`, see [`apply_rule`]).
 pub fn finish_update(
     state: &mut State,
     caller: &Caller,
@@ -386,25 +403,28 @@ pub fn finish_update(
         .network(&rule.network_id)
         .map(|n| n.lb_provider)
         .unwrap_or_default();
+    let algorithm_refused =
+        provider == LbProvider::Netscaler && check_algorithm(&updated.algorithm).is_err();
     if !PROTOCOLS.contains(&updated.protocol.as_str())
         || check_provider(state, provider, &updated.protocol, updated.public_port).is_err()
+        || algorithm_refused
     {
         return Err(ApiError::param(format!(
             "Modifications in lb rule {} are not supported.",
             rule_text(rule)
         )));
     }
-    if check_algorithm(&updated.algorithm).is_err() {
-        return Err(ApiError::new(
-            530,
-            None,
-            format!("Failed to update load balancer rule: {}", rule_text(rule)),
-        ));
-    }
-    let rendered = render_rule(state, &updated);
+    let reapply = updated.algorithm != rule.algorithm || updated.protocol != rule.protocol;
     if let Some(slot) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
         *slot = updated;
     }
+    if reapply {
+        apply_rule(state, rule_id);
+    }
+    let rendered = state
+        .lb_rule(rule_id)
+        .map(|rule| render_rule(state, rule))
+        .unwrap_or_default();
     Ok(json!({"loadbalancer": rendered}))
 }
 

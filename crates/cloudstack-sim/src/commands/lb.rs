@@ -148,8 +148,22 @@ fn cidrs_param(ctx: &Ctx<'_>) -> Result<Option<Vec<String>>, ApiError> {
     Ok(Some(list))
 }
 
-/// createLoadBalancerRule: validated and stored (state `Add`) at once, applied by the job.
+/// createLoadBalancerRule: validated and stored (state `Add`) at once; the job applies only
+/// the opened firewall rule ([`finish_create`]).
+///
+/// The create phase (`CreateLoadBalancerRuleCmd.create`) catches the
+/// `InvalidParameterValueException` (431), `NetworkRuleConflictException` (537) and
+/// `InsufficientAddressCapacityException` (533) of `createPublicLoadBalancerRule` and
+/// rethrows each as a `ServerApiException` without its cause, so their `cserrorcode` is the
+/// `ServerApiException`'s own 9999; a `PermissionDeniedException` passes through (531, 4365).
 pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    create_rule(ctx).map_err(|e| match e.code {
+        431 | 533 | 537 => ApiError::new(e.code, Some(9999), e.text),
+        _ => e,
+    })
+}
+
+fn create_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;
     let name = p.required("name")?.to_owned();
@@ -170,8 +184,10 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     })?;
     ctx.caller
         .check(state, &owner, &format!("IP address {}", ip.address))?;
+    // `createPublicLoadBalancerRule`: a static-NAT address is a `NetworkRuleConflictException`
+    // (537), checked before `createPublicLoadBalancer` gets to its own 431 for the same case.
     if ip.static_nat_vm.is_some() {
-        return Err(ApiError::param(format!(
+        return Err(ApiError::conflict(format!(
             "Can't do load balance on ip address: {}",
             ip.address
         )));

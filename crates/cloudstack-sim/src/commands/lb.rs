@@ -113,7 +113,10 @@ fn check_algorithm(algorithm: &str) -> Result<(), ApiError> {
 }
 
 /// Provider validation (`validateLBRule`): the Virtual Router takes no UDP since 4.15 and
-/// never public port 8081 (HAProxy stats).
+/// never public port 8081 (HAProxy stats). `createPublicLoadBalancer` runs it before
+/// `detectRulesConflict`, so a UDP rule on a port a TCP rule holds gets this error, not a
+/// conflict; its `InvalidParameterValueException` reaches the caller through
+/// `CreateLoadBalancerRuleCmd.create` as a bare `ServerApiException` (`cserrorcode` 9999).
 fn check_provider(
     state: &State,
     provider: LbProvider,

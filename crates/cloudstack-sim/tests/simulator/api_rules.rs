@@ -277,7 +277,10 @@ async fn tags_on_every_ownership_marker_type() {
     let (code, text) = common::job_error(duplicate);
     assert_eq!(code, 530);
     let key = &marker[0].0;
-    assert_eq!(text, format!("tag {key} already on LoadBalancer with id {rule}"));
+    assert_eq!(
+        text,
+        format!("tag {key} already on LoadBalancer with id {rule}")
+    );
     alice
         .delete_tags(&DeleteTags {
             resourceids: vec![rule.clone()],

@@ -16,6 +16,7 @@ mod api_protocol;
 mod api_queue;
 mod api_reads;
 mod api_routes;
+mod api_rule_state;
 mod api_rules;
 mod api_scoping;
 mod api_vpc_tiers;

@@ -19,6 +19,7 @@ mod api_routes;
 mod api_rule_state;
 mod api_rules;
 mod api_scoping;
+mod api_source_codes;
 mod api_vpc_tiers;
 mod binary_cli;
 mod python_cs;

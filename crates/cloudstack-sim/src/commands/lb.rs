@@ -388,7 +388,8 @@ pub fn job_denied(caller: &Caller, what: &str) -> ApiError {
 /// `NetworkHelperImpl.validateHAProxyLBRule` checks only the stats port 8081, UDP (from 4.15)
 /// and the protocol, so an unknown algorithm is stored and the job succeeds there, while
 /// `NetscalerElement.validateLBRule` refuses an algorithm it does not know. A changed
-/// algorithm or protocol re-applies the rule (`applyLoadBalancerConfig`, see [`apply_rule`]).
+/// algorithm or protocol (and from 4.22 a changed `cidrlist`, apache/cloudstack#11568)
+/// re-applies the rule (`applyLoadBalancerConfig`, see [`apply_rule`]).
 pub fn finish_update(
     state: &mut State,
     caller: &Caller,
@@ -433,7 +434,9 @@ pub fn finish_update(
             rule_text(rule)
         )));
     }
-    let reapply = updated.algorithm != rule.algorithm || updated.protocol != rule.protocol;
+    let reapply = updated.algorithm != rule.algorithm
+        || updated.protocol != rule.protocol
+        || updated.cidrs != rule.cidrs;
     if let Some(slot) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
         *slot = updated;
     }

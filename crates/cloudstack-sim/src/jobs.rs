@@ -227,22 +227,27 @@ pub fn now_ms() -> u64 {
     u64::try_from(jiff::Timestamp::now().as_millisecond()).unwrap_or_default()
 }
 
-/// Java class name reported in `cmd`.
+/// Java class name reported in `cmd`: the command's class in
+/// `org.apache.cloudstack.api.command.user.*`. Most are `<Name>Cmd` in their package; the
+/// address commands are `AssociateIPAddrCmd` / `DisassociateIPAddrCmd`, the static-route
+/// commands live in `user.vpc`.
 fn command_class(command: &str) -> String {
-    match command {
-        "destroyVirtualMachine" => {
-            return "org.apache.cloudstack.api.command.user.vm.DestroyVMCmd".into();
-        }
-        "expungeVirtualMachine" => {
-            return "org.apache.cloudstack.api.command.user.vm.ExpungeVMCmd".into();
-        }
-        _ => {}
+    let fixed = match command {
+        "destroyVirtualMachine" => Some("vm.DestroyVMCmd"),
+        "expungeVirtualMachine" => Some("vm.ExpungeVMCmd"),
+        "associateIpAddress" => Some("address.AssociateIPAddrCmd"),
+        "disassociateIpAddress" => Some("address.DisassociateIPAddrCmd"),
+        _ => None,
+    };
+    if let Some(class) = fixed {
+        return format!("org.apache.cloudstack.api.command.user.{class}");
     }
     let package = match command {
         c if c.contains("LoadBalancer") || c.contains("LB") => "loadbalancer",
         c if c.contains("Firewall") || c.contains("PortForwarding") => "firewall",
         c if c.contains("NetworkACL") => "network",
         c if c.contains("Tags") => "tag",
+        c if c.contains("StaticRoute") => "vpc",
         _ => "address",
     };
     let mut class = command.to_owned();

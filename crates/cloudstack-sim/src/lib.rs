@@ -31,11 +31,12 @@
 //!   null); an unmapped `vmidipmap` address → 431 "Failed to remove Instance from load
 //!   balancer rule" (`RemoveFromLoadBalancerRuleCmd.execute`);
 //! * updateLoadBalancerRule (`LoadBalancingRulesManagerImpl.updateLoadBalancerRule`): a
-//!   provider-refused protocol → 431 "Modifications in lb rule … are not supported.", an
-//!   algorithm the load balancer cannot apply → 530 "Failed to update load balancer rule: …"
-//!   with the rule rolled back, `cidrlist` stored comma-joined;
+//!   provider-refused change → 431 "Modifications in lb rule … are not supported." (the
+//!   algorithm is not validated: the Virtual Router's `validateHAProxyLBRule` takes any, the
+//!   NetScaler's `validateLBRule` refuses an unknown one), `cidrlist` stored comma-joined;
 //! * createTags/deleteTags (`TaggedResourceManagerImpl`): bad resource type or resource,
-//!   empty value, nothing to delete → 431; another account's resource → 530;
+//!   empty value, nothing to delete → 431; another account's resource, a key already on
+//!   the resource ("tag K already on <Type> with id <id>") → 530;
 //! * disassociateIpAddress (`NetworkServiceImpl.releaseIpAddressInternal`): an address no
 //!   longer allocated → success; a source-NAT address → 530;
 //! * associateIpAddress with a VPC tier's `networkid` → 431 "…Specify vpcId to associate ip
@@ -72,8 +73,25 @@
 //! load-balancer create whose job failed (`deleteLoadBalancerRule(id, false)` applies
 //! nothing).
 //!
+//! **Create-phase codes.** `CreateLoadBalancerRuleCmd.create` rethrows every
+//! `InvalidParameterValueException` (431), `NetworkRuleConflictException` (537) and
+//! `InsufficientAddressCapacityException` of its create phase as a `ServerApiException`
+//! without the cause, so they carry `cserrorcode` 9999; so do `CreateFirewallRuleCmd.create`'s
+//! CIDR error and `BaseListCmd.validateSpecificParameters`' page/pagesize errors (where a
+//! blank `page=` with a `pagesize` is the first page). A static-NAT address refuses a
+//! load-balancer rule with 537 ("Can't do load balance on ip address", from
+//! `createPublicLoadBalancerRule`) and a port-forwarding rule with 431/4350
+//! (`RulesManagerImpl.createPortForwardingRule`). `listAsyncJobs` lists oldest first,
+//! `listNetworkACLs` newest first (both by `id`).
+//!
+//! **Rule state** (`LoadBalancingRulesManagerImpl.applyLoadBalancerRules`): a load-balancer
+//! rule is `Add` after its create job (`CreateLoadBalancerRuleCmd.execute` applies only the
+//! firewall rules), `Active` once applied with at least one VM mapped (assign, remove, an
+//! algorithm or protocol update, a policy created or deleted, a member VM expunged all
+//! apply), and back to `Add` when applied with none.
+//!
 //! **Jobs and queues** (`BaseAsyncCmd.networkSyncObject`, `AsyncJobManagerImpl`): jobs on
-//! one network run one at a time; a rule is `Add` until its job applied it; a VM carries the
+//! one network run one at a time; a VM carries the
 //! `jobid`/`jobstatus` of its pending job (`UserVmJoinDaoImpl`); a job that never finishes
 //! (the `hung_networks` fault: a hung virtual router) holds its network's queue until
 //! `job.cancel.threshold.minutes` cancels it ("Job is cancelled as it has been blocking

@@ -15,15 +15,39 @@ pub struct Page {
 
 impl Page {
     /// Validates `page`/`pagesize` like `BaseListCmd` with `default.page.size = max`.
+    ///
+    /// `validateSpecificParameters` looks at the raw parameters: a `pagesize` other than -1
+    /// without any `page` parameter, or a `page` parameter without `pagesize`, is a bare
+    /// `ServerApiException` (431, `cserrorcode` 9999). A blank `page=` counts as present
+    /// there, but `ParamProcessWorker.setFieldValue` leaves a blank integer unset, so with a
+    /// `pagesize` it means the first page. `getPageSize` then refuses (as
+    /// `InvalidParameterValueException`, 4350) a size above `max` and a `page` with -1.
     pub fn from_params(params: &Params, max: u64) -> Result<Self, ApiError> {
         let page = params.int("page")?;
         let size = params.int("pagesize")?;
+        let page_sent = params.get("page").is_some();
         let default = usize::try_from(max).ok();
+        match size {
+            Some(s) if !page_sent && s != -1 => {
+                return Err(ApiError::param_bare(
+                    "\"page\" parameter is required when \"pagesize\" is specified",
+                ));
+            }
+            None if page_sent => {
+                return Err(ApiError::param_bare(
+                    "\"pagesize\" parameter is required when \"page\" is specified",
+                ));
+            }
+            _ => {}
+        }
         match (page, size) {
-            (None, None) => Ok(Self {
+            (_, None) => Ok(Self {
                 start: 0,
                 size: default,
             }),
+            (_, Some(s)) if s > max as i64 => Err(ApiError::param(format!(
+                "Page size can't exceed max allowed page size value: {max}"
+            ))),
             (Some(_), Some(-1)) => Err(ApiError::param(
                 "Can't specify page parameter when pagesize is -1 (Unlimited)",
             )),
@@ -31,18 +55,9 @@ impl Page {
                 start: 0,
                 size: None,
             }),
-            (_, Some(s)) if s > max as i64 => Err(ApiError::param(format!(
-                "Page size can't exceed max allowed page size value: {max}"
-            ))),
-            (None, Some(_)) => Err(ApiError::param(
-                "\"page\" parameter is required when \"pagesize\" is specified",
-            )),
-            (Some(_), None) => Err(ApiError::param(
-                "\"pagesize\" parameter is required when \"page\" is specified",
-            )),
-            (Some(p), Some(s)) => {
+            (p, Some(s)) => {
                 let s = usize::try_from(s.max(1)).unwrap_or(1);
-                let p = usize::try_from(p.max(1)).unwrap_or(1);
+                let p = usize::try_from(p.unwrap_or(1).max(1)).unwrap_or(1);
                 Ok(Self {
                     start: s.saturating_mul(p - 1),
                     size: Some(s),

@@ -75,7 +75,8 @@ pub fn render_item(state: &State, item: &AclItem) -> Value {
     out
 }
 
-/// listNetworkACLs.
+/// listNetworkACLs, newest first (`NetworkACLServiceImpl.listNetworkACLItems` sorts by
+/// `id` descending, not by `number`).
 pub fn list_network_acls(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let page = ctx.page()?;
     let scope = ctx.scope()?;
@@ -85,7 +86,7 @@ pub fn list_network_acls(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let acl = resolve(p, "aclid", |i| state.acl_list(i).is_some())?;
     let network = lookup(p, "networkid", |n| state.network(n))?;
     let mut items = Vec::new();
-    for item in &state.acl_items {
+    for item in state.acl_items.iter().rev() {
         let owner = state
             .acl_list(&item.acl_id)
             .and_then(|l| acl_owner(state, l));

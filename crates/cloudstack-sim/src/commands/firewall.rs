@@ -149,6 +149,16 @@ pub fn create_firewall_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let state = &*ctx.state;
     let ip = lookup_required(p, "ipaddressid", |id| state.ip(id))?;
     let protocol = p.required("protocol")?.trim().to_lowercase();
+    // `CreateFirewallRuleCmd.create` checks the CIDRs before anything else, as a bare
+    // `ServerApiException(PARAM_ERROR)`: 431 with `cserrorcode` 9999.
+    let cidrs = p
+        .list("cidrlist")
+        .unwrap_or_else(|| vec!["0.0.0.0/0".into()]);
+    if let Some(bad) = cidrs.iter().find(|c| !check_cidr(c)) {
+        return Err(ApiError::param_bare(format!(
+            "Source CIDRs formatting error {bad}"
+        )));
+    }
     if !["tcp", "udp", "icmp"].contains(&protocol.as_str()) {
         return Err(ApiError::param(format!(
             "Invalid protocol: {protocol}; only tcp, udp and icmp are supported"
@@ -163,14 +173,6 @@ pub fn create_firewall_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let network = ip.network_id.clone().filter(|_| ip.vpc_id.is_none()).ok_or_else(|| {
         ApiError::param(format!("Unable to create firewall rule; IP address {} is not associated with an isolated network", ip.address))
     })?;
-    let cidrs = p
-        .list("cidrlist")
-        .unwrap_or_else(|| vec!["0.0.0.0/0".into()]);
-    if let Some(bad) = cidrs.iter().find(|c| !check_cidr(c)) {
-        return Err(ApiError::param(format!(
-            "Source CIDRs formatting error {bad}"
-        )));
-    }
     let (mut start, mut end, mut icmp_type, mut icmp_code) =
         (p.int("startport")?, p.int("endport")?, None, None);
     if protocol == "icmp" {

@@ -17,7 +17,8 @@ pub fn query_async_job_result(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(job.render())
 }
 
-/// listAsyncJobs: the caller's jobs (root admin with `listall`: everyone's), newest first.
+/// listAsyncJobs: the caller's jobs (root admin with `listall`: everyone's), oldest first
+/// (`QueryManagerImpl.searchForAsyncJobs` sorts by `id` ascending).
 pub fn list_async_jobs(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let page = ctx.page()?;
     let p = ctx.params;
@@ -26,7 +27,6 @@ pub fn list_async_jobs(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         .state
         .jobs
         .iter()
-        .rev()
         .filter(|j| all || j.account == ctx.caller.account)
         .filter(|j| p.text("keyword").is_none_or(|k| super::like(&j.command, k)))
         .map(|j| j.render())

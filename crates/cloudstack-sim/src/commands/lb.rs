@@ -113,7 +113,10 @@ fn check_algorithm(algorithm: &str) -> Result<(), ApiError> {
 }
 
 /// Provider validation (`validateLBRule`): the Virtual Router takes no UDP since 4.15 and
-/// never public port 8081 (HAProxy stats).
+/// never public port 8081 (HAProxy stats). `createPublicLoadBalancer` runs it before
+/// `detectRulesConflict`, so a UDP rule on a port a TCP rule holds gets this error, not a
+/// conflict; its `InvalidParameterValueException` reaches the caller through
+/// `CreateLoadBalancerRuleCmd.create` as a bare `ServerApiException` (`cserrorcode` 9999).
 fn check_provider(
     state: &State,
     provider: LbProvider,
@@ -148,8 +151,22 @@ fn cidrs_param(ctx: &Ctx<'_>) -> Result<Option<Vec<String>>, ApiError> {
     Ok(Some(list))
 }
 
-/// createLoadBalancerRule: validated and stored (state `Add`) at once, applied by the job.
+/// createLoadBalancerRule: validated and stored (state `Add`) at once; the job applies only
+/// the opened firewall rule ([`finish_create`]).
+///
+/// The create phase (`CreateLoadBalancerRuleCmd.create`) catches the
+/// `InvalidParameterValueException` (431), `NetworkRuleConflictException` (537) and
+/// `InsufficientAddressCapacityException` (533) of `createPublicLoadBalancerRule` and
+/// rethrows each as a `ServerApiException` without its cause, so their `cserrorcode` is the
+/// `ServerApiException`'s own 9999; a `PermissionDeniedException` passes through (531, 4365).
 pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    create_rule(ctx).map_err(|e| match e.code {
+        431 | 533 | 537 => ApiError::new(e.code, Some(9999), e.text),
+        _ => e,
+    })
+}
+
+fn create_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;
     let name = p.required("name")?.to_owned();
@@ -170,8 +187,10 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     })?;
     ctx.caller
         .check(state, &owner, &format!("IP address {}", ip.address))?;
+    // `createPublicLoadBalancerRule`: a static-NAT address is a `NetworkRuleConflictException`
+    // (537), checked before `createPublicLoadBalancer` gets to its own 431 for the same case.
     if ip.static_nat_vm.is_some() {
-        return Err(ApiError::param(format!(
+        return Err(ApiError::conflict(format!(
             "Can't do load balance on ip address: {}",
             ip.address
         )));
@@ -277,16 +296,15 @@ pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(create_reply(&rule_id, &job))
 }
 
-/// Job: the rule is applied.
+/// Job of createLoadBalancerRule (`CreateLoadBalancerRuleCmd.execute`): only the firewall
+/// rule `openfirewall` made is applied (`applyIngressFirewallRules`); the load-balancer rule
+/// itself is not, so it stays `Add` until [`apply_rule`] runs with a member mapped.
 pub fn finish_create(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
     let rule = state
         .lb_rule(rule_id)
         .cloned()
         .ok_or_else(|| ApiError::internal("Load balancer rule vanished"))?;
     let result = json!({"loadbalancer": render_rule(state, &rule)});
-    if let Some(r) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
-        r.state = "Active".into();
-    }
     if let Some(fw) = state
         .firewall_rules
         .iter_mut()
@@ -295,6 +313,22 @@ pub fn finish_create(state: &mut State, rule_id: &str) -> Result<Value, ApiError
         fw.state = "Active".into();
     }
     Ok(result)
+}
+
+/// Applies a rule's configuration as `LoadBalancingRulesManagerImpl.applyLoadBalancerRules`
+/// records it (with `updateRulesInDB`; the Virtual Router and NetScaler allow roll-back, so
+/// `applyLoadBalancerConfig` applies this rule alone): `Add` becomes `Active`, and a rule
+/// left with no VM mapping goes back to `Add` ("no more active LB-VM mappings"). So a rule
+/// is `Active` exactly when it has been applied with at least one member.
+pub fn apply_rule(state: &mut State, rule_id: &str) {
+    if let Some(rule) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
+        rule.state = if rule.members.is_empty() {
+            "Add"
+        } else {
+            "Active"
+        }
+        .into();
+    }
 }
 
 /// updateLoadBalancerRule (`cidrlist` only from 4.22; ignored before, like an unknown
@@ -348,11 +382,14 @@ pub fn job_denied(caller: &Caller, what: &str) -> ApiError {
 
 /// Job of updateLoadBalancerRule (`LoadBalancingRulesManagerImpl.updateLoadBalancerRule`):
 /// the caller's access (530); `cidrlist` entries (431 "Invalid CIDR list: …", stored
-/// comma-joined as `StringUtils.join(cidrList, ",")`); the provider's `validateLbRule` on the
-/// changed rule (UDP or port 8081 on the Virtual Router; an unknown protocol too) → 431
-/// "Modifications in lb rule … are not supported."; an algorithm the load balancer cannot
-/// run makes applying the configuration fail, the rule is rolled back and the job fails with
-/// 530 "Failed to update load balancer rule: …".
+/// comma-joined as `StringUtils.join(cidrList, ",")`); then the provider's `validateLbRule`
+/// on the changed rule → 431 "Modifications in lb rule … are not supported." The algorithm
+/// itself is never validated by the update: the Virtual Router's
+/// `NetworkHelperImpl.validateHAProxyLBRule` checks only the stats port 8081, UDP (from 4.15)
+/// and the protocol, so an unknown algorithm is stored and the job succeeds there, while
+/// `NetscalerElement.validateLBRule` refuses an algorithm it does not know. A changed
+/// algorithm or protocol (and from 4.22 a changed `cidrlist`, apache/cloudstack#11568)
+/// re-applies the rule (`applyLoadBalancerConfig`, see [`apply_rule`]).
 pub fn finish_update(
     state: &mut State,
     caller: &Caller,
@@ -386,25 +423,30 @@ pub fn finish_update(
         .network(&rule.network_id)
         .map(|n| n.lb_provider)
         .unwrap_or_default();
+    let algorithm_refused =
+        provider == LbProvider::Netscaler && check_algorithm(&updated.algorithm).is_err();
     if !PROTOCOLS.contains(&updated.protocol.as_str())
         || check_provider(state, provider, &updated.protocol, updated.public_port).is_err()
+        || algorithm_refused
     {
         return Err(ApiError::param(format!(
             "Modifications in lb rule {} are not supported.",
             rule_text(rule)
         )));
     }
-    if check_algorithm(&updated.algorithm).is_err() {
-        return Err(ApiError::new(
-            530,
-            None,
-            format!("Failed to update load balancer rule: {}", rule_text(rule)),
-        ));
-    }
-    let rendered = render_rule(state, &updated);
+    let reapply = updated.algorithm != rule.algorithm
+        || updated.protocol != rule.protocol
+        || updated.cidrs != rule.cidrs;
     if let Some(slot) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
         *slot = updated;
     }
+    if reapply {
+        apply_rule(state, rule_id);
+    }
+    let rendered = state
+        .lb_rule(rule_id)
+        .map(|rule| render_rule(state, rule))
+        .unwrap_or_default();
     Ok(json!({"loadbalancer": rendered}))
 }
 

@@ -119,7 +119,8 @@ fn assign_failed(reason: String) -> ApiError {
 /// Job of assignToLoadBalancerRule (`LoadBalancingRulesManagerImpl.assignToLoadBalancer`):
 /// every VM must exist and not be Destroyed/Expunging, be accessible to the caller and
 /// owned by the rule's owner (`RulesManagerImpl.checkRuleAndUserVm`), have a NIC in the
-/// rule's network, and not already be mapped with that address.
+/// rule's network, and not already be mapped with that address. The rule is then applied
+/// ([`super::lb::apply_rule`]).
 pub fn finish_assign(
     state: &mut State,
     caller: &Caller,
@@ -201,6 +202,8 @@ pub fn finish_assign(
     if let Some(rule) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
         rule.members.extend(added);
     }
+    // `assignToLoadBalancer` → `applyLoadBalancerConfig`: the rule is now `Active`.
+    super::lb::apply_rule(state, rule_id);
     Ok(success())
 }
 
@@ -259,6 +262,9 @@ pub fn finish_remove(
                 .any(|(vm, ips, all)| vm == &m.vm_id && (*all || ips.contains(&m.ip)))
         });
     }
+    // The revoked mappings are applied (`applyLoadBalancerConfig`): a rule whose last
+    // mapping went is back in `Add`.
+    super::lb::apply_rule(state, rule_id);
     Ok(success())
 }
 

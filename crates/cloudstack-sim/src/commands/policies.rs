@@ -233,7 +233,9 @@ fn start_create(ctx: &mut Ctx<'_>, rule: &LbRule, policy: LbPolicy) -> Result<Va
     Ok(create_reply(&policy_id, &job))
 }
 
-/// Job: the policy is applied.
+/// Job: the policy is applied with its rule (`applyLBStickinessPolicy` /
+/// `applyLBHealthCheckPolicy` set the rule to `Add` and call `applyLoadBalancerConfig`, see
+/// [`super::lb::apply_rule`]).
 pub fn finish_create(state: &mut State, policy_id: &str) -> Result<Value, ApiError> {
     let policy = state
         .policies
@@ -242,6 +244,7 @@ pub fn finish_create(state: &mut State, policy_id: &str) -> Result<Value, ApiErr
         .ok_or_else(|| ApiError::internal("Policy vanished"))?;
     policy.state = "Active".into();
     let policy = policy.clone();
+    super::lb::apply_rule(state, &policy.rule_id);
     let rule = state
         .lb_rule(&policy.rule_id)
         .cloned()
@@ -282,8 +285,18 @@ pub fn delete_policy(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(job_reply(&job))
 }
 
-/// Job: remove the policy.
+/// Job: remove the policy and apply its rule (`deleteLBStickinessPolicy` /
+/// `deleteLBHealthCheckPolicy` with `apply`: `applyLoadBalancerConfig`, see
+/// [`super::lb::apply_rule`]).
 pub fn finish_delete(state: &mut State, policy_id: &str) -> Result<Value, ApiError> {
+    let rule_id = state
+        .policies
+        .iter()
+        .find(|p| p.id == policy_id)
+        .map(|p| p.rule_id.clone());
     state.policies.retain(|p| p.id != policy_id);
+    if let Some(rule_id) = rule_id {
+        super::lb::apply_rule(state, &rule_id);
+    }
     Ok(success())
 }

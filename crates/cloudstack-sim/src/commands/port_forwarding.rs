@@ -171,6 +171,15 @@ pub fn create_port_forwarding_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError>
         Some(v) => v,
         None => !in_vpc,
     };
+    // `RulesManagerImpl.createPortForwardingRule` refuses a static-NAT address first, as an
+    // `InvalidParameterValueException` that `CreatePortForwardingRuleCmd.create` does not
+    // catch: 431 with `cserrorcode` 4350 (not the 537 of `detectRulesConflict`).
+    if ip.static_nat_vm.is_some() {
+        return Err(ApiError::param(format!(
+            "Unable to create port forwarding rule; ip id={} has static nat enabled",
+            ip.id
+        )));
+    }
     ctx.caller
         .check(state, &owner, &format!("IP address {}", ip.address))?;
     ctx.caller
@@ -208,12 +217,6 @@ pub fn create_port_forwarding_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError>
         .iter()
         .find(|n| n.network_id == network)
         .ok_or_else(|| ApiError::param("Vm doesn't belong to network associated with ipAddress"))?;
-    if ip.static_nat_vm.is_some() {
-        return Err(ApiError::conflict(format!(
-            "There is 1 to 1 Nat rule specified for the ip address id={}",
-            ip.id
-        )));
-    }
     forwarding_conflict(state, &ip.id, (public_start, public_end), Some(&protocol))?;
     let firewall = if open_firewall {
         let opened = FirewallRule {

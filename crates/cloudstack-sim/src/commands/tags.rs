@@ -119,7 +119,8 @@ pub fn create_tags(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 /// type must be one of `ResourceObjectType` (431 "Invalid resource type …"), every resource
 /// must exist (431 "Unable to find resource by uuid … and type …") and be the caller's
 /// (`checkResourceAccessible`, a `PermissionDeniedException`: 530), every value non-empty
-/// (431); a key already on a resource breaks the unique key of `resource_tags` (530).
+/// (431); a key already on a resource breaks the unique key of `resource_tags` (530 "tag K
+/// already on <Type> with id <id>").
 pub fn finish_create(
     state: &mut State,
     caller: &Caller,
@@ -158,12 +159,12 @@ pub fn finish_create(
                 .chain(&added)
                 .any(|t| &t.resource_id == id && t.resource_type == kind && &t.key == key);
             if duplicate {
+                // `createTags` turns the unique key's `EntityExistsException` into this
+                // `CloudRuntimeException` (530), naming the id as the caller sent it.
                 return Err(ApiError::new(
                     530,
                     None,
-                    format!(
-                        "DB Exception on: INSERT INTO resource_tags: Duplicate entry for key {key} on {kind} {id}"
-                    ),
+                    format!("tag {key} already on {kind} with id {id}"),
                 ));
             }
             added.push(Tag {

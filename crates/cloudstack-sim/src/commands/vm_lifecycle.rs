@@ -148,8 +148,16 @@ pub fn expunge_vm(state: &mut State, vm_id: &str) -> bool {
     vm.removed = Some(now_text());
     vm.nics.clear();
     state.expunged_vms.push(vm);
+    let mut mapped = Vec::new();
     for rule in &mut state.lb_rules {
-        rule.members.retain(|m| m.vm_id != vm_id);
+        if rule.members.iter().any(|m| m.vm_id == vm_id) {
+            rule.members.retain(|m| m.vm_id != vm_id);
+            mapped.push(rule.id.clone());
+        }
+    }
+    // `removeVmFromLoadBalancers` re-applies each rule the VM was mapped to.
+    for rule_id in &mapped {
+        super::lb::apply_rule(state, rule_id);
     }
     super::port_forwarding::revoke_rules_where(state, |r| r.vm_id == vm_id);
     let static_nat: Vec<String> = state

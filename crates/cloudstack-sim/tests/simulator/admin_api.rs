@@ -242,5 +242,9 @@ async fn state_file_survives_a_restart_and_resumes_pending_jobs() {
         .await
         .unwrap();
     assert_eq!(rules.len(), 1);
-    assert_eq!(rules[0].state.as_deref(), Some("Active"));
+    assert_eq!(
+        rules[0].state.as_deref(),
+        Some("Add"),
+        "created, not applied: no member"
+    );
 }

@@ -167,7 +167,8 @@ async fn load_balancer_rules_against_lb_and_firewall_rules() {
             .await
             .unwrap_err(),
     );
-    assert_eq!((status, code, cs), (537, 537, Some(4360)));
+    // `CreateLoadBalancerRuleCmd.create` rethrows the conflict without its cause: 9999.
+    assert_eq!((status, code, cs), (537, 537, Some(9999)));
     assert_eq!(
         text,
         format!("The range specified, 53-53, conflicts with rule {tcp} which has 53-53")
@@ -260,7 +261,7 @@ async fn load_balancer_and_port_forwarding_rules_on_one_port() {
     );
     assert_eq!(
         (status, code, cs),
-        (537, 537, Some(4360)),
+        (537, 537, Some(9999)),
         "LB vs port forwarding"
     );
 

@@ -199,7 +199,11 @@ async fn lb_rule_lifecycle_with_members_and_firewall() {
         .await
         .unwrap();
     assert_eq!(by_name.len(), 1);
-    assert_eq!(by_name[0].state.as_deref(), Some("Active"));
+    assert_eq!(
+        by_name[0].state.as_deref(),
+        Some("Add"),
+        "not applied until a member is mapped"
+    );
     assert!(
         alice
             .list_load_balancer_rules(&ListLoadBalancerRules {
@@ -352,7 +356,9 @@ async fn create_phase_errors_come_back_at_once() {
         .await
         .unwrap_err();
     let (status, code, cs, text) = api_error(conflict);
-    assert_eq!((status, code, cs), (537, 537, Some(4360)));
+    // `CreateLoadBalancerRuleCmd.create` rethrows the `NetworkRuleConflictException` as a
+    // `ServerApiException` without its cause: `cserrorcode` 9999, not 4360.
+    assert_eq!((status, code, cs), (537, 537, Some(9999)));
     assert!(
         text.starts_with("The range specified, 80-80, conflicts with rule"),
         "{text}"

@@ -272,10 +272,15 @@ async fn tags_on_every_ownership_marker_type() {
         })
         .await
         .unwrap_err();
-    // The unique key of resource_tags (resource, type, key) refuses the row: a DB error, 530.
+    // The unique key of resource_tags (resource, type, key) refuses the row, and
+    // `TaggedResourceManagerImpl.createTags` says so as a `CloudRuntimeException`: 530.
     let (code, text) = common::job_error(duplicate);
     assert_eq!(code, 530);
-    assert!(text.contains("Duplicate entry"), "{text}");
+    let key = &marker[0].0;
+    assert_eq!(
+        text,
+        format!("tag {key} already on LoadBalancer with id {rule}")
+    );
     alice
         .delete_tags(&DeleteTags {
             resourceids: vec![rule.clone()],

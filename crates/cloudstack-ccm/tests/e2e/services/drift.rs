@@ -1,6 +1,7 @@
 //! Backend nodes and drift end to end: Nodes added, removed and excluded change the
 //! members of every rule; a rule deleted by hand in CloudStack comes back at the next
-//! resync; a load balancer made by the Go CCM is adopted without recreating anything.
+//! resync, one whose members were removed by hand gets them back; a load balancer made by
+//! the Go CCM is adopted without recreating anything.
 
 use crate::common;
 
@@ -9,7 +10,7 @@ use std::time::Duration;
 use super::support::*;
 use cloudstack::{
     AssignToLoadBalancerRule, AssociateIpAddress, CreateFirewallRule, CreateLoadBalancerRule,
-    DeleteLoadBalancerRule,
+    DeleteLoadBalancerRule, ListLoadBalancerRules, RemoveFromLoadBalancerRule,
 };
 use cloudstack_ccm::cloud::loadbalancer::annotations;
 use cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name;
@@ -117,6 +118,66 @@ async fn a_rule_deleted_by_hand_is_recreated_at_the_next_resync() {
             .expect("rule 80")
             .id,
         "the other rule stays"
+    );
+    t.stop().await;
+}
+
+/// A rule left with no member is `Add` in CloudStack (`applyLoadBalancerRules` sets it back
+/// when its last mapping goes): a finished rule, not one being created. Once the controller
+/// reads the rule's members again (its cached details are forgotten when it changes the
+/// rule, here the algorithm `sessionAffinity: ClientIP` asks for), it assigns the members
+/// to the same rule — no rule is deleted or recreated — and the rule is `Active` again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_removed_by_hand_are_assigned_again_to_the_same_rule() {
+    let t = LbTest::start(Scenario::small(), &NODES, Duration::from_millis(400)).await;
+    t.create(&lb_service("web", &[("TCP", 80, 30080)])).await;
+    t.wait_for_ip("web").await;
+    let before = t
+        .wait_rules("web", "have three members", |r| {
+            r.len() == 1 && r[0].members.len() == 3
+        })
+        .await;
+    let alice = t.client_of(common::ACCOUNT);
+    let state = || async {
+        let listed = alice
+            .list_load_balancer_rules(&ListLoadBalancerRules {
+                id: Some(before[0].id.clone()),
+                ..Default::default()
+            })
+            .await
+            .expect("list the rule");
+        listed[0].state.clone().unwrap_or_default()
+    };
+    assert_eq!(state().await, "Active");
+    let vm_ids: Vec<String> = NODES.iter().map(|n| t.h.vm_id(n)).collect();
+    t.h.reset_cloudstack_counts();
+    alice
+        .remove_from_load_balancer_rule(&RemoveFromLoadBalancerRule {
+            id: before[0].id.clone(),
+            virtualmachineids: vm_ids,
+            ..Default::default()
+        })
+        .await
+        .expect("remove every member by hand");
+    assert_eq!(state().await, "Add", "no member left");
+    t.patch(
+        "web",
+        serde_json::json!({ "spec": { "sessionAffinity": "ClientIP" } }),
+    )
+    .await;
+    let after = t
+        .wait_rules("web", "have three members again", |r| {
+            r.len() == 1 && r[0].members.len() == 3
+        })
+        .await;
+    assert_eq!(after[0].id, before[0].id, "the same rule");
+    assert_eq!(after[0].algorithm, "source");
+    assert_eq!(state().await, "Active");
+    let counts = mutating_counts(&t.h);
+    assert!(
+        !counts.contains_key("createLoadBalancerRule")
+            && !counts.contains_key("deleteLoadBalancerRule"),
+        "{counts:?}"
     );
     t.stop().await;
 }

@@ -17,7 +17,7 @@
 
 use crate::faults::Faults;
 use crate::scenario::{ScenarioError, VmSpec};
-use crate::server::{Shared, dump_state, lock};
+use crate::shared::{Shared, dump_state, lock};
 use axum::extract::{Path, State as AxumState};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post, put};

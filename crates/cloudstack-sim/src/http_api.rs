@@ -9,7 +9,7 @@ use crate::jobs::now_ms;
 use crate::params::{Params, parse_form};
 use crate::response::{envelope, response_name, to_xml};
 use crate::scenario::Role;
-use crate::server::{Shared, lock};
+use crate::shared::{Shared, lock};
 use crate::signing;
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State as AxumState};

@@ -1,7 +1,6 @@
 //! The scenario: a serde (TOML) description of the cloud the simulator starts with.
 //! Objects refer to each other by name; [`crate::state::State::from_scenario`] resolves them.
 
-pub use crate::state::GatewayState;
 use crate::version::Version;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -403,5 +402,27 @@ impl Scenario {
     /// The credentials of an account by name.
     pub fn account(&self, name: &str) -> Option<&AccountSpec> {
         self.accounts.iter().find(|a| a.name == name)
+    }
+}
+
+/// The state of a VPC gateway (CloudStack `VpcGateway.State`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GatewayState {
+    /// Being set up on the VPC router.
+    Creating,
+    /// In service: static routes may name it.
+    #[default]
+    Ready,
+    /// Being removed.
+    Deleting,
+}
+
+impl std::fmt::Display for GatewayState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Creating => "Creating",
+            Self::Ready => "Ready",
+            Self::Deleting => "Deleting",
+        })
     }
 }

@@ -2,7 +2,7 @@
 //! file and the `/sim/dump` introspection.
 
 use crate::jobs::Job;
-use crate::scenario::{LbProvider, Role, Secret, Settings};
+use crate::scenario::{GatewayState, LbProvider, Role, Secret, Settings};
 use crate::version::Version;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -375,28 +375,6 @@ pub enum PolicyKind {
     HealthCheck,
     /// Stickiness.
     Stickiness,
-}
-
-/// The state of a VPC gateway (CloudStack `VpcGateway.State`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum GatewayState {
-    /// Being set up on the VPC router.
-    Creating,
-    /// In service: static routes may name it.
-    #[default]
-    Ready,
-    /// Being removed.
-    Deleting,
-}
-
-impl std::fmt::Display for GatewayState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Creating => "Creating",
-            Self::Ready => "Ready",
-            Self::Deleting => "Deleting",
-        })
-    }
 }
 
 /// A VPC private gateway: the older form of `createStaticRoute` names one

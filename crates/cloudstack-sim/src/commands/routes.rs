@@ -16,7 +16,8 @@ use super::{
 use crate::error::ApiError;
 use crate::jobs::JobAction;
 use crate::response::list_body;
-use crate::state::{GatewayState, State, StaticRoute, new_id, now_text};
+use crate::scenario::GatewayState;
+use crate::state::{State, StaticRoute, new_id, now_text};
 use serde_json::{Map, Value, json};
 use std::net::Ipv4Addr;
 

@@ -2,9 +2,9 @@
 //! (`/client/api` and `/sim/…`) and the in-process handle tests use.
 
 use crate::commands;
-use crate::shared::{Shared, dump_state, lock};
 use crate::faults::{CallRecord, Faults, RateLimiter};
 use crate::scenario::{Scenario, ScenarioError, Secret, VmSpec};
+use crate::shared::{Shared, dump_state, lock};
 use crate::state::State;
 use serde_json::Value;
 use std::collections::BTreeMap;

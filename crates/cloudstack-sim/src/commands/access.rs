@@ -176,3 +176,16 @@ pub fn owner_fields(state: &State, owner: &Owner, out: &mut Map<String, Value>) 
         }
     }
 }
+
+/// The 530 a job reports for a `PermissionDeniedException` (`ApiAsyncJobDispatcher.runJob`:
+/// not a `ServerApiException`, so `INTERNAL_ERROR` with the exception's message).
+pub fn job_denied(caller: &Caller, what: &str) -> ApiError {
+    ApiError::new(
+        530,
+        None,
+        format!(
+            "Account {} does not have permission to operate on {what}",
+            caller.account
+        ),
+    )
+}

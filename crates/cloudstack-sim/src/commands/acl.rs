@@ -1,6 +1,6 @@
 //! Network ACL lists and items of VPC tiers (API.md §3.14).
 
-use super::firewall::check_cidr;
+use super::ip_rules::check_cidr;
 use super::{
     Ctx, create_reply, embedded_tags, job_reply, lookup, lookup_required, resolve, success,
     tags_match,

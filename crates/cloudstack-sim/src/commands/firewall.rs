@@ -1,6 +1,7 @@
-//! Firewall rules of isolated networks (API.md §3.13) and the CIDR/port checks shared with
-//! LB rules and ACL items.
+//! Firewall rules of isolated networks (API.md §3.13); the CIDR and conflict checks they
+//! share with LB rules and ACL items are in [`super::ip_rules`].
 
+use super::ip_rules::{check_cidr, firewall_conflict};
 use super::{
     Ctx, create_reply, embedded_tags, job_reply, lookup_required, resolve, success, tags_match,
 };
@@ -9,71 +10,6 @@ use crate::jobs::JobAction;
 use crate::response::list_body;
 use crate::state::{FirewallRule, State, new_id};
 use serde_json::{Value, json};
-use std::net::{Ipv4Addr, Ipv6Addr};
-
-/// True for a valid IPv4/IPv6 CIDR or a bare address.
-pub fn check_cidr(text: &str) -> bool {
-    let (address, prefix) = match text.split_once('/') {
-        Some((a, p)) => (a, Some(p)),
-        None => (text, None),
-    };
-    let max = if address.parse::<Ipv4Addr>().is_ok() {
-        32
-    } else if address.parse::<Ipv6Addr>().is_ok() {
-        128
-    } else {
-        return false;
-    };
-    prefix.is_none_or(|p| p.parse::<u32>().is_ok_and(|n| n <= max) && !p.starts_with('+'))
-}
-
-/// `FirewallManagerImpl.detectRulesConflict` for a new firewall rule against the firewall
-/// rules already on its address. Two firewall rules only conflict when they have the same
-/// protocol and their source CIDR lists share an identical entry (`detectConflictingCidrs`
-/// compares the strings: `10.0.0.0/8` and `10.1.0.0/16` do not conflict, nor do disjoint
-/// lists); then
-/// * overlapping port ranges → 537 "The range specified, a-b, conflicts with rule … which
-///   has c-d";
-/// * both without ports → 537 "There is already a firewall rule specified with protocol =
-///   … and no ports";
-/// * ICMP with the same type and code → 431 "New rule conflicts with existing rule id=…".
-///
-/// Rules of other purposes (load balancing, port forwarding) never conflict with a firewall
-/// rule (`oneOfRulesIsFirewall`); tcp and udp rules on one port do not conflict either.
-pub fn firewall_conflict(state: &State, new: &FirewallRule) -> Result<(), ApiError> {
-    for rule in state.firewall_rules.iter().filter(|r| {
-        r.ip_id == new.ip_id && r.id != new.id && r.protocol.eq_ignore_ascii_case(&new.protocol)
-    }) {
-        if !rule.cidrs.iter().any(|c| new.cidrs.contains(c)) {
-            continue;
-        }
-        if new.protocol == "icmp" {
-            if rule.icmp_type == new.icmp_type && rule.icmp_code == new.icmp_code {
-                return Err(ApiError::param(format!(
-                    "New rule conflicts with existing rule id={}",
-                    rule.id
-                )));
-            }
-            continue;
-        }
-        match (new.start_port, new.end_port, rule.start_port, rule.end_port) {
-            (None, None, None, None) => {
-                return Err(ApiError::conflict(format!(
-                    "There is already a firewall rule specified with protocol = {} and no ports",
-                    new.protocol
-                )));
-            }
-            (Some(start), Some(end), Some(s), Some(e)) if start <= e && s <= end => {
-                return Err(ApiError::conflict(format!(
-                    "The range specified, {start}-{end}, conflicts with rule {} which has {s}-{e}",
-                    rule.id
-                )));
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
 
 /// The `firewallrule` object.
 pub fn render_firewall_rule(state: &State, rule: &FirewallRule) -> Value {
@@ -268,7 +204,7 @@ pub fn finish_delete(state: &mut State, rule_id: &str) -> Result<Value, ApiError
         lb.firewall_rule_id = None;
     }
     if let Some(ip_id) = ip_id {
-        super::ips::unassign_from_tier(state, &ip_id);
+        super::ip_rules::unassign_from_tier(state, &ip_id);
     }
     Ok(success())
 }

@@ -253,7 +253,7 @@ pub fn finish_disassociate(
         return Ok(success());
     };
     if !caller.can_access(state, &owner) {
-        return Err(super::lb::job_denied(
+        return Err(super::access::job_denied(
             caller,
             &format!("IP address {}", ip.address),
         ));
@@ -267,26 +267,6 @@ pub fn finish_disassociate(
     }
     release(state, ip_id);
     Ok(success())
-}
-
-/// `VpcManagerImpl.unassignIPFromVpcNetwork` (`VpcIpAllocationServiceImpl` in newer
-/// versions), run whenever a rule of an address is removed once applied: a VPC address
-/// that is still "allocated to the VPC" (`isIpAllocatedToVpc`: static NAT, or any
-/// `firewall_rules` row on it — `FirewallRulesDao.listByIp` takes every purpose and state,
-/// so load-balancing, port-forwarding and firewall rules all count) keeps its tier; one
-/// without leaves it (`associated_network_id` cleared) and stays allocated to its VPC, free
-/// for a rule on another tier. Any other address is left alone.
-pub fn unassign_from_tier(state: &mut State, ip_id: &str) {
-    let has_rules = state.lb_rules.iter().any(|r| r.ip_id == ip_id)
-        || state.pf_rules.iter().any(|r| r.ip_id == ip_id)
-        || state.firewall_rules.iter().any(|r| r.ip_id == ip_id);
-    if let Some(ip) = state.ips.iter_mut().find(|i| i.id == ip_id)
-        && ip.vpc_id.is_some()
-        && ip.static_nat_vm.is_none()
-        && !has_rules
-    {
-        ip.network_id = None;
-    }
 }
 
 /// Returns an address to the pool with its LB rules, firewall rules and tags.

@@ -1,9 +1,8 @@
 //! Load-balancer rules: list, create, update, delete (API.md §3.7–§3.10, §6).
 
-use super::access::Caller;
 use super::access::owner_fields;
-use super::firewall::{check_cidr, firewall_conflict};
-use super::port_forwarding::forwarding_conflict;
+use super::access::{Caller, job_denied};
+use super::ip_rules::{check_cidr, firewall_conflict, forwarding_conflict};
 use super::{
     Ctx, create_reply, embedded_tags, job_reply, like, lookup, lookup_required, resolve, success,
     tags_match,
@@ -367,19 +366,6 @@ fn rule_text(rule: &LbRule) -> String {
     )
 }
 
-/// The 530 a job reports for a `PermissionDeniedException` (`ApiAsyncJobDispatcher.runJob`:
-/// not a `ServerApiException`, so `INTERNAL_ERROR` with the exception's message).
-pub fn job_denied(caller: &Caller, what: &str) -> ApiError {
-    ApiError::new(
-        530,
-        None,
-        format!(
-            "Account {} does not have permission to operate on {what}",
-            caller.account
-        ),
-    )
-}
-
 /// Job of updateLoadBalancerRule (`LoadBalancingRulesManagerImpl.updateLoadBalancerRule`):
 /// the caller's access (530); `cidrlist` entries (431 "Invalid CIDR list: …", stored
 /// comma-joined as `StringUtils.join(cidrList, ",")`); then the provider's `validateLbRule`
@@ -468,7 +454,7 @@ pub fn delete_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 /// `revokeRelatedFirewallRule` then `deleteLoadBalancerRule`): the caller's access (530),
 /// then the rule goes with its mappings, policies and the firewall rule `openfirewall`
 /// created; applying the revoked rule (`applyLoadBalancerRules`) unassigns a VPC address
-/// whose last rule it was from its tier ([`super::ips::unassign_from_tier`]).
+/// whose last rule it was from its tier ([`super::ip_rules::unassign_from_tier`]).
 pub fn finish_delete(state: &mut State, caller: &Caller, rule_id: &str) -> Result<Value, ApiError> {
     let Some(rule) = state.lb_rule(rule_id) else {
         return Err(ApiError::param(format!(
@@ -480,7 +466,7 @@ pub fn finish_delete(state: &mut State, caller: &Caller, rule_id: &str) -> Resul
     }
     let ip_id = rule.ip_id.clone();
     remove_rule(state, rule_id);
-    super::ips::unassign_from_tier(state, &ip_id);
+    super::ip_rules::unassign_from_tier(state, &ip_id);
     Ok(success())
 }
 

@@ -232,7 +232,7 @@ pub fn finish_remove(
         .lb_rule(rule_id)
         .ok_or_else(|| remove_failed(format!("Invalid load balancer value: {rule_id}")))?;
     if !caller.can_access(state, &rule.owner) {
-        return Err(super::lb::job_denied(
+        return Err(super::access::job_denied(
             caller,
             &format!("load balancer rule {rule_id}"),
         ));

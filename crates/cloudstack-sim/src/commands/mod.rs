@@ -4,6 +4,7 @@ pub mod access;
 mod acl;
 mod firewall;
 mod infra;
+mod ip_rules;
 mod ips;
 mod jobs_cmd;
 mod lb;

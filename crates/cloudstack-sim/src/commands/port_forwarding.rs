@@ -17,10 +17,10 @@
 //! `UserVmManagerImpl.cleanupVmResources` revokes a VM's rules when it is expunged
 //! (`revokePortForwardingRulesForVm`); releasing the address removes them too. A revoked
 //! rule that is applied (delete, expunge, a create whose job failed) can leave a VPC address
-//! without rules, which then leaves its tier ([`super::ips::unassign_from_tier`]).
+//! without rules, which then leaves its tier ([`super::ip_rules::unassign_from_tier`]).
 
 use super::access::owner_fields;
-use super::firewall::firewall_conflict;
+use super::ip_rules::{firewall_conflict, forwarding_conflict};
 use super::{
     Ctx, create_reply, embedded_tags, job_reply, lookup, lookup_required, resolve, success,
     tags_match,
@@ -103,35 +103,6 @@ fn port_param(ctx: &Ctx<'_>, name: &str, default: Option<u16>) -> Result<u16, Ap
         (None, Some(d)) => Ok(d),
         (None, None) => Err(ApiError::missing(&ctx.params.command, name)),
     }
-}
-
-/// 537 when `ports` on the address overlap a load-balancer rule (any protocol) or a
-/// port-forwarding rule of the same protocol (`detectRulesConflict`).
-pub fn forwarding_conflict(
-    state: &State,
-    ip_id: &str,
-    ports: (u16, u16),
-    protocol: Option<&str>,
-) -> Result<(), ApiError> {
-    let (start, end) = ports;
-    let lb = state
-        .lb_rules
-        .iter()
-        .filter(|r| r.ip_id == ip_id)
-        .map(|r| (r.id.as_str(), (r.public_port, r.public_port)));
-    let pf = state
-        .pf_rules
-        .iter()
-        .filter(|r| r.ip_id == ip_id && protocol.is_none_or(|p| p == r.protocol))
-        .map(|r| (r.id.as_str(), r.public_ports));
-    for (id, (s, e)) in lb.chain(pf) {
-        if start <= e && s <= end {
-            return Err(ApiError::conflict(format!(
-                "The range specified, {start}-{end}, conflicts with rule {id} which has {s}-{e}"
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// createPortForwardingRule: validated and stored (state `Add`) at once, applied by the job.
@@ -308,7 +279,7 @@ pub fn delete_port_forwarding_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError>
 /// Job of deletePortForwardingRule; also the undoing of a create whose job failed
 /// (`CreatePortForwardingRuleCmd.execute` → `revokePortForwardingRule(id, true)`). Applying
 /// the revoked rule (`FirewallManagerImpl.applyRules`) unassigns a VPC address whose last
-/// rule it was from its tier ([`super::ips::unassign_from_tier`]).
+/// rule it was from its tier ([`super::ip_rules::unassign_from_tier`]).
 pub fn finish_delete(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
     revoke_rules_where(state, |r| r.id == rule_id);
     Ok(success())
@@ -342,7 +313,7 @@ pub fn remove_rules_where(
 /// rules leaves its tier.
 pub fn revoke_rules_where(state: &mut State, doomed: impl Fn(&crate::state::PfRule) -> bool) {
     for ip_id in remove_rules_where(state, doomed) {
-        super::ips::unassign_from_tier(state, &ip_id);
+        super::ip_rules::unassign_from_tier(state, &ip_id);
     }
 }
 

@@ -231,7 +231,7 @@ pub fn finish_delete(
         .iter()
         .find(|t| selected(t) && !caller.can_access(state, &t.owner))
     {
-        return Err(super::lb::job_denied(
+        return Err(super::access::job_denied(
             caller,
             &format!("{kind} {}", t.resource_id),
         ));

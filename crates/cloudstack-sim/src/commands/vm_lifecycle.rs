@@ -170,7 +170,7 @@ pub fn expunge_vm(state: &mut State, vm_id: &str) -> bool {
         if let Some(ip) = state.ips.iter_mut().find(|i| i.id == ip_id) {
             ip.static_nat_vm = None;
         }
-        super::ips::unassign_from_tier(state, &ip_id);
+        super::ip_rules::unassign_from_tier(state, &ip_id);
     }
     state
         .tags

@@ -173,7 +173,9 @@ impl CloudNode {
         let controller = Controller::for_shared_stream(nodes.subscribe(), store.clone())
             .with_config(ControllerConfig::default().concurrency(NODE_SYNC_CONCURRENCY));
         let (stop_refresh, refresh_stopped) = tokio::sync::oneshot::channel::<()>();
-        let refresher = tokio::spawn(
+        // In a JoinSet, aborted if this future is dropped (a lost leader lease).
+        let mut refresher = tokio::task::JoinSet::new();
+        refresher.spawn(
             self.clone()
                 .refresh_addresses_every_period(store, refresh_stopped),
         );
@@ -188,7 +190,7 @@ impl CloudNode {
             .await;
         tracing::debug!("cloud-node controller stopped");
         let _ = stop_refresh.send(());
-        let _ = refresher.await;
+        let _ = refresher.join_next().await;
         tracing::debug!("cloud-node address refresh stopped");
     }
 

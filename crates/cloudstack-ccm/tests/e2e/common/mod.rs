@@ -264,6 +264,7 @@ impl Harness {
         let caches = Caches {
             instances: instances.clone(),
             nodes: NodeCache::new(ctx.kube.clone()),
+            service: Default::default(),
         };
         let (trigger, shutdown) = shutdown_channel();
         Self {
@@ -297,6 +298,7 @@ impl Harness {
         Caches {
             instances: self.instances.clone(),
             nodes: NodeCache::new(self.ctx.kube.clone()),
+            service: Default::default(),
         }
     }
 
@@ -560,6 +562,7 @@ impl Harness {
         let caches = Caches {
             instances: instances.clone(),
             nodes: NodeCache::new(ctx.kube.clone()),
+            service: Default::default(),
         };
         let (trigger, shutdown) = shutdown_channel();
         Self {

@@ -475,28 +475,36 @@ impl LeaderElector {
     }
 
     /// Renews every retry period; returns only when leadership is lost, with the reason.
+    ///
+    /// The renew deadline is a deadline, as client-go's (a context timeout): leadership
+    /// ends the instant it passes, not at the next attempt after it.
     async fn keep_renewing(&mut self) -> String {
         let mut last_renewal = Instant::now();
         loop {
-            tokio::time::sleep(self.config.retry_period).await;
-            let remaining = self
-                .config
-                .renew_deadline
-                .saturating_sub(last_renewal.elapsed());
-            match tokio::time::timeout(remaining, self.try_acquire_or_renew()).await {
-                Ok(Ok(Attempt::Held)) => last_renewal = Instant::now(),
-                Ok(Ok(Attempt::HeldBy(holder))) => {
-                    return format!("the lease is now held by {holder}");
+            let deadline = last_renewal + self.config.renew_deadline;
+            match tokio::time::timeout_at(deadline, self.renew_once()).await {
+                Ok(None) => last_renewal = Instant::now(),
+                Ok(Some(holder)) => return format!("the lease is now held by {holder}"),
+                Err(_) => {
+                    let deadline = self.config.renew_deadline;
+                    return format!("renewal failed for {deadline:?} (the renew deadline)");
                 }
-                Ok(Ok(Attempt::Conflict)) => {
+            }
+        }
+    }
+
+    /// Waits a retry period and tries to renew, again until it is renewed (`None`) or
+    /// another replica holds the Lease (`Some(holder)`).
+    async fn renew_once(&mut self) -> Option<String> {
+        loop {
+            tokio::time::sleep(self.config.retry_period).await;
+            match self.try_acquire_or_renew().await {
+                Ok(Attempt::Held) => return None,
+                Ok(Attempt::HeldBy(holder)) => return Some(holder),
+                Ok(Attempt::Conflict) => {
                     tracing::warn!("conflict renewing the leader lease; retrying")
                 }
-                Ok(Err(error)) => tracing::warn!(%error, "cannot renew the leader lease"),
-                Err(_) => {}
-            }
-            if last_renewal.elapsed() >= self.config.renew_deadline {
-                let deadline = self.config.renew_deadline;
-                return format!("renewal failed for {deadline:?} (the renew deadline)");
+                Err(error) => tracing::warn!(%error, "cannot renew the leader lease"),
             }
         }
     }

@@ -258,7 +258,7 @@ async fn run_elected(
         controllers::run_on(
             ctx.clone(),
             caches.clone(),
-            enabled.clone(),
+            enabled,
             controllers_shutdown.clone(),
         )
     };

@@ -237,7 +237,7 @@ async fn outage(down: Duration, compact: bool) {
     let cold_reads = reads_between(&rig, cold_started, ready + duration_ms(SETTLE));
 
     println!(
-        "outage of {down:?} (compacted: {compact}): reads after it {} {after:?}; steady resync {} {steady:?}; \
+        "outage summary: {down:?} (compacted: {compact}): reads after it {} {after:?}; steady resync {} {steady:?}; \
          cold start {} {cold_reads:?}; Node relists {relists}; a new Service served in {before:?} before, {after_time:?} after",
         total(&after),
         total(&steady),

@@ -9,6 +9,10 @@
 //!   with `replace` and the fetched `resourceVersion`; a 409 means another replica won.
 //! * Renew every retry period; step down when renewal has not succeeded for the renew
 //!   deadline, or at once when another holder shows up.
+//! * Stepping down drops the leading future at once (every mutation stops before another
+//!   candidate may acquire the Lease, which it can only do a lease duration after the last
+//!   renewal it saw), then campaigns again: the process lives on, and whatever the caller
+//!   keeps outside the leading future (caches, state) serves the next [`Term`].
 //! * On graceful shutdown release the Lease (empty `holderIdentity`), so a standby takes
 //!   over after one retry period instead of a full lease duration.
 
@@ -82,7 +86,7 @@ pub enum ElectionState {
     Standby,
     /// This replica leads and runs the controllers.
     Leading,
-    /// Election ended (lost lease, shutdown).
+    /// Election ended (shutdown).
     Stopped,
 }
 
@@ -148,25 +152,22 @@ impl LeaderStatus {
     }
 }
 
-/// Why leading ended badly.
-#[derive(Debug, thiserror::Error)]
-pub enum LeaderError {
-    /// Renewal failed past the renew deadline, or another replica took the Lease.
-    #[error("lost the leader lease {namespace}/{name}: {reason}")]
-    Lost {
-        /// Namespace of the Lease.
-        namespace: String,
-        /// Name of the Lease.
-        name: String,
-        /// What happened.
-        reason: String,
-    },
+/// One stretch of leadership, given to the leading closure of [`LeaderElector::run`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Term {
+    /// 1 for the first time this replica leads, then 2, 3, ...
+    pub number: u64,
+    /// Whether this term continues the previous one: this replica led before, and the
+    /// Lease still named it when it was acquired again, so no other replica can have
+    /// led in between (acquiring it would have written its own `holderIdentity`). What
+    /// the previous term learnt of the world is then as good as at its end.
+    pub continued: bool,
 }
 
-/// How a [`LeaderElector::run`] ended without error.
+/// How a [`LeaderElector::run`] ended.
 #[derive(Debug)]
 pub enum Outcome<T> {
-    /// Shutdown was requested before this replica became leader.
+    /// Shutdown was requested while this replica did not lead (never, or no more).
     ShutdownWhileStandby,
     /// This replica led; the leading future ended with this value and the Lease was released.
     Finished(T),
@@ -192,6 +193,8 @@ pub struct LeaderElector {
     config: LeaseConfig,
     status: LeaderStatus,
     observed: Option<(LeaseSpec, Instant)>,
+    /// Whether the Lease named this replica when it last held it after an attempt.
+    claimed_own: bool,
 }
 
 fn micro_now() -> MicroTime {
@@ -215,6 +218,7 @@ impl LeaderElector {
             config,
             status,
             observed: None,
+            claimed_own: false,
         }
     }
 
@@ -261,6 +265,7 @@ impl LeaderElector {
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => {
+                    self.claimed_own = false;
                     self.observed = Some((created.spec.unwrap_or_default(), Instant::now()));
                     Ok(Attempt::Held)
                 }
@@ -292,6 +297,7 @@ impl LeaderElector {
             .await
         {
             Ok(replaced) => {
+                self.claimed_own = ours;
                 self.observed = Some((replaced.spec.unwrap_or_default(), Instant::now()));
                 Ok(Attempt::Held)
             }
@@ -348,36 +354,75 @@ impl LeaderElector {
         self.config.retry_period.mul_f64(1.0 + factor)
     }
 
-    /// Waits to become leader, then runs `lead()` while leading.
+    /// Campaigns for the Lease and runs `lead(term)` while leading, as many terms as it
+    /// takes, until shutdown.
     ///
-    /// * `shutdown` resolving before leadership: returns [`Outcome::ShutdownWhileStandby`].
-    /// * `lead()` finishing: releases the Lease, returns [`Outcome::Finished`].
+    /// * `shutdown` resolving while not leading: returns [`Outcome::ShutdownWhileStandby`].
+    /// * `lead(term)` finishing: releases the Lease, returns [`Outcome::Finished`].
     /// * `shutdown` resolving while leading: keeps renewing while the leading future winds
     ///   down (it must watch its own shutdown signal), up to the renew deadline, then releases.
-    /// * Renewal failing past the renew deadline, or another holder: drops the leading future
-    ///   at once and returns [`LeaderError::Lost`]; the caller should exit non-zero.
+    /// * Renewal failing past the renew deadline, or another holder: drops the leading
+    ///   future at once, logs why, stands by and campaigns again; the next `lead` gets a
+    ///   [`Term`] saying whether anyone else can have led in between.
     pub async fn run<F, Fut, T>(
         mut self,
-        lead: F,
+        mut lead: F,
         shutdown: impl Future<Output = ()>,
-    ) -> Result<Outcome<T>, LeaderError>
+    ) -> Outcome<T>
     where
-        F: FnOnce() -> Fut,
+        F: FnMut(Term) -> Fut,
         Fut: Future<Output = T>,
     {
         let mut shutdown = std::pin::pin!(shutdown);
         let identity = self.config.identity.clone();
-        tracing::info!(lease = %self.lease_name(), %identity, "waiting to acquire the leader lease");
+        let mut terms = 0;
+        loop {
+            tracing::info!(lease = %self.lease_name(), %identity, "waiting to acquire the leader lease");
+            if !self.campaign(shutdown.as_mut()).await {
+                self.status.set(ElectionState::Stopped);
+                return Outcome::ShutdownWhileStandby;
+            }
+            terms += 1;
+            let term = Term {
+                number: terms,
+                continued: terms > 1 && self.claimed_own,
+            };
+            tracing::info!(lease = %self.lease_name(), %identity, term = term.number, continued = term.continued, "acquired the leader lease");
+            self.status.set(ElectionState::Leading);
+            match self.lead(lead(term), shutdown.as_mut()).await {
+                Ok(outcome) => {
+                    self.status.set(ElectionState::Stopped);
+                    match self.release().await {
+                        Ok(()) => {
+                            tracing::info!(lease = %self.lease_name(), "released the leader lease")
+                        }
+                        Err(error) => {
+                            tracing::warn!(lease = %self.lease_name(), %error, "cannot release the leader lease")
+                        }
+                    }
+                    return outcome;
+                }
+                Err(reason) => {
+                    self.status.set(ElectionState::Standby);
+                    tracing::error!(lease = %self.lease_name(), %reason, "lost the leader lease: every controller stopped; caches kept; campaigning again");
+                }
+            }
+        }
+    }
+
+    /// Tries to acquire the Lease every (jittered) retry period until it is held (`true`)
+    /// or `shutdown` resolves (`false`).
+    async fn campaign(
+        &mut self,
+        mut shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
+    ) -> bool {
         loop {
             let attempt = tokio::select! {
-                _ = &mut shutdown => {
-                    self.status.set(ElectionState::Stopped);
-                    return Ok(Outcome::ShutdownWhileStandby);
-                }
+                _ = &mut shutdown => return false,
                 attempt = self.try_acquire_or_renew() => attempt,
             };
             match attempt {
-                Ok(Attempt::Held) => break,
+                Ok(Attempt::Held) => return true,
                 Ok(Attempt::HeldBy(holder)) => {
                     if self.status.state() != ElectionState::Standby {
                         tracing::info!(lease = %self.lease_name(), %holder, "standing by: the lease is held by another replica");
@@ -390,34 +435,19 @@ impl LeaderElector {
                 }
             }
             tokio::select! {
-                _ = &mut shutdown => {
-                    self.status.set(ElectionState::Stopped);
-                    return Ok(Outcome::ShutdownWhileStandby);
-                }
+                _ = &mut shutdown => return false,
                 _ = tokio::time::sleep(self.jittered_retry()) => {}
             }
         }
-        tracing::info!(lease = %self.lease_name(), %identity, "acquired the leader lease");
-        self.status.set(ElectionState::Leading);
-        let result = self.lead(lead(), shutdown).await;
-        self.status.set(ElectionState::Stopped);
-        if result.is_ok() {
-            match self.release().await {
-                Ok(()) => tracing::info!(lease = %self.lease_name(), "released the leader lease"),
-                Err(error) => {
-                    tracing::warn!(lease = %self.lease_name(), %error, "cannot release the leader lease")
-                }
-            }
-        }
-        result
     }
 
-    /// The leading phase: renews while `leading` runs.
+    /// The leading phase: renews while `leading` runs. An error says why leadership was
+    /// lost; `leading` is dropped by then.
     async fn lead<T>(
         &mut self,
         leading: impl Future<Output = T>,
         mut shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
-    ) -> Result<Outcome<T>, LeaderError> {
+    ) -> Result<Outcome<T>, String> {
         let grace_period = self.config.renew_deadline;
         let mut leading = std::pin::pin!(leading);
         let mut renewing = std::pin::pin!(self.keep_renewing());
@@ -444,41 +474,38 @@ impl LeaderElector {
         }
     }
 
-    /// Renews every retry period; returns only when leadership is lost.
-    async fn keep_renewing(&mut self) -> LeaderError {
+    /// Renews every retry period; returns only when leadership is lost, with the reason.
+    ///
+    /// The renew deadline is a deadline, as client-go's (a context timeout): leadership
+    /// ends the instant it passes, not at the next attempt after it.
+    async fn keep_renewing(&mut self) -> String {
         let mut last_renewal = Instant::now();
         loop {
-            tokio::time::sleep(self.config.retry_period).await;
-            let remaining = self
-                .config
-                .renew_deadline
-                .saturating_sub(last_renewal.elapsed());
-            match tokio::time::timeout(remaining, self.try_acquire_or_renew()).await {
-                Ok(Ok(Attempt::Held)) => last_renewal = Instant::now(),
-                Ok(Ok(Attempt::HeldBy(holder))) => {
-                    return self.lost(format!("the lease is now held by {holder}"));
+            let deadline = last_renewal + self.config.renew_deadline;
+            match tokio::time::timeout_at(deadline, self.renew_once()).await {
+                Ok(None) => last_renewal = Instant::now(),
+                Ok(Some(holder)) => return format!("the lease is now held by {holder}"),
+                Err(_) => {
+                    let deadline = self.config.renew_deadline;
+                    return format!("renewal failed for {deadline:?} (the renew deadline)");
                 }
-                Ok(Ok(Attempt::Conflict)) => {
-                    tracing::warn!("conflict renewing the leader lease; retrying")
-                }
-                Ok(Err(error)) => tracing::warn!(%error, "cannot renew the leader lease"),
-                Err(_) => {}
-            }
-            if last_renewal.elapsed() >= self.config.renew_deadline {
-                let deadline = self.config.renew_deadline;
-                return self.lost(format!(
-                    "renewal failed for {deadline:?} (the renew deadline)"
-                ));
             }
         }
     }
 
-    fn lost(&self, reason: String) -> LeaderError {
-        tracing::error!(lease = %self.lease_name(), %reason, "stepping down: lost the leader lease");
-        LeaderError::Lost {
-            namespace: self.config.namespace.clone(),
-            name: self.config.name.clone(),
-            reason,
+    /// Waits a retry period and tries to renew, again until it is renewed (`None`) or
+    /// another replica holds the Lease (`Some(holder)`).
+    async fn renew_once(&mut self) -> Option<String> {
+        loop {
+            tokio::time::sleep(self.config.retry_period).await;
+            match self.try_acquire_or_renew().await {
+                Ok(Attempt::Held) => return None,
+                Ok(Attempt::HeldBy(holder)) => return Some(holder),
+                Ok(Attempt::Conflict) => {
+                    tracing::warn!("conflict renewing the leader lease; retrying")
+                }
+                Err(error) => tracing::warn!(%error, "cannot renew the leader lease"),
+            }
         }
     }
 

@@ -11,7 +11,7 @@ use cloudstack_ccm::config::CloudConfig;
 use cloudstack_ccm::connect;
 use cloudstack_ccm::controllers::{self, Context, ControllerSet, Shutdown, shutdown_channel};
 use cloudstack_ccm::leader::{
-    ElectionState, LeaderElector, LeaderStatus, LeaseConfig, Outcome, default_identity,
+    ElectionState, LeaderElector, LeaderStatus, LeaseConfig, Outcome, Term, default_identity,
 };
 use cloudstack_ccm::metrics::Metrics;
 use cloudstack_ccm::server::{self, Readiness, ServerState};
@@ -247,9 +247,22 @@ async fn run_elected(
         )
     };
     let elector = LeaderElector::new(kube, config, status);
+    // Built once: a lost lease stops the controllers, and the next term starts them again
+    // on what they had learnt (another leader in between makes it read CloudStack again).
+    let caches = controllers::Caches::for_context(&ctx);
     let controllers_shutdown = shutdown.clone();
-    let lead = move || controllers::run(ctx, enabled, controllers_shutdown);
-    match elector.run(lead, shutdown.wait()).await? {
+    let lead = move |term: Term| {
+        if !term.continued {
+            caches.service.forget_observed();
+        }
+        controllers::run_on(
+            ctx.clone(),
+            caches.clone(),
+            enabled,
+            controllers_shutdown.clone(),
+        )
+    };
+    match elector.run(lead, shutdown.wait()).await {
         Outcome::Finished(result) => result,
         Outcome::ShutdownWhileStandby | Outcome::Abandoned => Ok(()),
     }

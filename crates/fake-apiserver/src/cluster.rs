@@ -144,6 +144,16 @@ impl Cluster {
         self.shared.store.set_history_limit(limit);
     }
 
+    /// Compacts the history up to the latest resourceVersion, so that a watch from any
+    /// older resourceVersion gets `410 Gone` ("too old resource version") and the client
+    /// must list again. kube-apiserver does this when etcd is compacted past a watcher's
+    /// version (every `--etcd-compaction-interval`, 5 minutes by default) and when it
+    /// restarts: its watch cache then starts at the current revision, and a watch from an
+    /// older one is answered 410 (`storage/cacher`'s "too old resource version").
+    pub fn compact(&self) {
+        self.shared.store.compact_all();
+    }
+
     /// Replaces the injected faults (an empty list clears them).
     pub fn set_faults(&self, faults: Vec<Fault>) {
         self.shared.faults.set(faults);

@@ -21,6 +21,7 @@
 mod auth;
 mod cluster;
 mod discovery;
+mod endpoint;
 mod error;
 mod faults;
 mod guard;
@@ -40,6 +41,7 @@ mod watch;
 
 pub use auth::{ADMIN_USER, UserInfo, parse_token_file};
 pub use cluster::Cluster;
+pub use endpoint::Endpoint;
 pub use error::{ApiError, ServerError};
 pub use faults::{Fault, Verb};
 pub use guard::Denial;

@@ -7,10 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
-
 use crate::auth::{ADMIN_USER, AUTHENTICATED, MASTERS, UserInfo};
 use crate::cluster::Cluster;
+use crate::endpoint::Endpoint;
 use crate::error::ServerError;
 use crate::faults::Faults;
 use crate::guard::Access;
@@ -66,9 +65,8 @@ impl ServerOptions {
 #[derive(Debug)]
 pub struct FakeApiServer {
     cluster: Cluster,
-    addr: SocketAddr,
+    endpoint: Endpoint,
     admin_token: Option<String>,
-    shutdown: Option<oneshot::Sender<()>>,
 }
 
 impl FakeApiServer {
@@ -85,10 +83,6 @@ impl FakeApiServer {
                 addr: options.listen.to_string(),
                 source,
             })?;
-        let addr = listener.local_addr().map_err(|source| ServerError::Bind {
-            addr: options.listen.to_string(),
-            source,
-        })?;
         let store = Store::new(options.history);
         let access = Access::default();
         let admin_token = options.rbac.then(|| {
@@ -114,21 +108,16 @@ impl FakeApiServer {
             access,
             rbac: options.rbac,
         });
-        let app = router(shared.clone());
-        let (shutdown, stopped) = oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let serving = axum::serve(listener, app).with_graceful_shutdown(async {
-                let _ = stopped.await;
-            });
-            if let Err(error) = serving.await {
-                tracing::error!(%error, "fake API server stopped");
+        let endpoint = Endpoint::serve(listener, router(shared.clone())).map_err(|source| {
+            ServerError::Bind {
+                addr: options.listen.to_string(),
+                source,
             }
-        });
+        })?;
         Ok(Self {
             cluster: Cluster { shared },
-            addr,
+            endpoint,
             admin_token,
-            shutdown: Some(shutdown),
         })
     }
 
@@ -144,12 +133,40 @@ impl FakeApiServer {
 
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.endpoint.addr()
     }
 
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.endpoint.url()
+    }
+
+    /// Stops answering, as a stopped kube-apiserver (see [`Endpoint`]): connections to
+    /// [`Self::url`] are refused and the open ones, watches included, are cut. The store
+    /// is kept. Returns once a new connection would be refused.
+    pub async fn stop_answering(&self) {
+        self.endpoint.stop().await;
+    }
+
+    /// Answers again on the same address with the same store, as a restarted
+    /// kube-apiserver on the same etcd. Returns once it listens.
+    pub async fn resume_answering(&self) {
+        self.endpoint.resume().await;
+    }
+
+    /// Another address serving this server's store, with its own [`Endpoint::stop`] and
+    /// [`Endpoint::resume`]: a client that uses it can be cut off (a network partition)
+    /// while the others are served. Stops serving when dropped.
+    pub async fn open_endpoint(&self) -> Result<Endpoint, ServerError> {
+        let listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        let bind_error = |source| ServerError::Bind {
+            addr: listen.to_string(),
+            source,
+        };
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(bind_error)?;
+        Endpoint::serve(listener, router(self.cluster.shared.clone())).map_err(bind_error)
     }
 
     /// A cloneable handle on the state.
@@ -227,8 +244,5 @@ impl Deref for FakeApiServer {
 impl Drop for FakeApiServer {
     fn drop(&mut self) {
         self.cluster.drop_watches();
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
     }
 }

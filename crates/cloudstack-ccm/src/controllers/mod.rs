@@ -1,9 +1,11 @@
 //! Everything that watches and writes Kubernetes objects.
 //!
 //! This module holds what the controllers share: the [`Context`], the [`Caches`] (one VM
-//! inventory view and one Node cache), which controllers are enabled ([`ControllerSet`],
-//! from `--controllers`), the [`Shutdown`] signal, and [`run`], which builds the caches
-//! once and starts the enabled controllers on them while this replica leads.
+//! inventory view, one Node cache and what the service controller learnt of CloudStack),
+//! which controllers are enabled ([`ControllerSet`], from `--controllers`), the
+//! [`Shutdown`] signal, and [`run`], which builds the caches once and starts the enabled
+//! controllers on them while this replica leads ([`run_on`] starts them on caches kept
+//! from an earlier leadership term).
 //!
 //! Each controller module (`node`, `node_lifecycle`, `service`, `route`) exposes
 //! `pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyhow::Result<()>`,
@@ -165,6 +167,8 @@ pub struct Caches {
     /// Opens when the cloud-node controller's first pass is done: the other controllers
     /// make their first CloudStack read after it.
     pub first_node_pass: FirstNodePass,
+    /// The service controller's engine and orphan-pass state, kept across terms.
+    pub service: service::Memory,
 }
 
 impl Caches {
@@ -175,11 +179,12 @@ impl Caches {
             instances: node::instances_for(ctx),
             nodes: NodeCache::new(ctx.kube.clone()),
             first_node_pass: FirstNodePass::new(),
+            service: service::Memory::default(),
         }
     }
 }
 
-/// Starts the controllers of `enabled` and waits for them.
+/// Starts the controllers of `enabled` on new [`Caches`] and waits for them.
 ///
 /// Returns `Ok(())` when every controller has stopped after `shutdown`; an error as soon
 /// as one controller fails or stops on its own (the process then exits non-zero).
@@ -188,13 +193,23 @@ pub async fn run(
     enabled: ControllerSet,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let mut tasks: JoinSet<(ControllerName, anyhow::Result<()>)> = JoinSet::new();
-    // One VM inventory and one Node cache for every controller; the Node watch starts
-    // with the first controller that reads it.
     let caches = Caches::for_context(&ctx);
+    run_on(ctx, caches, enabled, shutdown).await
+}
+
+/// [`run`] on `caches`, which outlive it: dropping this future (a lost leader lease)
+/// aborts every controller task at once and keeps the caches for the next term.
+pub async fn run_on(
+    ctx: Arc<Context>,
+    caches: Caches,
+    enabled: ControllerSet,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
     if !enabled.is_enabled(ControllerName::CloudNode) {
         caches.first_node_pass.open();
     }
+    // Dropped with this future: aborts every task it holds.
+    let mut tasks: JoinSet<(ControllerName, anyhow::Result<()>)> = JoinSet::new();
     for name in enabled.enabled() {
         let (ctx, caches, shutdown) = (ctx.clone(), caches.clone(), shutdown.clone());
         tasks.spawn(async move {

@@ -188,7 +188,9 @@ impl CloudNode {
             }
         });
         let (stop_refresh, refresh_stopped) = tokio::sync::oneshot::channel::<()>();
-        let refresher = tokio::spawn(
+        // In a JoinSet, aborted if this future is dropped (a lost leader lease).
+        let mut refresher = tokio::task::JoinSet::new();
+        refresher.spawn(
             self.clone()
                 .refresh_addresses_every_period(store, refresh_stopped),
         );
@@ -204,7 +206,7 @@ impl CloudNode {
         tracing::debug!("cloud-node controller stopped");
         first_list.abort();
         let _ = stop_refresh.send(());
-        let _ = refresher.await;
+        let _ = refresher.join_next().await;
         tracing::debug!("cloud-node address refresh stopped");
     }
 

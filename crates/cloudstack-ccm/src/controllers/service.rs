@@ -6,7 +6,8 @@
 //! with the Kubernetes service controller's reasons. Every Service is re-synced when the
 //! set of eligible Nodes changes (once per burst, not per Node event) and every resync
 //! period, which also renews the shared view of CloudStack; failures retry with
-//! exponential backoff.
+//! exponential backoff. What it learnt of CloudStack ([`Memory`]) outlives a lost
+//! leadership: leading again starts with a resync, not a cold start.
 
 pub mod eligible;
 pub mod events;
@@ -32,6 +33,7 @@ use crate::controllers::events::{Recorder, Reporter};
 use crate::controllers::{Caches, Context, Shutdown};
 
 pub use self::ip_record::ip_annotations;
+pub use self::orphan_count::OrphanPasses;
 pub use self::reconcile::{ReconcileError, deletion_spec, plan_services};
 pub use self::settings::Settings;
 
@@ -40,6 +42,30 @@ const MIN_RESYNC_PERIOD: Duration = Duration::from_millis(10);
 
 /// The reporting component of our Events (as the Kubernetes service controller's).
 pub(crate) const REPORTER: &str = "service-controller";
+
+/// What the service controller keeps from one leadership term to the next (clones share
+/// it): the load-balancer engine, with its view of the account, the rules' cached members
+/// and policies and the networks' job queues, and the orphan pass's last run.
+#[derive(Debug, Clone, Default)]
+pub struct Memory {
+    engine: Arc<std::sync::OnceLock<Arc<Engine>>>,
+    orphan_passes: OrphanPasses,
+}
+
+impl Memory {
+    /// The engine, made by `make` the first time.
+    fn engine(&self, make: impl FnOnce() -> Engine) -> Arc<Engine> {
+        self.engine.get_or_init(|| Arc::new(make())).clone()
+    }
+
+    /// Forgets what the engine read of CloudStack (another replica may have changed it):
+    /// it is read again as it is needed.
+    pub fn forget_observed(&self) {
+        if let Some(engine) = self.engine.get() {
+            engine.forget_observed();
+        }
+    }
+}
 
 /// Runs the service controller until `shutdown` fires, with backends from the Node
 /// cache of `caches`.
@@ -68,11 +94,15 @@ pub async fn run_with(
         () = caches.first_node_pass.wait("service") => {}
         () = shutdown.wait() => return Ok(()),
     }
-    let engine = Arc::new(Engine::new(
-        ctx.cloudstack.clone(),
-        caches.instances.inventory().clone(),
-        settings.engine(&ctx),
-    ));
+    let engine = caches.service.engine(|| {
+        Engine::new(
+            ctx.cloudstack.clone(),
+            caches.instances.inventory().clone(),
+            settings.engine(&ctx),
+        )
+    });
+    // Kept from an earlier term: what it holds is checked by one read of the view.
+    engine.start_resync();
     let state = Arc::new(reconcile::State {
         recorder: Recorder::new(
             client.clone(),
@@ -105,10 +135,14 @@ pub async fn run_with(
         }
     });
 
-    let orphans = tokio::spawn(orphan_count::run(
+    // A JoinSet aborts its task when dropped: losing the lease stops the pass (which
+    // deletes with --delete-orphans) with the rest of the controller.
+    let mut orphans = tokio::task::JoinSet::new();
+    orphans.spawn(orphan_count::run(
         ctx.clone(),
         caches.nodes,
         settings.resync_period,
+        caches.service.orphan_passes.clone(),
         shutdown.clone(),
     ));
     let stop = shutdown.clone();
@@ -124,6 +158,6 @@ pub async fn run_with(
         })
         .await;
     drop(nodes.tasks);
-    orphans.abort();
+    orphans.abort_all();
     Ok(())
 }

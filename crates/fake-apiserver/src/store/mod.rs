@@ -206,6 +206,14 @@ impl Store {
         state.compact();
     }
 
+    /// Forgets every change up to the latest resourceVersion: a watch from any older
+    /// resourceVersion gets 410 Gone.
+    pub fn compact_all(&self) {
+        let mut state = self.lock();
+        state.history.clear();
+        state.compacted = state.resource_version;
+    }
+
     /// One object.
     pub fn get(
         &self,

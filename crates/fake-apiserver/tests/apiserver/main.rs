@@ -1,6 +1,6 @@
 //! The fake Kubernetes API server's tests, one test binary with a module per area: CRUD
-//! and its conflicts, watches, discovery, Events, RBAC, `kubectl` against it, and a
-//! kube-runtime controller on top of it.
+//! and its conflicts, watches, outages and partitions, discovery, Events, RBAC, `kubectl`
+//! against it, and a kube-runtime controller on top of it.
 
 mod common;
 
@@ -8,6 +8,7 @@ mod crud;
 mod discovery;
 mod events;
 mod kubectl;
+mod outage;
 mod rbac;
 mod runtime;
 mod watch;

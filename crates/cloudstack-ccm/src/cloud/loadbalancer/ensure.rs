@@ -22,6 +22,8 @@ use crate::cloud::inventory::{Inventory, InventoryError, ListedVms};
 use crate::cloud::job_queue::NetworkQueues;
 use crate::cloud::provider_id::ProviderId;
 
+mod interrupted;
+
 /// Why a Service's load balancer could not be ensured or deleted.
 #[derive(Debug, thiserror::Error)]
 pub enum EnsureError {
@@ -249,6 +251,13 @@ impl Engine {
     pub fn start_resync(&self) {
         self.views.invalidate();
         self.prune_details.store(true, Ordering::SeqCst);
+    }
+
+    /// Forgets everything read of CloudStack (the view and every rule's members and
+    /// policies), for when another writer may have changed it: read again as needed.
+    pub fn forget_observed(&self) {
+        self.views.invalidate();
+        self.details.retain(std::iter::empty());
     }
 
     /// The shared view; after a resync started, also forgets the cached details of
@@ -493,6 +502,7 @@ impl Engine {
             apply::Applied::default()
         } else {
             let ticket = self.queues.enter(&network_id);
+            let interrupted = interrupted::Interrupted::watch(self, &observed);
             let (applied, result) = apply::apply(
                 &self.client,
                 &ticket,
@@ -502,6 +512,7 @@ impl Engine {
                 zone_id.as_deref(),
             )
             .await;
+            interrupted.ran_to_its_end();
             self.after_changes(&plan, &observed, &applied, result.is_ok())
                 .await;
             result?;

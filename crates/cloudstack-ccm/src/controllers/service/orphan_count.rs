@@ -5,10 +5,14 @@
 //! change, and with `--delete-orphans` they are deleted ([`crate::orphans::report`]).
 //! The Node names come from the shared Node cache (no list of the Nodes of its own), read
 //! after CloudStack so that a route made for a Node that joined meanwhile finds it.
+//! When and what the last pass found is kept in [`OrphanPasses`] across leadership terms,
+//! so leading again does not bring a pass forward.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::cloud::orphans::OrphanKind;
 use crate::controllers::{Context, NodeCache, Shutdown};
@@ -19,21 +23,50 @@ const RESYNCS_PER_PASS: u32 = 10;
 /// The shortest time between two orphan passes.
 const MIN_PERIOD: Duration = Duration::from_secs(300);
 
+/// When the last pass ran and what it counted; clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct OrphanPasses(Arc<Mutex<LastPass>>);
+
+#[derive(Debug, Default)]
+struct LastPass {
+    at: Option<Instant>,
+    counts: Option<BTreeMap<OrphanKind, usize>>,
+}
+
 /// Runs the pass until `shutdown` (`resync_period`: the service controller's), once
-/// `nodes` holds its first complete list (before, every Node would look gone).
-pub async fn run(ctx: Arc<Context>, nodes: NodeCache, resync_period: Duration, shutdown: Shutdown) {
+/// `nodes` holds its first complete list (before, every Node would look gone), and a
+/// period after the last pass of `passes`.
+pub async fn run(
+    ctx: Arc<Context>,
+    nodes: NodeCache,
+    resync_period: Duration,
+    passes: OrphanPasses,
+    shutdown: Shutdown,
+) {
     let period = (resync_period * RESYNCS_PER_PASS).max(MIN_PERIOD);
-    let mut last: Option<BTreeMap<OrphanKind, usize>> = None;
     tokio::select! {
         () = nodes.wait_until_ready() => {}
         () = shutdown.wait() => return,
     }
     loop {
-        pass(&ctx, &nodes, &mut last).await;
-        tokio::select! {
-            _ = shutdown.wait() => return,
-            _ = tokio::time::sleep(period) => {}
+        let last_at = passes.0.lock().unwrap_or_else(|e| e.into_inner()).at;
+        if let Some(at) = last_at {
+            tokio::select! {
+                _ = shutdown.wait() => return,
+                _ = tokio::time::sleep_until(at + period) => {}
+            }
         }
+        let mut last = passes
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .counts
+            .clone();
+        pass(&ctx, &nodes, &mut last).await;
+        *passes.0.lock().unwrap_or_else(|e| e.into_inner()) = LastPass {
+            at: Some(Instant::now()),
+            counts: last,
+        };
     }
 }
 

@@ -265,6 +265,7 @@ impl Harness {
             instances: instances.clone(),
             nodes: NodeCache::new(ctx.kube.clone()),
             first_node_pass: FirstNodePass::opened(),
+            service: Default::default(),
         };
         let (trigger, shutdown) = shutdown_channel();
         Self {
@@ -299,6 +300,7 @@ impl Harness {
             instances: self.instances.clone(),
             nodes: NodeCache::new(self.ctx.kube.clone()),
             first_node_pass: FirstNodePass::opened(),
+            service: Default::default(),
         }
     }
 
@@ -563,6 +565,7 @@ impl Harness {
             instances: instances.clone(),
             nodes: NodeCache::new(ctx.kube.clone()),
             first_node_pass: FirstNodePass::opened(),
+            service: Default::default(),
         };
         let (trigger, shutdown) = shutdown_channel();
         Self {

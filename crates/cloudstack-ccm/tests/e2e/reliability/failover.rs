@@ -3,7 +3,9 @@
 //! simulator's call log says which process made each call). The leader is killed with
 //! SIGKILL; the other leads within the lease duration plus the (jittered) retry periods
 //! of observing and acquiring; at no instant do both act (from the call log and from the
-//! Lease).
+//! Lease). A leader cut off from the API server in the middle of its work (its own
+//! endpoint stops answering while the other process is served) makes no CloudStack
+//! mutation after its renew deadline, lives on, and stands by once the network heals.
 
 use crate::common;
 
@@ -258,4 +260,137 @@ async fn sigkill_of_the_leader_hands_over_within_the_lease_and_never_two_act() {
     assert!(!second_calls.is_empty(), "the second leader acted");
     let leads: Vec<Value> = services::list(&cluster);
     assert!(leads.iter().all(|s| services::is_converged(s, &rig.sim)));
+}
+
+/// How late after its renew deadline (by the Lease's last `renewTime`) a mutation of the
+/// old leader may still arrive: its deadline runs from the reply to that renewal, one
+/// round trip after the time it wrote, and a request sent before may still be on its way.
+const DEADLINE_SLACK_MS: i64 = 200;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_leader_stops_mutating_by_its_renew_deadline_lives_on_and_stands_by() {
+    if common::skip_in_remote_mode(
+        "cuts one process off the fake API server and reads the simulator's call log",
+    ) {
+        return;
+    }
+    let rig = Rig::start(project_scenario()).await;
+    for vm in ["node-1", "node-2"] {
+        rig.add_node(vm);
+    }
+    let cluster = rig.cluster();
+    let (alice, carol) = (project_config(&rig, "alice"), project_config(&rig, "carol"));
+    // The first process reaches the API server through an endpoint of its own.
+    let endpoint = rig.api.open_endpoint().await.expect("a second endpoint");
+    let kubeconfig = rig.write_file(
+        "kubeconfig-partitioned",
+        &fake_apiserver::kubeconfig_yaml(&endpoint.url()),
+    );
+    let kubeconfig_flag = format!("--kubeconfig={}", kubeconfig.display());
+    let mut flags = LEASE_FLAGS.to_vec();
+    flags.push(&kubeconfig_flag);
+
+    let mut first = Ccm::start(&rig, "alice", &alice, &flags);
+    let pid = first.pid();
+    assert!(
+        wait_leader_metric(&first, 1, Duration::from_secs(20)).await,
+        "the first process leads:\n{}",
+        first.output()
+    );
+    let second = Ccm::start(&rig, "carol", &carol, &LEASE_FLAGS);
+    assert!(wait_leader_metric(&second, 0, Duration::from_secs(20)).await);
+
+    // Slow jobs, so the leader is in the middle of its work when it is cut off.
+    rig.sim.set_job_duration(Duration::from_millis(400));
+    for i in 0..6 {
+        services::create(
+            &cluster,
+            lb_service(&format!("busy-{i}"), &[("TCP", 80 + i, 30080 + i)], &[]),
+        );
+    }
+    let mutating = |account: &str| -> Vec<u64> {
+        acting_calls(&rig, account)
+            .into_iter()
+            .filter(|(_, command)| cloudstack_sim::commands::is_mutating(command))
+            .map(|(at, _)| at)
+            .collect()
+    };
+    let busy = super::poll(Duration::from_secs(20), || async {
+        (!mutating("alice").is_empty()).then_some(())
+    })
+    .await;
+    assert!(busy.is_some(), "the leader acts:\n{}", first.output());
+    endpoint.stop().await;
+    let cut_ms = now_ms();
+    let (holder, last_renew_ms, _) = lease(&rig).expect("a Lease");
+    let deadline_ms = last_renew_ms + 1500;
+
+    assert!(
+        wait_leader_metric(&second, 1, Duration::from_secs(20)).await,
+        "the standby takes over:\n{}",
+        second.output()
+    );
+    let converged = super::poll(Duration::from_secs(60), || async {
+        let all = services::list(&cluster);
+        all.iter()
+            .all(|s| services::is_converged(s, &rig.sim))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        converged.is_some(),
+        "the new leader serves every Service:\n{}",
+        second.output()
+    );
+    assert!(
+        first.running(),
+        "the cut-off leader lives on:\n{}",
+        first.output()
+    );
+    assert_eq!(first.pid(), pid);
+    assert!(
+        wait_leader_metric(&first, 0, Duration::from_secs(5)).await,
+        "the cut-off process no longer leads"
+    );
+
+    // Healed: it stands by behind the new leader and acts no more.
+    endpoint.resume().await;
+    tokio::time::sleep(LEASE * 2).await;
+    assert!(first.running());
+    assert!(wait_leader_metric(&first, 0, Duration::from_secs(1)).await);
+    let (new_holder, _, transitions) = lease(&rig).expect("a Lease");
+
+    let first_mutations = mutating("alice");
+    let last_first = first_mutations.iter().copied().max().unwrap_or(0);
+    let last_first = i64::try_from(last_first).unwrap_or(i64::MAX);
+    let first_second = acting_calls(&rig, "carol")
+        .iter()
+        .map(|c| c.0)
+        .min()
+        .unwrap_or(u64::MAX);
+    let first_second = i64::try_from(first_second).unwrap_or(i64::MAX);
+    println!(
+        "partition summary: the cut-off leader made {} mutations, the last at its renew deadline{:+} ms \
+         (cut at deadline{:+} ms); the new leader's first call at deadline{:+} ms; {} mutations in all",
+        first_mutations.len(),
+        last_first - deadline_ms,
+        cut_ms - deadline_ms,
+        first_second - deadline_ms,
+        rig.mutating_calls(),
+    );
+    assert!(
+        first.output().contains(&format!("identity={holder}")),
+        "the Lease named the cut-off process when it was cut off"
+    );
+    assert_ne!(new_holder, holder);
+    assert_eq!(transitions, 1, "one hand-over");
+    assert!(
+        last_first <= deadline_ms + DEADLINE_SLACK_MS,
+        "the cut-off leader mutated {} ms after its renew deadline",
+        last_first - deadline_ms
+    );
+    assert!(
+        last_first < first_second,
+        "the two leaders' calls overlap: the old one's last mutation at {last_first}, the new one's first call at {first_second}"
+    );
 }

@@ -12,6 +12,7 @@ mod drift;
 mod eligibility;
 mod failures;
 mod lifecycle;
+mod lost_lease;
 mod networks;
 mod plan;
 mod protocols;

@@ -128,20 +128,6 @@ pub static RESOURCES: &[ResourceKind] = &[
         create_on_update: true,
         extra_field_labels: &[],
     },
-    // EndpointSlices: `pkg/registry/discovery/endpointslice/strategy.go` has no status
-    // subresource and refuses create on update.
-    ResourceKind {
-        group: "discovery.k8s.io",
-        version: "v1",
-        plural: "endpointslices",
-        singular: "endpointslice",
-        kind: "EndpointSlice",
-        namespaced: true,
-        short_names: &[],
-        has_status: false,
-        create_on_update: false,
-        extra_field_labels: &[],
-    },
     ResourceKind {
         group: "",
         version: "v1",
@@ -259,6 +245,20 @@ pub static RESOURCES: &[ResourceKind] = &[
         short_names: &[],
         has_status: false,
         create_on_update: true,
+        extra_field_labels: &[],
+    },
+    // EndpointSlices: `pkg/registry/discovery/endpointslice/strategy.go` has no status
+    // subresource and refuses create on update.
+    ResourceKind {
+        group: "discovery.k8s.io",
+        version: "v1",
+        plural: "endpointslices",
+        singular: "endpointslice",
+        kind: "EndpointSlice",
+        namespaced: true,
+        short_names: &[],
+        has_status: false,
+        create_on_update: false,
         extra_field_labels: &[],
     },
 ];

@@ -44,7 +44,10 @@ async fn endpoint_slices_are_listed_by_service_label_and_watched() {
 
     let rv = created.metadata.resource_version.clone().unwrap();
     let mut events = slices
-        .watch(&WatchParams::default().labels("kubernetes.io/service-name=web"), &rv)
+        .watch(
+            &WatchParams::default().labels("kubernetes.io/service-name=web"),
+            &rv,
+        )
         .await
         .unwrap()
         .boxed();

@@ -10,6 +10,7 @@ pub mod capabilities;
 pub mod ensure;
 pub mod ip_claim;
 pub mod job_queue;
+pub mod members;
 pub mod observe;
 pub mod plan;
 pub mod spec;

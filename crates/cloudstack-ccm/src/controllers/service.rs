@@ -9,9 +9,12 @@
 //! exponential backoff.
 
 pub mod eligible;
+mod endpoint_watch;
+mod endpoints;
 pub mod events;
 pub mod finalizer;
 mod ip_record;
+mod local;
 mod node_watch;
 mod orphan_count;
 mod reconcile;
@@ -57,6 +60,8 @@ pub async fn run_with(
 ) -> anyhow::Result<()> {
     let client = ctx.kube.clone();
     let nodes = node_watch::start(caches.nodes.clone(), settings.node_debounce);
+    let (endpoints, endpoint_changes) =
+        endpoint_watch::EndpointWatch::new(client.clone(), settings.endpoint_coalesce);
     // Backends come from the Node cache: wait for the first full list, so a start-up
     // reconcile never sees "no nodes" and empties every load balancer.
     tokio::select! {
@@ -79,6 +84,7 @@ pub async fn run_with(
         spec_options: settings::spec_options(&ctx),
         backoff: super::backoff::RetryBackoff::new(settings.backoff_base, settings.backoff_max),
         nodes: nodes.store.clone(),
+        endpoints,
         engine: engine.clone(),
         ctx: ctx.clone(),
     });
@@ -109,6 +115,7 @@ pub async fn run_with(
     Controller::new(Api::<Service>::all(client), watcher::Config::default())
         .with_config(ControllerConfig::default().concurrency(settings.concurrency))
         .reconcile_all_on(futures::stream::select(node_changes, resync))
+        .reconcile_on(endpoint_changes)
         .graceful_shutdown_on(async move { stop.wait().await })
         .run(reconcile::reconcile, reconcile::error_policy, state)
         .for_each(|result| async move {

@@ -17,9 +17,11 @@ use crate::controllers::node_cache::CachedNode;
 use crate::metrics::{RESULT_ERROR, RESULT_OK};
 
 use super::eligible::eligible_set;
+use super::endpoint_watch::{EndpointWatch, EndpointsNotRead};
 use super::events::{self, Reason};
 use super::finalizer;
 use super::ip_record::AnnotationIpRecorder;
+use super::local::{self, KeptRules};
 use super::node_watch::EligibleNodes;
 use super::status::{self, IngressTarget};
 use crate::controllers::backoff::RetryBackoff;
@@ -41,6 +43,8 @@ pub struct State {
     pub recorder: Recorder,
     /// The Nodes and the eligible ones.
     pub nodes: EligibleNodes,
+    /// Where the endpoints of `externalTrafficPolicy: Local` Services run.
+    pub(crate) endpoints: EndpointWatch,
     /// What the spec needs from the configuration.
     pub spec_options: SpecOptions,
     /// Retry delays per Service.
@@ -65,6 +69,9 @@ pub enum ReconcileError {
     /// The public IP could not be recorded on the Service.
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// The endpoints of a `Local` Service could not be read yet.
+    #[error(transparent)]
+    Endpoints(#[from] EndpointsNotRead),
 }
 
 /// Wraps a Kubernetes error with what we were doing.
@@ -193,7 +200,27 @@ async fn ensure(
         tracing::warn!(service = %key_of(service), "{warning}");
         events::publish_warnings(&state.recorder, service, [warning]).await;
     }
-    let backends = resolved.backends;
+    let selection = local::member_selection(service, &state.endpoints).await?;
+    let mut backends = resolved.backends;
+    match local::per_rule(&mut backends, &resolved.vm_of_node, &selection, spec) {
+        KeptRules::None => {}
+        KeptRules::Some(warning) => {
+            events::publish_warnings(&state.recorder, service, [warning]).await;
+        }
+        KeptRules::All(note) => {
+            events::publish(
+                &state.recorder,
+                service,
+                Reason::UnAvailableLoadBalancer,
+                Some(note),
+            )
+            .await;
+            if spec.recorded_ip_id.is_some() {
+                // Never empty a load balancer because the endpoints vanished.
+                return Ok(());
+            }
+        }
+    }
     if backends.vm_ids.is_empty() {
         // Never empty a load balancer for want of Nodes (a stale view, Nodes elsewhere).
         let on = match backends.network_id.as_str() {

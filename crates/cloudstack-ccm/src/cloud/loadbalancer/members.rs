@@ -12,12 +12,13 @@
 //!
 //! A member VM the VM inventory no longer lists was expunged, and CloudStack drops the
 //! load-balancer mappings of a VM it expunges: such a member is never removed by a call
-//! (the call could only fail). See [`gone_members`].
+//! (the call could only fail). See [`gone_among`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::observe::ObservedLb;
+use super::plan::Backends;
 use super::vocabulary::IpProtocol;
 use crate::cloud::inventory::ListedVms;
 
@@ -100,18 +101,31 @@ pub fn all_kept(per_rule: &BTreeMap<RuleKey, RuleMembers>) -> bool {
     !per_rule.is_empty() && per_rule.values().all(|m| *m == RuleMembers::Keep)
 }
 
-/// The members of `observed`'s rules that the VM inventory `listed` no longer holds
-/// (expunged VMs); none while the inventory has never listed.
-pub fn gone_members(observed: &ObservedLb, listed: &ListedVms) -> BTreeSet<String> {
+/// The members of `observed`'s rules that `backends` does not want there: what the plan
+/// would remove.
+pub fn removal_candidates(observed: &ObservedLb, backends: &Backends) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for rule in &observed.rules {
+        let key = (rule.protocol.ip_protocol(), rule.public_port);
+        let wanted = match backends.per_rule.get(&key) {
+            None => &backends.vm_ids,
+            Some(RuleMembers::Vms(vms)) => vms,
+            Some(RuleMembers::Keep) => continue,
+        };
+        out.extend(rule.members.difference(wanted).cloned());
+    }
+    out
+}
+
+/// The VMs of `candidates` that the VM inventory `listed` does not hold (expunged);
+/// none while the inventory has never listed.
+pub fn gone_among(candidates: BTreeSet<String>, listed: &ListedVms) -> BTreeSet<String> {
     if listed.fetched_at().is_none() {
         return BTreeSet::new();
     }
-    observed
-        .rules
-        .iter()
-        .flat_map(|rule| rule.members.iter())
+    candidates
+        .into_iter()
         .filter(|vm| listed.by_id(vm).is_none())
-        .cloned()
         .collect()
 }
 

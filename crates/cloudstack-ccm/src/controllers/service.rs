@@ -17,6 +17,7 @@ mod ip_record;
 mod local;
 mod node_watch;
 mod orphan_count;
+mod planning;
 mod reconcile;
 pub mod settings;
 pub mod status;
@@ -34,8 +35,10 @@ use crate::cloud::loadbalancer::ensure::Engine;
 use crate::controllers::events::{Recorder, Reporter};
 use crate::controllers::{Caches, Context, Shutdown};
 
+pub use self::endpoints::{EndpointSnapshot, is_local};
 pub use self::ip_record::ip_annotations;
-pub use self::reconcile::{ReconcileError, deletion_spec, plan_services};
+pub use self::planning::{RuleMemberSet, ServicePlan, plan_services};
+pub use self::reconcile::{ReconcileError, deletion_spec};
 pub use self::settings::Settings;
 
 /// The shortest resync period honoured.

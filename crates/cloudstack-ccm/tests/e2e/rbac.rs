@@ -79,7 +79,7 @@ pub(crate) fn go_provider_role() -> Vec<(String, Option<String>, Value)> {
 }
 
 /// The RBAC objects of `deploy/rbac.yaml` (the ServiceAccount exists already).
-fn deploy_role() -> Vec<(String, Option<String>, Value)> {
+pub(crate) fn deploy_role() -> Vec<(String, Option<String>, Value)> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/rbac.yaml");
     let text = std::fs::read_to_string(path).expect("deploy/rbac.yaml is readable");
     serde_yaml::Deserializer::from_str(&text)

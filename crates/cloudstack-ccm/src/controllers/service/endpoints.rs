@@ -32,7 +32,7 @@ pub(crate) fn service_key(service: &Service) -> ServiceKey {
 }
 
 /// Whether the Service sends external traffic only to Nodes with a local endpoint.
-pub(crate) fn is_local(service: &Service) -> bool {
+pub fn is_local(service: &Service) -> bool {
     service
         .spec
         .as_ref()
@@ -218,6 +218,47 @@ impl EndpointIndex {
             out.insert((protocol, number), nodes);
         }
         out
+    }
+}
+
+/// The endpoints of every Service as one list read them (the dry run), from
+/// EndpointSlices, or from core Endpoints where EndpointSlices are forbidden.
+#[derive(Debug, Default)]
+pub struct EndpointSnapshot {
+    index: EndpointIndex,
+}
+
+impl EndpointSnapshot {
+    /// Lists the EndpointSlices (the core Endpoints after a 403) of the cluster.
+    pub async fn read(client: &kube::Client) -> Result<EndpointSnapshot, kube::Error> {
+        use kube::api::{Api, ListParams};
+        let mut index = EndpointIndex::default();
+        let params = ListParams::default().labels(SERVICE_NAME_LABEL);
+        match Api::<EndpointSlice>::all(client.clone())
+            .list(&params)
+            .await
+        {
+            Ok(slices) => {
+                for (key, name, summary) in slices.items.iter().filter_map(summarise_slice) {
+                    index.apply(key, name, summary);
+                }
+            }
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                let all = Api::<Endpoints>::all(client.clone())
+                    .list(&ListParams::default())
+                    .await?;
+                for (key, name, summary) in all.items.iter().filter_map(summarise_endpoints) {
+                    index.apply(key, name, summary);
+                }
+            }
+            Err(err) => return Err(err),
+        }
+        Ok(EndpointSnapshot { index })
+    }
+
+    /// Per rule of `service`, the Nodes holding an endpoint that counts.
+    pub(crate) fn nodes_by_rule(&self, service: &Service) -> BTreeMap<RuleKey, BTreeSet<String>> {
+        self.index.nodes_by_rule(service)
     }
 }
 

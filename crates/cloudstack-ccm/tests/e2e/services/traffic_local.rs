@@ -26,13 +26,14 @@ const EXCLUDE: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 
 /// An endpoint of the Service: the Node it runs on and its conditions.
 #[derive(Clone, Copy)]
-struct Pod<'a> {
+pub(super) struct Pod<'a> {
     node: &'a str,
     ready: bool,
     terminating: bool,
 }
 
-fn ready(node: &str) -> Pod<'_> {
+/// A ready endpoint on `node`.
+pub(super) fn ready(node: &str) -> Pod<'_> {
     Pod {
         node,
         ready: true,
@@ -51,6 +52,17 @@ fn local_service(name: &str, node_port: i32) -> Service {
 /// Writes what the endpoints controller would for Service `name` (port `tcp-80`) with
 /// `pods`: its EndpointSlice and its Endpoints (created, then replaced by merge patch).
 fn write_endpoints(h: &Harness, name: &str, pods: &[Pod<'_>]) {
+    write_endpoints_for(h, name, &[("TCP", 80)], pods);
+}
+
+/// [`write_endpoints`] for the Service ports `(protocol, port)` of [`lb_service`] (named
+/// `<protocol>-<port>`).
+pub(super) fn write_endpoints_for(
+    h: &Harness,
+    name: &str,
+    ports: &[(&str, i32)],
+    pods: &[Pod<'_>],
+) {
     let endpoints: Vec<Value> = pods
         .iter()
         .enumerate()
@@ -66,7 +78,12 @@ fn write_endpoints(h: &Harness, name: &str, pods: &[Pod<'_>]) {
             })
         })
         .collect();
-    let ports = json!([{ "name": "tcp-80", "port": 8080, "protocol": "TCP" }]);
+    let ports: Vec<Value> = ports
+        .iter()
+        .map(|(protocol, port)| {
+            json!({ "name": format!("{}-{port}", protocol.to_ascii_lowercase()), "port": port + 8000, "protocol": protocol })
+        })
+        .collect();
     let slice = json!({
         "metadata": { "name": format!("{name}-x1y2z"), "labels": { "kubernetes.io/service-name": name } },
         "addressType": "IPv4",
@@ -89,7 +106,7 @@ fn write_endpoints(h: &Harness, name: &str, pods: &[Pod<'_>]) {
     let subsets = if pods.is_empty() {
         json!([])
     } else {
-        json!([{ "addresses": ready, "notReadyAddresses": not_ready, "ports": [{ "name": "tcp-80", "port": 8080, "protocol": "TCP" }] }])
+        json!([{ "addresses": ready, "notReadyAddresses": not_ready, "ports": ports }])
     };
     let core = json!({ "metadata": { "name": name }, "subsets": subsets });
     for (resource, object, object_name) in [
@@ -222,11 +239,8 @@ async fn local_members_are_the_nodes_with_ready_endpoints() {
     t.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_members_come_from_core_endpoints_under_the_cks_cluster_role() {
-    if common::skip_in_remote_mode("runs the API server with RBAC and writes endpoints") {
-        return;
-    }
+/// The Local flow as the ServiceAccount bound by `role`; returns the requests refused.
+async fn under_role(role: Vec<(String, Option<String>, Value)>) -> Vec<fake_apiserver::Denial> {
     let mut scenario = four_nodes();
     scenario.settings.job_duration_ms = 2;
     let h = Harness::start_with(HarnessOptions {
@@ -236,7 +250,7 @@ async fn local_members_come_from_core_endpoints_under_the_cks_cluster_role() {
         ..HarnessOptions::default()
     })
     .await;
-    for (kind, namespace, object) in crate::rbac::go_provider_role() {
+    for (kind, namespace, object) in role {
         h.apiserver
             .create(&kind, namespace.as_deref(), object)
             .unwrap_or_else(|e| panic!("creating the {kind}: {e}"));
@@ -248,6 +262,16 @@ async fn local_members_come_from_core_endpoints_under_the_cks_cluster_role() {
     t.start_controller(RESYNC);
     members_follow_the_endpoints(&t).await;
     let denials = t.h.apiserver.denials();
+    t.stop().await;
+    denials
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_members_come_from_core_endpoints_under_the_cks_cluster_role() {
+    if common::skip_in_remote_mode("runs the API server with RBAC and writes endpoints") {
+        return;
+    }
+    let denials = under_role(crate::rbac::go_provider_role()).await;
     assert_eq!(
         denials.len(),
         1,
@@ -257,7 +281,15 @@ async fn local_members_come_from_core_endpoints_under_the_cks_cluster_role() {
         denials[0].request.contains("endpointslices"),
         "{denials:#?}"
     );
-    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_members_come_from_endpoint_slices_under_deploy_rbac_yaml() {
+    if common::skip_in_remote_mode("runs the API server with RBAC and writes endpoints") {
+        return;
+    }
+    let denials = under_role(crate::rbac::deploy_role()).await;
+    assert!(denials.is_empty(), "{denials:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -409,6 +441,75 @@ async fn a_service_back_to_cluster_no_longer_follows_endpoints() {
         t.h.sim.call_counts().values().all(|n| *n == 0),
         "an endpoint change of a Cluster Service reconciles nothing: {:?}",
         t.h.sim.call_counts()
+    );
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dry_run_shows_each_rules_members_and_why() {
+    if common::skip_in_remote_mode("writes EndpointSlices no endpoints controller owns") {
+        return;
+    }
+    use cloudstack_ccm::cloud::loadbalancer::ensure::Engine;
+    use cloudstack_ccm::controllers::node_cache::CachedNode;
+    use cloudstack_ccm::controllers::service::{EndpointSnapshot, plan_services, settings};
+    use kube::api::ListParams;
+
+    let t = LbTest::prepare(four_nodes(), &FOUR, RESYNC).await;
+    write_endpoints(&t.h, "web", &[ready("node-2"), ready("node-4")]);
+    t.create(&local_service("web", 30080)).await;
+    t.create(&lb_service("all", &[("TCP", 81, 30081)])).await;
+    let services = t
+        .services()
+        .list(&ListParams::default())
+        .await
+        .expect("services")
+        .items;
+    let nodes: Vec<CachedNode> =
+        t.h.nodes()
+            .list(&ListParams::default())
+            .await
+            .expect("nodes")
+            .items
+            .into_iter()
+            .map(CachedNode::from)
+            .collect();
+    let ctx = &t.h.ctx;
+    let engine = Engine::new(
+        ctx.cloudstack.clone(),
+        t.h.instances.inventory().clone(),
+        fast_settings(RESYNC).engine(ctx),
+    );
+    let endpoints = EndpointSnapshot::read(&ctx.kube).await.expect("endpoints");
+    let plans = plan_services(
+        &engine,
+        &services,
+        &nodes,
+        &endpoints,
+        &settings::spec_options(ctx),
+    )
+    .await;
+    let members = |key: &str| {
+        let plan = plans.iter().find(|p| p.key == key).expect("planned");
+        assert!(plan.plan.is_ok(), "{:?}", plan.plan);
+        plan.members
+            .iter()
+            .map(|m| m.to_string())
+            .collect::<Vec<_>>()
+    };
+    let web = members("default/web");
+    println!("{web:?}");
+    assert_eq!(web.len(), 1);
+    assert!(
+        web[0].contains(
+            "2 node(s): node-2, node-4 (Local: the eligible nodes holding a ready endpoint)"
+        ),
+        "{web:?}"
+    );
+    let all = members("default/all");
+    assert!(
+        all[0].contains("4 node(s): node-1, node-2, node-3, node-4 (Cluster: every eligible node)"),
+        "{all:?}"
     );
     t.stop().await;
 }

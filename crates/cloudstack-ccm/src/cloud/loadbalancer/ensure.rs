@@ -438,7 +438,7 @@ impl Engine {
         observed: &ObservedLb,
         backends: &Backends,
     ) -> Result<BTreeSet<String>, EnsureError> {
-        let candidates = removal_candidates(observed, backends);
+        let candidates = removal_candidates(observed, &backends.vm_ids, &backends.per_rule);
         if candidates.is_empty() {
             return Ok(candidates);
         }

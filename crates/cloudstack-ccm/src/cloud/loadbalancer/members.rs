@@ -18,7 +18,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::observe::ObservedLb;
-use super::plan::Backends;
 use super::vocabulary::IpProtocol;
 use crate::cloud::inventory::ListedVms;
 
@@ -101,14 +100,18 @@ pub fn all_kept(per_rule: &BTreeMap<RuleKey, RuleMembers>) -> bool {
     !per_rule.is_empty() && per_rule.values().all(|m| *m == RuleMembers::Keep)
 }
 
-/// The members of `observed`'s rules that `backends` does not want there: what the plan
-/// would remove.
-pub fn removal_candidates(observed: &ObservedLb, backends: &Backends) -> BTreeSet<String> {
+/// The members of `observed`'s rules that are not wanted there (`per_rule`, else
+/// `vm_ids`: the backends' members): what the plan would remove.
+pub fn removal_candidates(
+    observed: &ObservedLb,
+    vm_ids: &BTreeSet<String>,
+    per_rule: &BTreeMap<RuleKey, RuleMembers>,
+) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for rule in &observed.rules {
         let key = (rule.protocol.ip_protocol(), rule.public_port);
-        let wanted = match backends.per_rule.get(&key) {
-            None => &backends.vm_ids,
+        let wanted: &BTreeSet<String> = match per_rule.get(&key) {
+            None => vm_ids,
             Some(RuleMembers::Vms(vms)) => vms,
             Some(RuleMembers::Keep) => continue,
         };

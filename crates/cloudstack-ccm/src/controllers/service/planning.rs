@@ -17,7 +17,7 @@ use super::eligible::eligible_set;
 use super::endpoints::{EndpointSnapshot, is_local};
 use super::events::Reason;
 use super::finalizer;
-use super::local::{self, KeptRules};
+use super::local;
 use super::reconcile::{LEFT_AS_IT_IS, key_of};
 
 /// At most this many Node names are printed per rule.
@@ -121,12 +121,6 @@ enum DryRunError {
     /// No eligible Node has a VM: the controller would change nothing.
     #[error("{}: {LEFT_AS_IT_IS}", Reason::UnAvailableLoadBalancer.default_note())]
     NoBackends,
-    /// No eligible Node holds a ready endpoint of a `Local` Service.
-    #[error("{}: {note}", Reason::UnAvailableLoadBalancer.default_note())]
-    NoEndpoints {
-        /// What the controller's Warning says.
-        note: String,
-    },
 }
 
 /// The plan of one Service for the eligible Nodes and its member selection (the dry
@@ -142,13 +136,8 @@ async fn plan_one(
         .resolve_backends(eligible, network.as_deref())
         .await?;
     let mut backends = resolved.backends;
-    if let KeptRules::All(note) =
-        local::per_rule(&mut backends, &resolved.vm_of_node, selection, spec)
-        && spec.recorded_ip_id.is_some()
-    {
-        // As the controller does: the members stay.
-        return Err(DryRunError::NoEndpoints { note });
-    }
+    // Rules without a Node to serve them keep their members (shown as kept).
+    local::per_rule(&mut backends, &resolved.vm_of_node, selection, spec);
     if backends.vm_ids.is_empty() {
         // As the controller does: nothing changes without a Node to serve.
         return Err(DryRunError::NoBackends);

@@ -204,6 +204,8 @@ async fn ensure(
         KeptRules::Some(warning) => {
             events::publish_warnings(&state.recorder, service, [warning]).await;
         }
+        // The rules keep their members (never emptied because endpoints vanished);
+        // everything else of the Service is still brought to its spec.
         KeptRules::All(note) => {
             events::publish(
                 &state.recorder,
@@ -212,10 +214,6 @@ async fn ensure(
                 Some(note),
             )
             .await;
-            if spec.recorded_ip_id.is_some() {
-                // Never empty a load balancer because the endpoints vanished.
-                return Ok(());
-            }
         }
     }
     if backends.vm_ids.is_empty() {

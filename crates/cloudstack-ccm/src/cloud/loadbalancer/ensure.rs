@@ -430,15 +430,18 @@ impl Engine {
         })
     }
 
-    /// The members the plan would remove that the VM inventory (listed again if it
-    /// still holds one and is not fresh) no longer lists: expunged, their mappings gone
-    /// with them; also dropped from the cached members of the rules.
+    /// The members the plan would remove, other than eligible Nodes' VMs, that the VM
+    /// inventory (listed again if it still holds one and is not fresh) no longer lists:
+    /// expunged, their mappings gone with them; also dropped from the cached members of
+    /// the rules.
     async fn gone_members(
         &self,
         observed: &ObservedLb,
         backends: &Backends,
     ) -> Result<BTreeSet<String>, EnsureError> {
-        let candidates = removal_candidates(observed, &backends.vm_ids, &backends.per_rule);
+        let mut candidates = removal_candidates(observed, &backends.vm_ids, &backends.per_rule);
+        // The VMs of eligible Nodes were found in the inventory just now: not gone.
+        candidates.retain(|vm| !backends.vm_ids.contains(vm));
         if candidates.is_empty() {
             return Ok(candidates);
         }

@@ -174,9 +174,28 @@ async fn members_follow_the_endpoints(t: &LbTest) {
     t.wait_for_ip("web").await;
     wait_members(t, "web", &["node-2"]).await;
 
-    // The endpoint moves: the member follows.
+    // The endpoint moves: the member follows, with one assignment and one removal.
+    super::support::settle().await;
+    t.h.sim.reset_counts();
     write_endpoints(&t.h, "web", &[ready("node-3")]);
     wait_members(t, "web", &["node-3"]).await;
+    super::support::settle().await;
+    let calls = t.h.cloudstack_call_counts();
+    let calls: std::collections::BTreeMap<_, _> =
+        calls.into_iter().filter(|(_, n)| *n > 0).collect();
+    println!(
+        "one endpoint moved: {} CloudStack calls: {calls:?}",
+        calls.values().sum::<u64>()
+    );
+    let mutating = super::support::mutating_counts(&t.h);
+    assert_eq!(
+        mutating.into_iter().collect::<Vec<_>>(),
+        [
+            ("assignToLoadBalancerRule".to_string(), 1),
+            ("removeFromLoadBalancerRule".to_string(), 1)
+        ],
+        "{calls:?}"
+    );
 
     // A Node holding an endpoint but excluded by label is not a member.
     write_endpoints(&t.h, "web", &[ready("node-3"), ready("node-4")]);

@@ -235,17 +235,29 @@ async fn run(inner: std::sync::Weak<Inner>, client: Client) {
             let config = watcher::Config::default().labels(SERVICE_NAME_LABEL);
             watcher(Api::<EndpointSlice>::all(client), config)
                 .default_backoff()
-                .filter_map(|event| async move { event.ok() })
+                .filter_map(|event| async move { logged(event) })
                 .map(|event| change_of(event, summarise_slice))
                 .boxed()
         }
         Source::Endpoints => watcher(Api::<Endpoints>::all(client), watcher::Config::default())
             .default_backoff()
-            .filter_map(|event| async move { event.ok() })
+            .filter_map(|event| async move { logged(event) })
             .map(|event| change_of(event, summarise_endpoints))
             .boxed(),
     };
     follow(inner, changes).await;
+}
+
+/// The event, or `None` after logging the watch error (the watcher backs off and
+/// resumes by itself).
+fn logged<K>(event: Result<watcher::Event<K>, watcher::Error>) -> Option<watcher::Event<K>> {
+    match event {
+        Ok(event) => Some(event),
+        Err(err) => {
+            tracing::warn!(error = %err, "watching endpoints failed; retrying");
+            None
+        }
+    }
 }
 
 /// Files every change in the index and schedules the reconciles it calls for.

@@ -122,6 +122,7 @@ async fn reconcile_service(
     let namespace = service.namespace().unwrap_or_default();
     let api: Api<Service> = Api::namespaced(state.ctx.kube.clone(), &namespace);
     if !finalizer::wants_load_balancer(service, &state.spec_options) {
+        state.endpoints.forget(service);
         if finalizer::has_finalizer(service) {
             cleanup(service, &api, state).await?;
         }

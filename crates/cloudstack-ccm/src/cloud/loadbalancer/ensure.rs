@@ -13,7 +13,7 @@ use super::apply::{self, ApplyError};
 use super::capabilities::{NetworkCapabilities, NetworkFacts, PortAccess, ServerFeatures};
 use super::ip_claim::{IpRecorder, PickedAddresses, RecordError, RecordedIp};
 use super::job_queue::NetworkQueues;
-use super::members::{gone_among, removal_candidates};
+use super::members::gone_members;
 use super::observe::ObservedLb;
 use super::observe::account_view::{AccountView, AccountViewCache};
 use super::observe::assemble::{ObserveInputs, observe};
@@ -216,10 +216,6 @@ struct ResolvedMemo {
     resolved: ResolvedBackends,
 }
 
-/// A VM list older than this is read again before members it still lists are removed
-/// (at most one list per this period, shared by every Service removing members then).
-const REMOVAL_RECHECK: Duration = Duration::from_millis(250);
-
 /// At most this many resolved backends are kept (one per network a Service names).
 const RESOLVED_MEMO_SIZE: usize = 8;
 
@@ -419,7 +415,15 @@ impl Engine {
         let observed = self.observe(&view, spec, &ctx.network).await?;
         let mut backends = backends.clone();
         backends.network_id = network_id.clone();
-        backends.gone = self.gone_members(&observed, &backends).await?;
+        backends.gone = gone_members(
+            &self.inventory,
+            &self.details,
+            &observed,
+            &backends.vm_ids,
+            &backends.per_rule,
+        )
+        .await
+        .map_err(EnsureError::Inventory)?;
         let plan = plan::plan(spec, &observed, &backends, &ctx)?;
         let zone_id = view.network(&network_id).and_then(|n| n.zoneid.clone());
         Ok(Prepared {
@@ -428,36 +432,6 @@ impl Engine {
             network_id,
             zone_id,
         })
-    }
-
-    /// The members the plan would remove, other than eligible Nodes' VMs, that the VM
-    /// inventory (listed again if it still holds one and is not fresh) no longer lists:
-    /// expunged, their mappings gone with them; also dropped from the cached members of
-    /// the rules.
-    async fn gone_members(
-        &self,
-        observed: &ObservedLb,
-        backends: &Backends,
-    ) -> Result<BTreeSet<String>, EnsureError> {
-        let mut candidates = removal_candidates(observed, &backends.vm_ids, &backends.per_rule);
-        // The VMs of eligible Nodes were found in the inventory just now: not gone.
-        candidates.retain(|vm| !backends.vm_ids.contains(vm));
-        if candidates.is_empty() {
-            return Ok(candidates);
-        }
-        let listed = self
-            .inventory
-            .view_confirming(candidates.iter().map(String::as_str), REMOVAL_RECHECK)
-            .await
-            .map_err(EnsureError::Inventory)?;
-        let gone = gone_among(candidates, &listed);
-        if !gone.is_empty() {
-            tracing::debug!(vms = ?gone, "members no longer listed are left to CloudStack");
-            for rule in &observed.rules {
-                self.details.drop_members(&rule.id, &gone);
-            }
-        }
-        Ok(gone)
     }
 
     /// Which network the Service's rules live in: the backends' network, else the one

@@ -16,10 +16,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::observe::ObservedLb;
+use super::observe::details::RuleDetailsCache;
 use super::vocabulary::IpProtocol;
-use crate::cloud::inventory::ListedVms;
+use crate::cloud::inventory::{Inventory, InventoryError, ListedVms};
 
 /// A rule of a Service by what decides its members: its IP protocol and public port.
 pub type RuleKey = (IpProtocol, u16);
@@ -130,6 +132,40 @@ pub fn gone_among(candidates: BTreeSet<String>, listed: &ListedVms) -> BTreeSet<
         .into_iter()
         .filter(|vm| listed.by_id(vm).is_none())
         .collect()
+}
+
+/// A VM list older than this is read again before members it still lists are removed
+/// (at most one list per this period, shared by every Service removing members then).
+const REMOVAL_RECHECK: Duration = Duration::from_millis(250);
+
+/// The members a plan would remove (see [`removal_candidates`]), other than eligible
+/// Nodes' VMs (`vm_ids`, found in the inventory just now), that the VM `inventory`
+/// (listed again if it still holds one and is older than [`REMOVAL_RECHECK`]) no longer
+/// lists: expunged, their mappings gone with them. They are also dropped from the
+/// cached members of the rules in `details`.
+pub(crate) async fn gone_members(
+    inventory: &Inventory,
+    details: &RuleDetailsCache,
+    observed: &ObservedLb,
+    vm_ids: &BTreeSet<String>,
+    per_rule: &BTreeMap<RuleKey, RuleMembers>,
+) -> Result<BTreeSet<String>, InventoryError> {
+    let mut candidates = removal_candidates(observed, vm_ids, per_rule);
+    candidates.retain(|vm| !vm_ids.contains(vm));
+    if candidates.is_empty() {
+        return Ok(candidates);
+    }
+    let listed = inventory
+        .view_confirming(candidates.iter().map(String::as_str), REMOVAL_RECHECK)
+        .await?;
+    let gone = gone_among(candidates, &listed);
+    if !gone.is_empty() {
+        tracing::debug!(vms = ?gone, "members no longer listed are left to CloudStack");
+        for rule in &observed.rules {
+            details.drop_members(&rule.id, &gone);
+        }
+    }
+    Ok(gone)
 }
 
 #[cfg(test)]

@@ -56,3 +56,28 @@ fn a_member_the_inventory_no_longer_lists_is_not_removed_by_a_call() {
     let p = plan(&s, &observed, &b, &isolated((4, 18, 0))).unwrap();
     assert_eq!(kinds(&p), vec![vec!["remove"]], "{p}");
 }
+
+#[test]
+fn removal_candidates_are_unwanted_members_and_gone_ones_those_not_listed() {
+    use crate::cloud::inventory::{ListedVms, VmRecord};
+    use crate::cloud::loadbalancer::members::{gone_among, removal_candidates};
+    let s = simple(&[("TCP", 80, 30080), ("TCP", 443, 30443)]);
+    let observed = applied(&s, &["vm1", "vm2", "vm3"]);
+    let vm_ids: BTreeSet<String> = ["vm1".to_string()].into();
+    // Port 443 keeps its members: none of them is a candidate because of it.
+    let per_rule = [((IpProtocol::Tcp, 443), RuleMembers::Keep)].into();
+    let candidates = removal_candidates(&observed, &vm_ids, &per_rule);
+    assert_eq!(candidates, ["vm2".to_string(), "vm3".to_string()].into());
+    let listed = ListedVms::from_records(vec![VmRecord {
+        id: "vm2".into(),
+        ..VmRecord::default()
+    }]);
+    assert_eq!(
+        gone_among(candidates.clone(), &listed),
+        ["vm3".to_string()].into()
+    );
+    assert!(
+        gone_among(candidates, &ListedVms::default()).is_empty(),
+        "an inventory never listed says nothing is gone"
+    );
+}

@@ -12,12 +12,13 @@ use kube::api::ListParams;
 
 use crate::cli::ManagerArgs;
 use crate::cloud::loadbalancer::ensure::Engine;
-use crate::cloud::loadbalancer::plan::Plan;
 use crate::config::CloudConfig;
 use crate::controllers::Context;
 use crate::controllers::node_cache::CachedNode;
 use crate::controllers::route::{self, RouteController};
-use crate::controllers::service::{Settings, plan_services, settings};
+use crate::controllers::service::{
+    EndpointSnapshot, ServicePlan, Settings, is_local, plan_services, settings,
+};
 use crate::metrics::Metrics;
 
 use crate::connect;
@@ -26,21 +27,21 @@ use crate::tool::ToolError;
 /// The plan of every LoadBalancer Service the controller owns.
 #[derive(Debug, Clone)]
 pub struct PlanReport {
-    /// `namespace/name` and the plan, or why there is none.
-    pub plans: Vec<(String, Result<Plan, String>)>,
+    /// Per Service: `namespace/name`, the plan (or why there is none) and its members.
+    pub plans: Vec<ServicePlan>,
 }
 
 impl PlanReport {
     /// Services whose plan could not be made.
     pub fn failed(&self) -> usize {
-        self.plans.iter().filter(|(_, plan)| plan.is_err()).count()
+        self.plans.iter().filter(|p| p.plan.is_err()).count()
     }
 
     /// Services with something to change.
     pub fn pending(&self) -> usize {
         self.plans
             .iter()
-            .filter(|(_, plan)| plan.as_ref().is_ok_and(|plan| !plan.is_empty()))
+            .filter(|p| p.plan.as_ref().is_ok_and(|plan| !plan.is_empty()))
             .count()
     }
 }
@@ -125,7 +126,18 @@ pub(crate) async fn plan_context(ctx: &Context) -> Result<PlanReport, ToolError>
         .clone();
     let engine = Engine::new(ctx.cloudstack.clone(), inventory, settings.engine(ctx));
     let options = settings::spec_options(ctx);
-    let plans = plan_services(&engine, &services.items, &nodes.items, &options).await;
+    // Endpoints are read only for Local Services, as the controller does.
+    let endpoints = if services.items.iter().any(is_local) {
+        EndpointSnapshot::read(&ctx.kube)
+            .await
+            .map_err(|source| ToolError::List {
+                what: "EndpointSlices",
+                source,
+            })?
+    } else {
+        EndpointSnapshot::default()
+    };
+    let plans = plan_services(&engine, &services.items, &nodes.items, &endpoints, &options).await;
     Ok(PlanReport { plans })
 }
 
@@ -134,7 +146,7 @@ pub fn write_report(report: &PlanReport, out: &mut impl Write) -> std::io::Resul
     if report.plans.is_empty() {
         writeln!(out, "No LoadBalancer Service to plan.")?;
     }
-    for (key, plan) in &report.plans {
+    for ServicePlan { key, plan, members } in &report.plans {
         match plan {
             Ok(plan) if plan.is_empty() => writeln!(out, "Service {key}: up to date")?,
             Ok(plan) => {
@@ -149,6 +161,9 @@ pub fn write_report(report: &PlanReport, out: &mut impl Write) -> std::io::Resul
                 }
             }
             Err(reason) => writeln!(out, "Service {key}: cannot plan: {reason}")?,
+        }
+        for set in members {
+            writeln!(out, "  {set}")?;
         }
     }
     writeln!(

@@ -2,7 +2,8 @@
 //!
 //! It serves core/v1 Nodes, Services, Pods, Namespaces, ServiceAccounts (with the
 //! TokenRequest subresource) and Events, events.k8s.io/v1 Events (a second view of the
-//! same Events), coordination.k8s.io/v1 Leases and rbac.authorization.k8s.io/v1 Roles,
+//! same Events), core/v1 Endpoints, discovery.k8s.io/v1 EndpointSlices,
+//! coordination.k8s.io/v1 Leases and rbac.authorization.k8s.io/v1 Roles,
 //! ClusterRoles and their bindings over real HTTP, with a global `resourceVersion`,
 //! optimistic concurrency, `metav1.Status` errors, status subresources, finalizers,
 //! JSON / merge / strategic merge patches, label and field selectors, watches with replay

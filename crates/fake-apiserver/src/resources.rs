@@ -115,6 +115,19 @@ pub static RESOURCES: &[ResourceKind] = &[
         create_on_update: false,
         extra_field_labels: &["spec.nodeName", "status.phase", "status.podIP"],
     },
+    // Endpoints: `pkg/registry/core/endpoint/strategy.go` allows create on update.
+    ResourceKind {
+        group: "",
+        version: "v1",
+        plural: "endpoints",
+        singular: "endpoints",
+        kind: "Endpoints",
+        namespaced: true,
+        short_names: &["ep"],
+        has_status: false,
+        create_on_update: true,
+        extra_field_labels: &[],
+    },
     ResourceKind {
         group: "",
         version: "v1",
@@ -234,6 +247,20 @@ pub static RESOURCES: &[ResourceKind] = &[
         create_on_update: true,
         extra_field_labels: &[],
     },
+    // EndpointSlices: `pkg/registry/discovery/endpointslice/strategy.go` has no status
+    // subresource and refuses create on update.
+    ResourceKind {
+        group: "discovery.k8s.io",
+        version: "v1",
+        plural: "endpointslices",
+        singular: "endpointslice",
+        kind: "EndpointSlice",
+        namespaced: true,
+        short_names: &[],
+        has_status: false,
+        create_on_update: false,
+        extra_field_labels: &[],
+    },
 ];
 
 /// The resource served at `group`/`version` with the given plural.
@@ -282,6 +309,11 @@ mod tests {
             Some("events.k8s.io")
         );
         assert_eq!(lookup("Lease").map(|r| r.plural), Some("leases"));
+        assert_eq!(lookup("ep").map(|r| r.kind), Some("Endpoints"));
+        assert_eq!(
+            lookup("endpointslices").map(|r| r.group),
+            Some("discovery.k8s.io")
+        );
         assert!(lookup("deployments").is_none());
     }
 

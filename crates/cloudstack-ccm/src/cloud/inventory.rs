@@ -372,6 +372,23 @@ impl Inventory {
         self.refresh_after_miss(&view).await
     }
 
+    /// The view, listed again first when it still holds one of `ids` and is older than
+    /// `max_age` (or was never listed): VMs about to be removed from a load balancer may
+    /// have been expunged since, and CloudStack refuses to remove those.
+    pub async fn view_confirming<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str> + Clone,
+        max_age: Duration,
+    ) -> Result<Arc<ListedVms>, InventoryError> {
+        let min_interval = max_age;
+        self.refresh_when(|view| {
+            let holds_one = ids.clone().into_iter().any(|id| view.by_id(id).is_some());
+            view.fetched_at().is_none()
+                || (holds_one && view.age().is_none_or(|age| age >= min_interval))
+        })
+        .await
+    }
+
     /// After `missed` lacked a VM: lists again unless another caller already renewed the
     /// view or `missed` is younger than `min_refresh_interval`.
     async fn refresh_after_miss(

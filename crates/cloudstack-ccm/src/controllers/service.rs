@@ -10,11 +10,15 @@
 //! leadership: leading again starts with a resync, not a cold start.
 
 pub mod eligible;
+mod endpoint_watch;
+mod endpoints;
 pub mod events;
 pub mod finalizer;
 mod ip_record;
+mod local;
 mod node_watch;
 mod orphan_count;
+mod planning;
 mod reconcile;
 pub mod settings;
 pub mod status;
@@ -32,9 +36,11 @@ use crate::cloud::loadbalancer::ensure::Engine;
 use crate::controllers::events::{Recorder, Reporter};
 use crate::controllers::{Caches, Context, Shutdown};
 
+pub use self::endpoints::{EndpointSnapshot, is_local};
 pub use self::ip_record::ip_annotations;
 pub use self::orphan_count::OrphanPasses;
-pub use self::reconcile::{ReconcileError, deletion_spec, plan_services};
+pub use self::planning::{RuleMemberSet, ServicePlan, plan_services};
+pub use self::reconcile::{ReconcileError, deletion_spec};
 pub use self::settings::Settings;
 
 /// The shortest resync period honoured.
@@ -83,6 +89,8 @@ pub async fn run_with(
 ) -> anyhow::Result<()> {
     let client = ctx.kube.clone();
     let nodes = node_watch::start(caches.nodes.clone(), settings.node_debounce);
+    let (endpoints, endpoint_changes) =
+        endpoint_watch::EndpointWatch::new(client.clone(), settings.endpoint_coalesce);
     // Backends come from the Node cache: wait for the first full list, so a start-up
     // reconcile never sees "no nodes" and empties every load balancer.
     tokio::select! {
@@ -114,6 +122,7 @@ pub async fn run_with(
         spec_options: settings::spec_options(&ctx),
         backoff: super::backoff::RetryBackoff::new(settings.backoff_base, settings.backoff_max),
         nodes: nodes.store.clone(),
+        endpoints,
         engine: engine.clone(),
         ctx: ctx.clone(),
     });
@@ -149,6 +158,7 @@ pub async fn run_with(
     Controller::new(Api::<Service>::all(client), watcher::Config::default())
         .with_config(ControllerConfig::default().concurrency(settings.concurrency))
         .reconcile_all_on(futures::stream::select(node_changes, resync))
+        .reconcile_on(endpoint_changes)
         .graceful_shutdown_on(async move { stop.wait().await })
         .run(reconcile::reconcile, reconcile::error_policy, state)
         .for_each(|result| async move {

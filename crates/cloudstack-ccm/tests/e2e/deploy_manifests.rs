@@ -141,6 +141,11 @@ fn expected_cluster_permissions() -> BTreeSet<Permission> {
         expand("", "services", &["get", "list", "watch", "update", "patch"]),
         expand("", "services/status", &["patch", "update"]),
         expand("", "events", &["create", "patch", "update"]),
+        expand(
+            "discovery.k8s.io",
+            "endpointslices",
+            &["get", "list", "watch"],
+        ),
     ]
     .concat()
     .into_iter()

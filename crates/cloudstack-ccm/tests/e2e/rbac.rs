@@ -29,7 +29,7 @@ const NODES: [&str; 2] = ["node-1", "node-2"];
 
 /// The ClusterRole of the Go provider (`apache/cloudstack-kubernetes-provider`), bound to
 /// the controller's ServiceAccount, as CloudStack Kubernetes Service installs it.
-fn go_provider_role() -> Vec<(String, Option<String>, Value)> {
+pub(crate) fn go_provider_role() -> Vec<(String, Option<String>, Value)> {
     let rule = |groups: &[&str], resources: &[&str], verbs: &[&str]| json!({ "apiGroups": groups, "resources": resources, "verbs": verbs });
     let rules = json!([
         rule(
@@ -79,7 +79,7 @@ fn go_provider_role() -> Vec<(String, Option<String>, Value)> {
 }
 
 /// The RBAC objects of `deploy/rbac.yaml` (the ServiceAccount exists already).
-fn deploy_role() -> Vec<(String, Option<String>, Value)> {
+pub(crate) fn deploy_role() -> Vec<(String, Option<String>, Value)> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/rbac.yaml");
     let text = std::fs::read_to_string(path).expect("deploy/rbac.yaml is readable");
     serde_yaml::Deserializer::from_str(&text)

@@ -6,6 +6,7 @@ mod common;
 
 mod crud;
 mod discovery;
+mod endpoints;
 mod events;
 mod kubectl;
 mod outage;

@@ -292,7 +292,7 @@ pub static HEALTH_CHECK_PATH: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-health-check-path",
     kind: AnnotationKind::HttpPath,
     default: "",
-    description: "Turns on an HTTP health-check policy on every TCP rule, probing this path on the rule's node port (CloudStack's policy has no port of its own). Nothing is implied by `externalTrafficPolicy: Local`: such a check could not probe `healthCheckNodePort`. UDP rules never get one.",
+    description: "Turns on an HTTP health-check policy on every TCP rule, probing this path on the rule's node port (CloudStack's policy has no port of its own). Nothing is implied by `externalTrafficPolicy: Local`: such a check could not probe `healthCheckNodePort`; a `Local` Service's rules have as members the Nodes holding a ready endpoint instead, on every provider (see configuration.md, \"externalTrafficPolicy: Local\"), and this check, when set, applies on top. UDP rules never get one.",
     example: "/healthz",
     origin: Origin::CloudstackCcm,
     set_by: SetBy::User,

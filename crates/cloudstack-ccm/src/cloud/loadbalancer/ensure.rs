@@ -12,6 +12,7 @@ use std::time::Duration;
 use super::apply::{self, ApplyError};
 use super::capabilities::{NetworkCapabilities, NetworkFacts, PortAccess, ServerFeatures};
 use super::ip_claim::{IpRecorder, PickedAddresses, RecordError, RecordedIp};
+use super::members::gone_members;
 use super::observe::ObservedLb;
 use super::observe::account_view::{AccountView, AccountViewCache};
 use super::observe::assemble::{ObserveInputs, observe};
@@ -120,6 +121,8 @@ pub struct ResolvedBackends {
     /// The network of the load balancer and the VMs of the eligible Nodes on it (no
     /// network when no eligible Node has a VM and none was given).
     pub backends: Backends,
+    /// The eligible Nodes on the chosen network and their VMs (Node name → VM id).
+    pub vm_of_node: Arc<BTreeMap<String, String>>,
     /// Eligible Nodes on other networks, by name.
     pub elsewhere: Vec<NodeElsewhere>,
 }
@@ -367,12 +370,8 @@ impl Engine {
         let Some(chosen) = chosen else {
             return Ok((ResolvedBackends::default(), vms, all_found));
         };
-        let vm_ids = Arc::new(
-            by_network
-                .remove(&chosen)
-                .map(|members| members.into_values().collect())
-                .unwrap_or_default(),
-        );
+        let vm_of_node = by_network.remove(&chosen).unwrap_or_default();
+        let vm_ids = Arc::new(vm_of_node.values().cloned().collect());
         let elsewhere = by_network
             .into_iter()
             .flat_map(|(network, members)| {
@@ -386,7 +385,9 @@ impl Engine {
             backends: Backends {
                 network_id: chosen,
                 vm_ids,
+                ..Backends::default()
             },
+            vm_of_node: Arc::new(vm_of_node),
             elsewhere,
         };
         Ok((resolved, vms, all_found))
@@ -429,6 +430,15 @@ impl Engine {
         let observed = self.observe(&view, spec, &ctx.network).await?;
         let mut backends = backends.clone();
         backends.network_id = network_id.clone();
+        backends.gone = gone_members(
+            &self.inventory,
+            &self.details,
+            &observed,
+            &backends.vm_ids,
+            &backends.per_rule,
+        )
+        .await
+        .map_err(EnsureError::Inventory)?;
         let plan = plan::plan(spec, &observed, &backends, &ctx)?;
         let zone_id = view.network(&network_id).and_then(|n| n.zoneid.clone());
         Ok(Prepared {

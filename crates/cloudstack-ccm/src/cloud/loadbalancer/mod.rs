@@ -9,6 +9,7 @@ pub mod apply;
 pub mod capabilities;
 pub mod ensure;
 pub mod ip_claim;
+pub mod members;
 pub mod observe;
 pub mod plan;
 pub mod spec;

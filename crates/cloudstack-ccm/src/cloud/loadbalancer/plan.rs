@@ -39,6 +39,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::capabilities::{DEFAULT_ACL_LISTS, NetworkCapabilities, PortAccess, ServerFeatures};
+use super::members::{RuleKey, RuleMembers};
 use super::observe::{
     GO_CCM_MANAGED_TEXT, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedLb,
     ObservedRule,
@@ -69,6 +70,12 @@ pub struct Backends {
     /// VM ids of the eligible nodes: one set shared by every Service resolved from the
     /// same eligible Nodes (5000 ids are not copied per Service).
     pub vm_ids: Arc<BTreeSet<String>>,
+    /// Members of the rules that do not get `vm_ids` (`externalTrafficPolicy: Local`),
+    /// by (protocol, public port); empty for `Cluster`.
+    pub per_rule: BTreeMap<RuleKey, RuleMembers>,
+    /// Member VMs the VM inventory no longer lists (expunged, their mappings dropped by
+    /// CloudStack): never removed by a call.
+    pub gone: BTreeSet<String>,
 }
 
 /// The environment a plan is made for.

@@ -126,6 +126,7 @@ fn backends(vms: &[&str]) -> Backends {
     Backends {
         network_id: NET.into(),
         vm_ids: std::sync::Arc::new(vms.iter().map(|v| v.to_string()).collect()),
+        ..Backends::default()
     }
 }
 
@@ -1559,3 +1560,6 @@ fn unreadable_access_keeps_what_cloudstack_shows_applied() {
     let p = plan(&cidrs, &observed, &backends(&["vm1"]), &ctx).unwrap();
     assert!(p.is_empty(), "{p}");
 }
+
+#[path = "plan_members_tests.rs"]
+mod members;

@@ -9,17 +9,16 @@ use kube::{Api, ResourceExt};
 
 use crate::cloud::loadbalancer::ensure::{Change, Engine, EnsureError};
 use crate::cloud::loadbalancer::ip_claim::{IpRecorder, RecordError, RecordedIp};
-use crate::cloud::loadbalancer::plan::Plan;
 use crate::cloud::loadbalancer::spec::{LbSpec, SpecError, SpecOptions};
 use crate::controllers::Context;
 use crate::controllers::events::Recorder;
-use crate::controllers::node_cache::CachedNode;
 use crate::metrics::{RESULT_ERROR, RESULT_OK};
 
-use super::eligible::eligible_set;
+use super::endpoint_watch::{EndpointWatch, EndpointsNotRead};
 use super::events::{self, Reason};
 use super::finalizer;
 use super::ip_record::AnnotationIpRecorder;
+use super::local::{self, KeptRules};
 use super::node_watch::EligibleNodes;
 use super::status::{self, IngressTarget};
 use crate::controllers::backoff::RetryBackoff;
@@ -28,7 +27,7 @@ use crate::controllers::backoff::RetryBackoff;
 const CONTROLLER: &str = "service";
 
 /// What happens to a load balancer while no Node can serve it.
-const LEFT_AS_IT_IS: &str =
+pub(super) const LEFT_AS_IT_IS: &str =
     "the load balancer is left as it is (members kept) until a node is eligible";
 
 /// What every reconcile shares.
@@ -41,6 +40,8 @@ pub struct State {
     pub recorder: Recorder,
     /// The Nodes and the eligible ones.
     pub nodes: EligibleNodes,
+    /// Where the endpoints of `externalTrafficPolicy: Local` Services run.
+    pub(crate) endpoints: EndpointWatch,
     /// What the spec needs from the configuration.
     pub spec_options: SpecOptions,
     /// Retry delays per Service.
@@ -65,6 +66,9 @@ pub enum ReconcileError {
     /// The public IP could not be recorded on the Service.
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// The endpoints of a `Local` Service could not be read yet.
+    #[error(transparent)]
+    Endpoints(#[from] EndpointsNotRead),
 }
 
 /// Wraps a Kubernetes error with what we were doing.
@@ -118,6 +122,7 @@ async fn reconcile_service(
     let namespace = service.namespace().unwrap_or_default();
     let api: Api<Service> = Api::namespaced(state.ctx.kube.clone(), &namespace);
     if !finalizer::wants_load_balancer(service, &state.spec_options) {
+        state.endpoints.forget(service);
         if finalizer::has_finalizer(service) {
             cleanup(service, &api, state).await?;
         }
@@ -193,7 +198,25 @@ async fn ensure(
         tracing::warn!(service = %key_of(service), "{warning}");
         events::publish_warnings(&state.recorder, service, [warning]).await;
     }
-    let backends = resolved.backends;
+    let selection = local::member_selection(service, &state.endpoints).await?;
+    let mut backends = resolved.backends;
+    match local::per_rule(&mut backends, &resolved.vm_of_node, &selection, spec) {
+        KeptRules::None => {}
+        KeptRules::Some(warning) => {
+            events::publish_warnings(&state.recorder, service, [warning]).await;
+        }
+        // The rules keep their members (never emptied because endpoints vanished);
+        // everything else of the Service is still brought to its spec.
+        KeptRules::All(note) => {
+            events::publish(
+                &state.recorder,
+                service,
+                Reason::UnAvailableLoadBalancer,
+                Some(note),
+            )
+            .await;
+        }
+    }
     if backends.vm_ids.is_empty() {
         // Never empty a load balancer for want of Nodes (a stale view, Nodes elsewhere).
         let on = match backends.network_id.as_str() {
@@ -306,58 +329,4 @@ async fn cleanup(
 /// one of [`LbSpec::for_deletion`].
 pub fn deletion_spec(service: &Service, options: &SpecOptions) -> Result<LbSpec, SpecError> {
     LbSpec::from_service(service, options).or_else(|_| LbSpec::for_deletion(service, options))
-}
-
-/// The plan of each Service that wants a load balancer, without applying it (the `plan`
-/// dry run), keyed by `namespace/name`; the error instead of a plan where there is one.
-pub async fn plan_services(
-    engine: &Engine,
-    services: &[Service],
-    nodes: &[CachedNode],
-    options: &SpecOptions,
-) -> Vec<(String, Result<Plan, String>)> {
-    let eligible = Arc::new(super::node_watch::as_pairs(&eligible_set(nodes)));
-    let mut plans = Vec::new();
-    for service in services
-        .iter()
-        .filter(|s| finalizer::wants_load_balancer(s, options))
-    {
-        let plan = match LbSpec::from_service(service, options) {
-            Err(err) => Err(err.to_string()),
-            Ok(spec) => plan_one(engine, &spec, &eligible)
-                .await
-                .map_err(|e| e.to_string()),
-        };
-        plans.push((key_of(service), plan));
-    }
-    plans
-}
-
-/// Why the dry run has no plan for a Service.
-#[derive(Debug, thiserror::Error)]
-enum DryRunError {
-    /// The engine failed.
-    #[error(transparent)]
-    Engine(#[from] EnsureError),
-    /// No eligible Node has a VM: the controller would change nothing.
-    #[error("{}: {LEFT_AS_IT_IS}", Reason::UnAvailableLoadBalancer.default_note())]
-    NoBackends,
-}
-
-/// The plan of one Service for the eligible Nodes (the dry run).
-async fn plan_one(
-    engine: &Engine,
-    spec: &LbSpec,
-    eligible: &Arc<Vec<(String, String)>>,
-) -> Result<Plan, DryRunError> {
-    let network = engine.network_in_use(spec).await?;
-    let resolved = engine
-        .resolve_backends(eligible, network.as_deref())
-        .await?;
-    if resolved.backends.vm_ids.is_empty() {
-        // As the controller does: nothing changes without a Node to serve.
-        return Err(DryRunError::NoBackends);
-    }
-    let prepared = engine.prepare(spec, &resolved.backends).await?;
-    Ok(prepared.plan().clone())
 }

@@ -28,6 +28,9 @@ pub struct Settings {
     pub node_debounce: Duration,
     /// How long a rule's cached members and policies are used.
     pub details_max_age: Duration,
+    /// How long endpoint changes of one `externalTrafficPolicy: Local` Service are
+    /// collected before one reconcile (the latest endpoints win).
+    pub endpoint_coalesce: Duration,
 }
 
 impl Settings {
@@ -41,6 +44,7 @@ impl Settings {
             backoff_max: Duration::from_secs(300),
             node_debounce: Duration::from_millis(500),
             details_max_age: resync_period.saturating_mul(DETAILS_MAX_AGE_IN_RESYNCS),
+            endpoint_coalesce: Duration::from_secs(2),
         }
     }
 

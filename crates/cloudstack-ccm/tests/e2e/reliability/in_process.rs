@@ -36,6 +36,7 @@ pub fn fast_settings() -> Settings {
         backoff_max: Duration::from_secs(1),
         node_debounce: Duration::from_millis(50),
         details_max_age: Duration::from_secs(10),
+        endpoint_coalesce: Duration::from_millis(100),
     }
 }
 

@@ -145,6 +145,11 @@ async fn health_checks_only_when_asked_and_never_on_udp() {
     let spec = local.spec.as_mut().expect("spec");
     spec.external_traffic_policy = Some("Local".into());
     spec.health_check_node_port = Some(32000);
+    let pods: Vec<_> = names
+        .iter()
+        .map(|n| super::traffic_local::ready(n))
+        .collect();
+    super::traffic_local::write_endpoints_for(&t.h, "local", &[("TCP", 80), ("UDP", 53)], &pods);
     t.create(&local).await;
     t.wait_for_ip("local").await;
     let rules = t

@@ -18,4 +18,5 @@ mod plan;
 mod protocols;
 mod refused_ports;
 mod several_networks;
+mod traffic_local;
 mod vpc_acl;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::support::*;
 use cloudstack_ccm::cloud::loadbalancer::ensure::Engine;
 use cloudstack_ccm::controllers::node_cache::CachedNode;
-use cloudstack_ccm::controllers::service::{plan_services, settings};
+use cloudstack_ccm::controllers::service::{EndpointSnapshot, plan_services, settings};
 use cloudstack_sim::Scenario;
 use kube::api::ListParams;
 
@@ -54,7 +54,15 @@ async fn the_dry_run_plans_without_changing_anything() {
     );
     t.h.sim.reset_counts();
 
-    let plans = plan_services(&engine, &services, &nodes, &settings::spec_options(ctx)).await;
+    let endpoints = EndpointSnapshot::read(&ctx.kube).await.expect("endpoints");
+    let plans = plan_services(
+        &engine,
+        &services,
+        &nodes,
+        &endpoints,
+        &settings::spec_options(ctx),
+    )
+    .await;
     assert!(
         mutating_counts(&t.h).is_empty(),
         "a dry run changes nothing: {:?}",
@@ -62,9 +70,9 @@ async fn the_dry_run_plans_without_changing_anything() {
     );
     let web = &plans
         .iter()
-        .find(|(key, _)| key == "default/web")
+        .find(|p| p.key == "default/web")
         .expect("web planned")
-        .1;
+        .plan;
     let web = web.as_ref().expect("web can be built");
     for step in web.steps() {
         println!("web: {step}");
@@ -76,9 +84,9 @@ async fn the_dry_run_plans_without_changing_anything() {
     );
     let dns = &plans
         .iter()
-        .find(|(key, _)| key == "default/dns")
+        .find(|p| p.key == "default/dns")
         .expect("dns planned")
-        .1;
+        .plan;
     let refused = dns
         .as_ref()
         .expect_err("UDP is refused on the Virtual Router");

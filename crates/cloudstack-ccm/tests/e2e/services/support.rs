@@ -34,6 +34,7 @@ pub fn fast_settings(resync: Duration) -> Settings {
         backoff_max: Duration::from_millis(500),
         node_debounce: Duration::from_millis(50),
         details_max_age: Duration::from_secs(600),
+        endpoint_coalesce: Duration::from_millis(100),
     }
 }
 

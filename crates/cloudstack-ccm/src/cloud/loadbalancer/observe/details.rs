@@ -177,6 +177,28 @@ impl RuleDetailsCache {
         self.lock().insert(rule_id, details, PolicyKinds::ALL);
     }
 
+    /// Drops the VMs of `gone` (expunged: CloudStack dropped their mappings) from the
+    /// cached members of rule `rule_id`, keeping the entry's age.
+    pub fn drop_members(&self, rule_id: &str, gone: &BTreeSet<String>) {
+        let mut entries = self.lock();
+        let Some((read_at, cached)) = entries.by_rule.get(rule_id).cloned() else {
+            return;
+        };
+        if cached.members.iter().all(|vm| !gone.contains(vm)) {
+            return;
+        }
+        let members: BTreeSet<String> = cached.members.difference(gone).cloned().collect();
+        let members = entries.member_sets.share(Arc::new(members));
+        let updated = Arc::new(CachedDetails {
+            members,
+            ..(*cached).clone()
+        });
+        entries
+            .by_rule
+            .insert(rule_id.to_string(), (read_at, updated));
+        entries.member_sets.prune();
+    }
+
     /// Forgets rule `rule_id` (after the controller changed it).
     pub fn forget(&self, rule_id: &str) {
         let mut entries = self.lock();

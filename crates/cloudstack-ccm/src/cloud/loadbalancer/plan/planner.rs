@@ -150,7 +150,7 @@ impl<'a> Planner<'a> {
                 id: o.id.clone(),
                 name: o.name.clone(),
             };
-            self.members(r.clone(), &o.members, Stage::Build);
+            self.members(rule, r.clone(), &o.members, Stage::Build);
             self.policies(rule, Some(o), r);
         }
         // Rules of the Service no port wants any more.
@@ -225,7 +225,7 @@ impl<'a> Planner<'a> {
         let r = RuleRef::Created {
             name: rule.name.clone(),
         };
-        self.members(r.clone(), &BTreeSet::new(), Stage::Finish);
+        self.members(rule, r.clone(), &BTreeSet::new(), Stage::Finish);
         self.policies(rule, None, r);
     }
 
@@ -261,15 +261,33 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn members(&mut self, rule: RuleRef, current: &BTreeSet<String>, stage: Stage) {
-        let wanted = &self.backends.vm_ids;
-        // A rule without members gets the eligible set itself, not a copy of it.
+    /// Members of one rule: the backends' VMs (or, for `Local`, the rule's own), added
+    /// and removed in one call each; a rule whose port has no Node to serve it keeps its
+    /// members, and a member the inventory no longer lists is left to CloudStack.
+    fn members(
+        &mut self,
+        spec: &RuleSpec,
+        rule: RuleRef,
+        current: &BTreeSet<String>,
+        stage: Stage,
+    ) {
+        let key = (spec.protocol.ip_protocol(), spec.public_port);
+        let wanted = match self.backends.per_rule.get(&key) {
+            None => &self.backends.vm_ids,
+            Some(RuleMembers::Vms(vms)) => vms,
+            Some(RuleMembers::Keep) => return,
+        };
+        // A rule without members gets the wanted set itself, not a copy of it.
         let add = if current.is_empty() {
             VmIds::Eligible(wanted.clone())
         } else {
             VmIds::Some(wanted.difference(current).cloned().collect())
         };
-        let remove: Vec<String> = current.difference(wanted).cloned().collect();
+        let remove: Vec<String> = current
+            .difference(wanted)
+            .filter(|vm| !self.backends.gone.contains(*vm))
+            .cloned()
+            .collect();
         let target = &mut self.stages[stage as usize];
         if !add.is_empty() {
             target.push(Step::AssignMembers {

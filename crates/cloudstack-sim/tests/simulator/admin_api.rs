@@ -244,3 +244,97 @@ async fn state_file_survives_a_restart_and_resumes_pending_jobs() {
     assert_eq!(rules.len(), 1);
     assert_eq!(rules[0].state.as_deref(), Some("Active"));
 }
+
+/// `POST /sim/accounts/{name}/keys` rotates the keys as `registerUserKeys` does: the old
+/// keys answer 401 with CloudStack's text, the new ones work, and a job started with the
+/// old keys is polled to its end with the new ones.
+#[tokio::test]
+async fn rotated_keys_refuse_the_old_ones_and_keep_jobs() {
+    let sim = start(Scenario::small()).await;
+    sim.set_job_duration(std::time::Duration::from_millis(300));
+    let (old_key, old_secret) = sim.credentials("alice").unwrap();
+    let old = client(&sim, "alice");
+    let started = old
+        .start_async(
+            "associateIpAddress",
+            cloudstack::Params::new().set("networkid", id_of(&sim, "networks", "net-vr")),
+        )
+        .await
+        .expect("the job starts with the old keys");
+
+    let reply = reqwest::Client::new()
+        .post(format!("{}/accounts/alice/keys", sim.admin_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status().as_u16(), 200);
+    let keys: Value = reply.json().await.unwrap();
+    let (new_key, new_secret) = (
+        keys["api_key"].as_str().unwrap().to_owned(),
+        keys["secret_key"].as_str().unwrap().to_owned(),
+    );
+    assert!(new_key.len() >= 64 && new_key != old_key.expose());
+    assert_ne!(new_secret, old_secret.expose());
+    assert_eq!(
+        sim.credentials("alice")
+            .map(|(k, s)| (k.expose().to_owned(), s.expose().to_owned())),
+        Some((new_key.clone(), new_secret.clone()))
+    );
+
+    let refused = old
+        .list_zones(&ListZones::default())
+        .await
+        .expect_err("the old keys are refused");
+    let (status, code, cs_code, text) = common::api_error(refused);
+    assert_eq!((status, code, cs_code), (401, 401, None));
+    assert_eq!(
+        text,
+        "unable to verify user credentials and/or request signature"
+    );
+
+    let new = common::client_with_keys(&sim, &new_key, &new_secret);
+    assert!(
+        !new.list_zones(&ListZones::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let job = new
+        .wait_job("associateIpAddress", &started.jobid)
+        .await
+        .expect("the job started with the old keys ends, polled with the new ones");
+    assert!(job.get("ipaddress").is_some(), "{job}");
+    let accounts = new
+        .list_all::<Value>("listAccounts", "account", cloudstack::Params::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        accounts.len(),
+        1,
+        "a user sees its own account: {accounts:?}"
+    );
+    assert_eq!(accounts[0]["name"], "alice");
+    assert!(!accounts[0].to_string().contains(&new_key));
+
+    // Chosen keys, and an unknown account.
+    let http = reqwest::Client::new();
+    let chosen = http
+        .post(format!("{}/accounts/alice/keys", sim.admin_url()))
+        .json(&json!({"api_key": "AkChosen", "secret_key": "SkChosen"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chosen.status().as_u16(), 200);
+    assert!(
+        common::client_with_keys(&sim, "AkChosen", "SkChosen")
+            .list_zones(&ListZones::default())
+            .await
+            .is_ok()
+    );
+    let unknown = http
+        .post(format!("{}/accounts/nobody/keys", sim.admin_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status().as_u16(), 404);
+}

@@ -245,22 +245,66 @@ async fn state_file_survives_a_restart_and_resumes_pending_jobs() {
     assert_eq!(rules[0].state.as_deref(), Some("Active"));
 }
 
+/// Counts the credential reports of a client.
+#[derive(Default)]
+struct CredentialReports {
+    refused: std::sync::atomic::AtomicUsize,
+    accepted: std::sync::atomic::AtomicUsize,
+}
+
+impl cloudstack::CallObserver for CredentialReports {
+    fn on_call(&self, _: &str, _: &cloudstack::CallOutcome, _: std::time::Duration) {}
+    fn on_job(&self, _: &str, _: bool, _: std::time::Duration) {}
+    fn on_credentials(&self, change: &cloudstack::CredentialsChange<'_>) {
+        use std::sync::atomic::Ordering::SeqCst;
+        match change {
+            cloudstack::CredentialsChange::Refused { errortext, .. } => {
+                assert_eq!(
+                    *errortext,
+                    "unable to verify user credentials and/or request signature"
+                );
+                self.refused.fetch_add(1, SeqCst);
+            }
+            cloudstack::CredentialsChange::Accepted { .. } => {
+                self.accepted.fetch_add(1, SeqCst);
+            }
+        }
+    }
+}
+
 /// `POST /sim/accounts/{name}/keys` rotates the keys as `registerUserKeys` does: the old
-/// keys answer 401 with CloudStack's text, the new ones work, and a job started with the
-/// old keys is polled to its end with the new ones.
+/// keys answer 401 with CloudStack's text and the new ones work. A running client meets
+/// the refusal once, holds its calls, and once it adopts the new keys polls the job it
+/// started with the old ones to its end.
 #[tokio::test]
 async fn rotated_keys_refuse_the_old_ones_and_keep_jobs() {
+    use std::sync::atomic::Ordering::SeqCst;
     let sim = start(Scenario::small()).await;
-    sim.set_job_duration(std::time::Duration::from_millis(300));
+    sim.set_job_duration(std::time::Duration::from_millis(1500));
     let (old_key, old_secret) = sim.credentials("alice").unwrap();
-    let old = client(&sim, "alice");
-    let started = old
+    let reports = std::sync::Arc::new(CredentialReports::default());
+    let mut config =
+        cloudstack::ClientConfig::new(sim.api_url(), old_key.expose(), old_secret.expose());
+    config.max_retries = 0;
+    config.job_poll_initial = std::time::Duration::from_millis(20);
+    config.job_poll_max = std::time::Duration::from_millis(50);
+    config.credentials_probe_interval = std::time::Duration::from_secs(60);
+    config.observer = Some(reports.clone());
+    let running = cloudstack::Client::new(config).unwrap();
+    assert_eq!(
+        running.identify_account().await.unwrap().as_deref(),
+        Some("alice")
+    );
+    let started = running
         .start_async(
             "associateIpAddress",
             cloudstack::Params::new().set("networkid", id_of(&sim, "networks", "net-vr")),
         )
         .await
         .expect("the job starts with the old keys");
+    let waiter = running.clone();
+    let jobid = started.jobid.clone();
+    let job = tokio::spawn(async move { waiter.wait_job("associateIpAddress", &jobid).await });
 
     let reply = reqwest::Client::new()
         .post(format!("{}/accounts/alice/keys", sim.admin_url()))
@@ -281,29 +325,60 @@ async fn rotated_keys_refuse_the_old_ones_and_keep_jobs() {
         Some((new_key.clone(), new_secret.clone()))
     );
 
-    let refused = old
+    // The old keys, exactly as CloudStack refuses them.
+    let fresh_old = common::client_with_keys(&sim, old_key.expose(), old_secret.expose());
+    let refused = fresh_old
         .list_zones(&ListZones::default())
         .await
         .expect_err("the old keys are refused");
-    let (status, code, cs_code, text) = common::api_error(refused);
-    assert_eq!((status, code, cs_code), (401, 401, None));
+    assert!(
+        matches!(refused, cloudstack::Error::CredentialsRefused { .. }),
+        "{refused}"
+    );
+    let raw = sim.call_log().last().cloned().unwrap();
+    assert_eq!(raw.status, 401);
     assert_eq!(
-        text,
-        "unable to verify user credentials and/or request signature"
+        raw.error.as_deref(),
+        Some("unable to verify user credentials and/or request signature")
     );
 
+    // The running client meets the refusal (its job poll or this call), then holds.
+    let _ = running.list_zones(&ListZones::default()).await;
+    assert!(running.credentials_refused());
+    let sent = sim.call_log().len();
+    for _ in 0..5 {
+        let held = running.list_zones(&ListZones::default()).await.unwrap_err();
+        assert!(held.is_refused_credentials(), "{held}");
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        sim.call_log().len(),
+        sent,
+        "held calls and polls are not sent"
+    );
+    assert_eq!(reports.refused.load(SeqCst), 1, "one report per refusal");
+    assert!(!job.is_finished(), "the job wait goes on while refused");
+
     let new = common::client_with_keys(&sim, &new_key, &new_secret);
+    assert_eq!(
+        new.identify_account().await.unwrap().as_deref(),
+        Some("alice")
+    );
+    running.adopt_credentials(&new);
+    assert!(!running.credentials_refused());
+    assert_eq!(reports.accepted.load(SeqCst), 1);
+    let result = job
+        .await
+        .unwrap()
+        .expect("the job started with the old keys ends, polled with the new ones");
+    assert!(result.get("ipaddress").is_some(), "{result}");
     assert!(
-        !new.list_zones(&ListZones::default())
+        !running
+            .list_zones(&ListZones::default())
             .await
             .unwrap()
             .is_empty()
     );
-    let job = new
-        .wait_job("associateIpAddress", &started.jobid)
-        .await
-        .expect("the job started with the old keys ends, polled with the new ones");
-    assert!(job.get("ipaddress").is_some(), "{job}");
     let accounts = new
         .list_all::<Value>("listAccounts", "account", cloudstack::Params::new())
         .await
@@ -313,7 +388,6 @@ async fn rotated_keys_refuse_the_old_ones_and_keep_jobs() {
         1,
         "a user sees its own account: {accounts:?}"
     );
-    assert_eq!(accounts[0]["name"], "alice");
     assert!(!accounts[0].to_string().contains(&new_key));
 
     // Chosen keys, and an unknown account.

@@ -1,0 +1,231 @@
+//! The keys a client signs with and the HTTP connections it sends on, both replaceable
+//! while calls run ([`Live`]), and the pacing of calls while CloudStack refuses the keys
+//! ([`RefusalGate`]).
+//!
+//! CloudStack answers every request whose keys or signature it cannot verify with 401
+//! "unable to verify user credentials and/or request signature" (`ApiServer.verifyRequest`).
+//! Once it has said so, sending more requests with the same keys only adds refusals (and
+//! log lines on the management server): the gate holds every call of the client (they fail
+//! at once with [`crate::Error::CredentialsRefused`]) and lets one call through as a probe
+//! every probe interval, for the whole client. A probe that is answered by anything but a
+//! 401 opens the gate; so do new keys ([`crate::Client::adopt_credentials`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::Secret;
+
+/// Numbers every set of keys any client ever held, so a reply to a request signed with
+/// replaced keys is told apart from one signed with the keys in use.
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+/// The keys and connections one request is signed and sent with.
+pub(crate) struct Live {
+    /// The user's API key.
+    pub(crate) api_key: Secret,
+    /// The user's secret key.
+    pub(crate) secret_key: Secret,
+    /// The connection pool (TLS settings included).
+    pub(crate) http: reqwest::Client,
+    /// Which set of keys this is.
+    pub(crate) generation: u64,
+    /// The account these keys belong to, once learnt (named in refusal reports).
+    pub(crate) account: Mutex<Option<String>>,
+}
+
+impl Live {
+    /// A new set of keys with its connection pool.
+    pub(crate) fn new(api_key: Secret, secret_key: Secret, http: reqwest::Client) -> Arc<Live> {
+        Arc::new(Live {
+            api_key,
+            secret_key,
+            http,
+            generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
+            account: Mutex::new(None),
+        })
+    }
+
+    /// The account these keys belong to, if learnt.
+    pub(crate) fn account(&self) -> Option<String> {
+        self.account
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// Whether a call may be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// The keys are not known to be refused: send.
+    Send,
+    /// The keys are refused and a probe is due: send this one as the probe.
+    Probe,
+    /// The keys are refused: do not send.
+    Hold,
+}
+
+/// What a reply said about the keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// CloudStack refused the keys (401, credentials).
+    Refused,
+    /// CloudStack verified the keys (any other reply from the server).
+    Accepted,
+    /// No reply from the server: nothing learnt.
+    Unknown,
+}
+
+/// A change of the gate, reported once per change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transition {
+    /// The keys in use were just refused.
+    Refused,
+    /// The keys in use are accepted again (a probe passed, or new keys were adopted).
+    Accepted,
+}
+
+/// Closed while CloudStack refuses the keys in use; one probe per interval.
+#[derive(Debug)]
+pub(crate) struct RefusalGate {
+    probe_interval: Duration,
+    state: Mutex<GateState>,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    /// The generation of keys found refused, while they are in use.
+    refused: Option<u64>,
+    /// When the next probe may go.
+    next_probe: Option<Instant>,
+    /// Whether a probe is out.
+    probing: bool,
+}
+
+impl RefusalGate {
+    /// An open gate that, once closed, lets a probe through every `probe_interval`.
+    pub(crate) fn new(probe_interval: Duration) -> Self {
+        Self {
+            probe_interval,
+            state: Mutex::default(),
+        }
+    }
+
+    /// The probe interval.
+    pub(crate) fn probe_interval(&self) -> Duration {
+        self.probe_interval
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether keys of `generation` are known to be refused.
+    pub(crate) fn is_refused(&self, generation: u64) -> bool {
+        self.lock().refused == Some(generation)
+    }
+
+    /// Whether a call signed with keys of `generation` may go now.
+    pub(crate) fn admit(&self, generation: u64) -> Admission {
+        let mut state = self.lock();
+        if state.refused != Some(generation) {
+            return Admission::Send;
+        }
+        let due = state.next_probe.is_none_or(|at| at <= Instant::now());
+        if due && !state.probing {
+            state.probing = true;
+            Admission::Probe
+        } else {
+            Admission::Hold
+        }
+    }
+
+    /// Records the verdict of a reply to a call signed with keys of `generation` (the keys
+    /// in use: replies to replaced keys are not recorded) and admitted as `admission`.
+    pub(crate) fn record(
+        &self,
+        generation: u64,
+        admission: Admission,
+        verdict: Verdict,
+    ) -> Option<Transition> {
+        let mut state = self.lock();
+        if admission == Admission::Probe {
+            state.probing = false;
+            state.next_probe = Some(Instant::now() + self.probe_interval);
+        }
+        let refused = state.refused == Some(generation);
+        match verdict {
+            Verdict::Refused if !refused => {
+                state.refused = Some(generation);
+                state.probing = false;
+                state.next_probe = Some(Instant::now() + self.probe_interval);
+                Some(Transition::Refused)
+            }
+            Verdict::Accepted if refused => {
+                *state = GateState::default();
+                Some(Transition::Accepted)
+            }
+            _ => None,
+        }
+    }
+
+    /// New keys are in use: the gate opens. `Accepted` when it was closed.
+    pub(crate) fn reopen(&self) -> Option<Transition> {
+        let mut state = self.lock();
+        let was_refused = state.refused.is_some();
+        *state = GateState::default();
+        was_refused.then_some(Transition::Accepted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn one_probe_per_interval_while_refused() {
+        let gate = RefusalGate::new(Duration::from_secs(5));
+        assert_eq!(gate.admit(7), Admission::Send);
+        assert_eq!(
+            gate.record(7, Admission::Send, Verdict::Refused),
+            Some(Transition::Refused)
+        );
+        // Another call of the same keys refused at the same time: no second report.
+        assert_eq!(gate.record(7, Admission::Send, Verdict::Refused), None);
+        assert_eq!(gate.admit(7), Admission::Hold);
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(gate.admit(7), Admission::Probe);
+        assert_eq!(gate.admit(7), Admission::Hold, "one probe at a time");
+        assert_eq!(gate.record(7, Admission::Probe, Verdict::Refused), None);
+        assert_eq!(gate.admit(7), Admission::Hold, "the next probe waits");
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(gate.admit(7), Admission::Probe);
+        assert_eq!(
+            gate.record(7, Admission::Probe, Verdict::Unknown),
+            None,
+            "no reply: still refused"
+        );
+        assert_eq!(gate.admit(7), Admission::Hold);
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(gate.admit(7), Admission::Probe);
+        assert_eq!(
+            gate.record(7, Admission::Probe, Verdict::Accepted),
+            Some(Transition::Accepted)
+        );
+        assert_eq!(gate.admit(7), Admission::Send);
+    }
+
+    #[test]
+    fn new_keys_open_the_gate() {
+        let gate = RefusalGate::new(Duration::from_secs(5));
+        gate.record(1, Admission::Send, Verdict::Refused);
+        assert!(gate.is_refused(1));
+        assert_eq!(gate.reopen(), Some(Transition::Accepted));
+        assert_eq!(gate.reopen(), None, "reported once");
+        assert_eq!(gate.admit(2), Admission::Send);
+        assert!(!gate.is_refused(2));
+    }
+}

@@ -99,13 +99,23 @@ pub async fn reconcile(service: Arc<Service>, state: Arc<State>) -> Result<Actio
     result
 }
 
-/// Decides how long to wait before retrying a failed Service (exponential backoff).
+/// Decides how long to wait before retrying a failed Service: exponential backoff, or
+/// the credentials' probe interval while CloudStack refuses the keys.
 pub(crate) fn error_policy(
     service: Arc<Service>,
     err: &ReconcileError,
     state: Arc<State>,
 ) -> Action {
     let key = key_of(&service);
+    let cloudstack = &state.ctx.cloudstack;
+    if cloudstack.credentials_refused() {
+        // Said once, when CloudStack refused the keys; the work waits for keys it accepts
+        // (reloaded from the cloud-config) and is retried as often as a probe may go,
+        // without growing the backoff.
+        let delay = cloudstack.config().credentials_probe_interval;
+        tracing::debug!(service = %key, error = %err, retry_in = ?delay, "load balancer sync waits for accepted credentials");
+        return Action::requeue(delay);
+    }
     let delay = state.backoff.next_delay(&key);
     tracing::warn!(service = %key, error = %err, retry_in = ?delay, "load balancer sync failed");
     Action::requeue(delay)

@@ -104,14 +104,14 @@ impl Reloader {
         if let Err(error) = self.client.identify_account().await {
             tracing::debug!(%error, "cannot tell which account the keys belong to");
         }
-        let mut hangup =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-                Ok(stream) => Some(stream),
-                Err(error) => {
-                    tracing::warn!(%error, "cannot listen for SIGHUP; the cloud-config is still read every 2s");
-                    None
-                }
-            };
+        let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        {
+            Ok(stream) => Some(stream),
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGHUP; the cloud-config is still read every 2s");
+                None
+            }
+        };
         let mut ticker = tokio::time::interval(POLL_INTERVAL);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -141,7 +141,9 @@ impl Reloader {
                 if forced || self.last_seen.as_ref() != Some(&seen) {
                     self.last_seen = Some(seen);
                     self.metrics.cloud_config_reload(INVALID);
-                    tracing::error!("cloud-config not reloaded: {error}; the running configuration stays");
+                    tracing::error!(
+                        "cloud-config not reloaded: {error}; the running configuration stays"
+                    );
                 }
                 return;
             }
@@ -159,7 +161,9 @@ impl Reloader {
         let new = match CloudConfig::load(Some(&self.path), |name| std::env::var(name).ok()) {
             Ok(new) => new,
             Err(error) => {
-                tracing::error!("cloud-config not reloaded: {error}; the running configuration stays");
+                tracing::error!(
+                    "cloud-config not reloaded: {error}; the running configuration stays"
+                );
                 return INVALID;
             }
         };
@@ -192,7 +196,9 @@ impl Reloader {
         let candidate = match cloudstack::Client::new(client_config) {
             Ok(candidate) => candidate,
             Err(error) => {
-                tracing::error!("cloud-config not reloaded: {error}; the running configuration stays");
+                tracing::error!(
+                    "cloud-config not reloaded: {error}; the running configuration stays"
+                );
                 return INVALID;
             }
         };
@@ -234,7 +240,8 @@ impl Reloader {
                 Err(REJECTED)
             }
             Err(
-                error @ (cloudstack::Error::Transport { .. } | cloudstack::Error::Certificate { .. }),
+                error @ (cloudstack::Error::Transport { .. }
+                | cloudstack::Error::Certificate { .. }),
             ) => {
                 tracing::error!(
                     "cloud-config not reloaded: CloudStack at api-url {api_url} does not answer with the new settings (ssl-no-verify, ca-file): {error}; the running configuration stays"
@@ -278,7 +285,9 @@ pub fn spawn(
     shutdown: Shutdown,
 ) {
     let Some(path) = path else {
-        tracing::info!("no --cloud-config file: the configuration comes from the environment and is not reloaded");
+        tracing::info!(
+            "no --cloud-config file: the configuration comes from the environment and is not reloaded"
+        );
         return;
     };
     let reloader = Reloader::new(
@@ -300,7 +309,8 @@ mod tests {
 
     #[test]
     fn run_time_and_start_up_settings_are_told_apart() {
-        let running = config("api-url = http://a/client/api\napi-key = K\nsecret-key = S\nzone = z1\n");
+        let running =
+            config("api-url = http://a/client/api\napi-key = K\nsecret-key = S\nzone = z1\n");
         let new = config(
             "api-url = http://b/client/api\napi-key = K2\nsecret-key = S\nzone = z2\nssl-no-verify\nproject-id = p\n",
         );
@@ -308,7 +318,10 @@ mod tests {
             restart_only_changes(&running, &new),
             ["api-url", "project-id", "zone"]
         );
-        assert_eq!(reloadable_changes(&running, &new), ["api-key", "ssl-no-verify"]);
+        assert_eq!(
+            reloadable_changes(&running, &new),
+            ["api-key", "ssl-no-verify"]
+        );
         assert!(restart_only_changes(&running, &running).is_empty());
         assert!(reloadable_changes(&running, &running).is_empty());
     }

@@ -342,14 +342,47 @@ impl Client {
             limiter.until_ready().await;
         }
         let live = self.live();
-        let admission = self.inner.refusal.admit(live.generation);
-        if admission == Admission::Hold {
-            return Err(Error::CredentialsRefused {
-                command: command.to_owned(),
-            });
+        match self.inner.refusal.admit(live.generation) {
+            Admission::Send => {}
+            Admission::Hold => return Err(refused(command)),
+            Admission::Probe => {
+                // The probe runs on its own task: a caller that gives up on this call (a
+                // sibling of a joined read failed at once) does not cancel it.
+                let client = self.clone();
+                let probed = live.clone();
+                let probe = tokio::spawn(async move { client.probe(&probed).await });
+                if !probe.await.unwrap_or(false) {
+                    return Err(refused(command));
+                }
+            }
         }
+        self.send_observed(command, params, decode, &live, Admission::Send)
+            .await
+    }
+
+    /// Sends one `listCapabilities` signed with `live` as the probe of refused keys;
+    /// whether CloudStack accepts them now.
+    async fn probe(&self, live: &Arc<Live>) -> bool {
+        const PROBE: &str = "listCapabilities";
+        let decode = |status, body: &[u8]| decode_reply(PROBE, status, body);
+        let _ = self
+            .send_observed(PROBE, &Params::new(), &decode, live, Admission::Probe)
+            .await;
+        !self.inner.refusal.is_refused(live.generation)
+    }
+
+    /// Sends one request signed with `live`, reports it to the observer, and judges what
+    /// the reply says about the keys.
+    async fn send_observed<R>(
+        &self,
+        command: &str,
+        params: &Params,
+        decode: &Decoder<'_, R>,
+        live: &Live,
+        admission: Admission,
+    ) -> Result<R, Error> {
         let started = Instant::now();
-        let result = self.send_unobserved(command, params, decode, &live).await;
+        let result = self.send_unobserved(command, params, decode, live).await;
         let latency = started.elapsed();
         let outcome = match &result {
             Ok(_) => CallOutcome::Ok,
@@ -367,7 +400,7 @@ impl Client {
         if let Some(observer) = &self.inner.config.observer {
             observer.on_call(command, &outcome, latency);
         }
-        self.judge_credentials(command, &live, admission, result)
+        self.judge_credentials(command, live, admission, result)
     }
 
     /// Records what `result` (of a call signed with `live`, admitted as `admission`) says
@@ -408,9 +441,7 @@ impl Client {
             }
         }
         match result {
-            Err(error) if error.is_refused_credentials() => Err(Error::CredentialsRefused {
-                command: command.to_owned(),
-            }),
+            Err(error) if error.is_refused_credentials() => Err(refused(command)),
             other => other,
         }
     }
@@ -488,6 +519,13 @@ impl Client {
             .collect();
         query.push(format!("signature={}", encode_value(&sig)));
         query.join("&")
+    }
+}
+
+/// The error of a call not sent because CloudStack refuses the keys.
+fn refused(command: &str) -> Error {
+    Error::CredentialsRefused {
+        command: command.to_owned(),
     }
 }
 

@@ -6,9 +6,11 @@
 //! "unable to verify user credentials and/or request signature" (`ApiServer.verifyRequest`).
 //! Once it has said so, sending more requests with the same keys only adds refusals (and
 //! log lines on the management server): the gate holds every call of the client (they fail
-//! at once with [`crate::Error::CredentialsRefused`]) and lets one call through as a probe
-//! every probe interval, for the whole client. A probe that is answered by anything but a
-//! 401 opens the gate; so do new keys ([`crate::Client::adopt_credentials`]).
+//! at once with [`crate::Error::CredentialsRefused`]) and, when a call arrives after the
+//! probe interval, sends one probe (`listCapabilities`, on a task of its own so no caller
+//! can cancel it) for the whole client. A probe answered by anything but a 401 opens the
+//! gate (and the waiting call goes on); so do new keys
+//! ([`crate::Client::adopt_credentials`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -134,9 +136,11 @@ impl RefusalGate {
         if state.refused != Some(generation) {
             return Admission::Send;
         }
-        let due = state.next_probe.is_none_or(|at| at <= Instant::now());
+        let now = Instant::now();
+        let due = state.next_probe.is_none_or(|at| at <= now);
         if due && !state.probing {
             state.probing = true;
+            state.next_probe = Some(now + self.probe_interval);
             Admission::Probe
         } else {
             Admission::Hold
@@ -154,7 +158,6 @@ impl RefusalGate {
         let mut state = self.lock();
         if admission == Admission::Probe {
             state.probing = false;
-            state.next_probe = Some(Instant::now() + self.probe_interval);
         }
         let refused = state.refused == Some(generation);
         match verdict {

@@ -231,7 +231,10 @@ async fn rotated_keys_are_followed_through_a_secret_volume_and_a_rewrite_in_plac
              the Service created in the window served {served:.1?} after that"
         );
     }
-    println!("Service created after the rotations served in {after:.1?}");
+    println!(
+        "Service created after the rotations served in {after:.1?}; {} log lines in all",
+        output.lines().count()
+    );
 
     assert!(ccm.running() && ccm.pid() == pid, "same process");
     assert!(after.is_some(), "served after:\n{}", tail(&output, 30));
@@ -262,6 +265,11 @@ async fn rotated_keys_are_followed_through_a_secret_volume_and_a_rewrite_in_plac
         2,
         "one refusal line per rotation:\n{}",
         tail(&output, 40)
+    );
+    assert_eq!(
+        count_lines(&output, "refused the credentials"),
+        2,
+        "no other line repeats it (no line per call or per retry)"
     );
     assert_eq!(
         count_lines(&output, UNAUTHORIZED),

@@ -124,7 +124,8 @@ pub(crate) struct NewKeys {
 
 /// Gives `account` a new key pair, as CloudStack's `registerUserKeys`
 /// (`AccountManagerImpl.createApiKeyAndSecretKey`) does: both keys are replaced at once
-/// (generated as URL-safe base64 of random bytes, as CloudStack does, unless given), and from
+/// (generated, unless given, as CloudStack makes them: 64 random bytes of an HmacSHA1
+/// `KeyGenerator`, URL-safe base64 without padding), and from
 /// then on the old ones match no user, so `ApiServer.verifyRequest` answers every request
 /// signed with them 401 "unable to verify user credentials and/or request signature".
 /// Async jobs the account started keep running and are queried with the new keys.

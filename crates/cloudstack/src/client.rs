@@ -441,7 +441,10 @@ impl Client {
             }
         }
         match result {
-            Err(error) if error.is_refused_credentials() => Err(refused(command)),
+            Err(error) if error.is_refused_credentials() => Err(Error::CredentialsRefused {
+                command: command.to_owned(),
+                reply: Some(Box::new(error)),
+            }),
             other => other,
         }
     }
@@ -526,6 +529,7 @@ impl Client {
 fn refused(command: &str) -> Error {
     Error::CredentialsRefused {
         command: command.to_owned(),
+        reply: None,
     }
 }
 

@@ -91,6 +91,10 @@ pub enum Error {
     CredentialsRefused {
         /// The command that was refused or held.
         command: String,
+        /// The server's reply when this call met the refusal itself (the 401 API error);
+        /// `None` for a call held without being sent.
+        #[source]
+        reply: Option<Box<Error>>,
     },
     /// The client configuration is invalid.
     #[error("invalid CloudStack client configuration: {0}")]
@@ -274,6 +278,7 @@ mod tests {
         );
         let held = Error::CredentialsRefused {
             command: "listZones".into(),
+            reply: None,
         };
         assert!(held.is_refused_credentials() && !held.is_retryable());
         assert_eq!(

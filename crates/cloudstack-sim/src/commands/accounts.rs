@@ -1,9 +1,10 @@
 //! `listAccounts`: the accounts a caller may see.
 //!
-//! `QueryManagerImpl.searchForAccountsInternal`: a caller that is not a root admin sees its
-//! own account only (the account id is forced to the caller's); a root admin sees every
-//! account, filtered by `id` and `name`. The `AccountResponse` carries the account's id,
-//! name, type (0 user, 1 admin), role type, domain and state, never a key.
+//! Scoped as `AccountManagerImpl.buildACLSearchParameters` scopes lists: a caller that is
+//! not a root admin sees its own account only; a root admin sees its own account too,
+//! unless it asks with `listall=true` or names an `id`; then `name` filters. The
+//! `AccountResponse` carries the account's id, name, type (0 user, 1 admin), role type,
+//! domain and state, never a key.
 
 use super::{Ctx, resolve};
 use crate::error::ApiError;
@@ -20,7 +21,10 @@ pub fn list_accounts(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let items = state
         .accounts
         .iter()
-        .filter(|a| ctx.caller.is_admin() || a.name == ctx.caller.account)
+        .filter(|a| {
+            a.name == ctx.caller.account
+                || ctx.caller.is_admin() && (p.bool("listall") == Some(true) || id.is_some())
+        })
         .filter(|a| id.is_none_or(|i| i == a.id))
         .filter(|a| p.text("name").is_none_or(|n| n == a.name))
         .map(|a| {

@@ -389,6 +389,28 @@ async fn rotated_keys_refuse_the_old_ones_and_keep_jobs() {
         "a user sees its own account: {accounts:?}"
     );
     assert!(!accounts[0].to_string().contains(&new_key));
+    let admin = client(&sim, "admin");
+    let own: Vec<Value> = admin
+        .list_all("listAccounts", "account", cloudstack::Params::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        own.len(),
+        1,
+        "an admin sees its own account unless listall: {own:?}"
+    );
+    let all: Vec<Value> = admin
+        .list_all(
+            "listAccounts",
+            "account",
+            cloudstack::Params::new().set("listall", true),
+        )
+        .await
+        .unwrap();
+    assert!(
+        all.len() > 1 && all.iter().any(|a| a["name"] == "alice"),
+        "{all:?}"
+    );
 
     // Chosen keys, and an unknown account.
     let http = reqwest::Client::new();

@@ -22,7 +22,18 @@ async fn bad_signature_is_a_refusal_and_later_calls_are_held() {
     let client = cloudstack::Client::new(config).unwrap();
     let error = client.list_zones(&ListZones::default()).await.unwrap_err();
     match &error {
-        Error::CredentialsRefused { command } => assert_eq!(command, "listZones"),
+        Error::CredentialsRefused {
+            command,
+            reply: Some(reply),
+        } => {
+            assert_eq!(command, "listZones");
+            assert_eq!(
+                reply.code(),
+                Some(401),
+                "the server's reply is kept: {reply}"
+            );
+            assert!(reply.text().unwrap().contains("unable to verify"));
+        }
         other => panic!("expected a refusal, got {other:?}"),
     }
     assert!(error.is_refused_credentials() && !error.is_retryable());

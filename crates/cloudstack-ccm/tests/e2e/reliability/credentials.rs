@@ -182,6 +182,7 @@ async fn wrong_keys_stop_the_start_with_one_line_naming_the_401_and_the_command(
         for fragment in [
             "listCapabilities",
             "401",
+            UNAUTHORIZED,
             "refused the credentials",
             "api-key",
         ] {
@@ -191,16 +192,20 @@ async fn wrong_keys_stop_the_start_with_one_line_naming_the_401_and_the_command(
                 errors[0]
             );
         }
-        // CloudStack's own words, once above debug level: in the line saying the keys
-        // were refused.
+        // Above debug level, CloudStack's words are quoted by the line saying the keys were
+        // refused and by the exit line, no other.
         let quoted: Vec<&str> = output
             .lines()
             .filter(|l| {
                 l.contains(UNAUTHORIZED) && !l.contains(" DEBUG ") && !l.contains(" TRACE ")
             })
             .collect();
-        assert_eq!(quoted.len(), 1, "{name}: {quoted:#?}");
-        assert!(quoted[0].contains("ERROR"), "{name}: {}", quoted[0]);
+        assert_eq!(quoted.len(), 2, "{name}: {quoted:#?}");
+        assert!(
+            quoted[0].contains("ERROR") && quoted[0].contains("refused the credentials"),
+            "{name}: {}",
+            quoted[0]
+        );
         let leaked = lines_with_secrets(&output, &[key, secret, &api_key, &secret_key]);
         assert!(leaked.is_empty(), "{name}: keys in the output: {leaked:#?}");
         println!("{name}: {}", errors[0]);

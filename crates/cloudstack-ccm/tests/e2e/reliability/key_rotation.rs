@@ -134,6 +134,14 @@ async fn rotate(
         "the refusal is logged:\n{}",
         tail(&ccm.output(), 30)
     );
+    let ready = super::raw_http::get(ccm.addr, "/readyz")
+        .await
+        .map(|r| r.status);
+    assert_eq!(
+        ready,
+        Some(200),
+        "/readyz stays true: a restart would not help"
+    );
     let refused_metrics = ccm.metrics().await;
     assert_eq!(
         metric(
@@ -386,6 +394,10 @@ async fn an_invalid_new_cloud_config_is_refused_and_the_running_one_keeps_workin
         write_and_expect(&ccm, &path, text, expected).await;
     }
     // The running configuration keeps working.
+    let ready = super::raw_http::get(ccm.addr, "/readyz")
+        .await
+        .map(|r| r.status);
+    assert_eq!(ready, Some(200), "/readyz stays true");
     services::create(&cluster, lb_service("two", &[("TCP", 81, 30081)], &[]));
     let two = wait_served(&rig, "two", Duration::from_secs(30)).await;
 

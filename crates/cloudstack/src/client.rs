@@ -10,11 +10,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::command::{PAGE_SIZE, accepts_project, is_read, is_retry_safe};
-use crate::credentials::{Admission, Live, RefusalGate, Transition, Verdict};
+use crate::credentials::{Admission, Live, RefusalGate};
 use crate::envelope::{decode_list_page, decode_reply};
 use crate::sign::{encode_value, signature};
 use crate::throttle::ThrottleGate;
-use crate::{CallOutcome, ClientConfig, CredentialsChange, Error, Params, tls};
+use crate::{CallOutcome, ClientConfig, Error, Params, tls};
 
 /// Parameters the client always sets itself.
 const RESERVED: &[&str] = &[
@@ -65,7 +65,7 @@ pub struct Client {
 pub(crate) struct Inner {
     pub(crate) config: ClientConfig,
     /// The keys and connections in use (replaced by [`Client::adopt_credentials`]).
-    live: RwLock<Arc<Live>>,
+    pub(crate) live: RwLock<Arc<Live>>,
     /// Closed while CloudStack refuses the keys in use.
     pub(crate) refusal: RefusalGate,
     limiter: Option<DefaultDirectRateLimiter>,
@@ -113,65 +113,12 @@ impl Client {
     }
 
     /// The keys and connections in use.
-    fn live(&self) -> Arc<Live> {
+    pub(crate) fn live(&self) -> Arc<Live> {
         self.inner
             .live
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-    }
-
-    /// From now on, signs with the keys of `other` and connects with its TLS settings
-    /// (typically a client built from a new configuration and checked with a call).
-    /// Calls in flight finish as they were sent; jobs being waited for are polled with the
-    /// new keys. Opens the gate if the keys in use were refused (reported to the observer
-    /// as accepted).
-    pub fn adopt_credentials(&self, other: &Client) {
-        let adopted = other.live();
-        *self.inner.live.write().unwrap_or_else(|e| e.into_inner()) = adopted;
-        if let Some(Transition::Accepted) = self.inner.refusal.reopen() {
-            self.report(&CredentialsChange::Accepted {
-                account: self.account().as_deref(),
-            });
-        }
-    }
-
-    /// Whether CloudStack refuses the keys in use (calls are held, see [`Client`]).
-    pub fn credentials_refused(&self) -> bool {
-        self.inner.refusal.is_refused(self.live().generation)
-    }
-
-    /// The account the keys in use belong to, once [`Client::identify_account`] learnt it.
-    pub fn account(&self) -> Option<String> {
-        self.live().account()
-    }
-
-    /// Asks CloudStack which account the keys in use belong to (`listAccounts`: a user
-    /// sees its own account only) and remembers it for refusal reports. `None` when the
-    /// answer names no single account (root admin keys see every account).
-    pub async fn identify_account(&self) -> Result<Option<String>, Error> {
-        let live = self.live();
-        let accounts: Vec<serde_json::Value> = self
-            .list_all("listAccounts", "account", Params::new())
-            .await?;
-        let name = match accounts.as_slice() {
-            [only] => only
-                .get("name")
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_owned),
-            _ => None,
-        };
-        if name.is_some() {
-            *live.account.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
-        }
-        Ok(name)
-    }
-
-    /// Reports a change of the credentials' state to the observer.
-    fn report(&self, change: &CredentialsChange<'_>) {
-        if let Some(observer) = &self.inner.config.observer {
-            observer.on_credentials(change);
-        }
     }
 }
 
@@ -360,20 +307,9 @@ impl Client {
             .await
     }
 
-    /// Sends one `listCapabilities` signed with `live` as the probe of refused keys;
-    /// whether CloudStack accepts them now.
-    async fn probe(&self, live: &Arc<Live>) -> bool {
-        const PROBE: &str = "listCapabilities";
-        let decode = |status, body: &[u8]| decode_reply(PROBE, status, body);
-        let _ = self
-            .send_observed(PROBE, &Params::new(), &decode, live, Admission::Probe)
-            .await;
-        !self.inner.refusal.is_refused(live.generation)
-    }
-
     /// Sends one request signed with `live`, reports it to the observer, and judges what
     /// the reply says about the keys.
-    async fn send_observed<R>(
+    pub(crate) async fn send_observed<R>(
         &self,
         command: &str,
         params: &Params,
@@ -401,52 +337,6 @@ impl Client {
             observer.on_call(command, &outcome, latency);
         }
         self.judge_credentials(command, live, admission, result)
-    }
-
-    /// Records what `result` (of a call signed with `live`, admitted as `admission`) says
-    /// about the keys, reports a change, and turns a refusal into
-    /// [`Error::CredentialsRefused`].
-    fn judge_credentials<R>(
-        &self,
-        command: &str,
-        live: &Live,
-        admission: Admission,
-        result: Result<R, Error>,
-    ) -> Result<R, Error> {
-        let verdict = match &result {
-            Err(error) if error.is_refused_credentials() => Verdict::Refused,
-            Err(Error::Transport { .. } | Error::Certificate { .. }) => Verdict::Unknown,
-            _ => Verdict::Accepted,
-        };
-        // A reply to replaced keys says nothing about the keys in use.
-        if live.generation == self.live().generation {
-            match self
-                .inner
-                .refusal
-                .record(live.generation, admission, verdict)
-            {
-                Some(Transition::Refused) => {
-                    let errortext = result.as_ref().err().and_then(Error::text).unwrap_or("");
-                    self.report(&CredentialsChange::Refused {
-                        command,
-                        errortext,
-                        account: live.account().as_deref(),
-                        probe_interval: self.inner.refusal.probe_interval(),
-                    });
-                }
-                Some(Transition::Accepted) => self.report(&CredentialsChange::Accepted {
-                    account: live.account().as_deref(),
-                }),
-                None => {}
-            }
-        }
-        match result {
-            Err(error) if error.is_refused_credentials() => Err(Error::CredentialsRefused {
-                command: command.to_owned(),
-                reply: Some(Box::new(error)),
-            }),
-            other => other,
-        }
     }
 
     /// Signs and sends one request: GET with a query string for reads, POST form otherwise;

@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::Secret;
+use crate::envelope::decode_reply;
+use crate::{Client, CredentialsChange, Error, Params, Secret};
 
 /// Numbers every set of keys any client ever held, so a reply to a request signed with
 /// replaced keys is told apart from one signed with the keys in use.
@@ -181,6 +182,120 @@ impl RefusalGate {
         let was_refused = state.refused.is_some();
         *state = GateState::default();
         was_refused.then_some(Transition::Accepted)
+    }
+}
+
+/// The keys of a [`Client`]: replacing them, learning their account, probing and judging
+/// what CloudStack says about them.
+impl Client {
+    /// From now on, signs with the keys of `other` and connects with its TLS settings
+    /// (typically a client built from a new configuration and checked with a call).
+    /// Calls in flight finish as they were sent; jobs being waited for are polled with the
+    /// new keys. Opens the gate if the keys in use were refused (reported to the observer
+    /// as accepted).
+    pub fn adopt_credentials(&self, other: &Client) {
+        let adopted = other.live();
+        *self.inner.live.write().unwrap_or_else(|e| e.into_inner()) = adopted;
+        if let Some(Transition::Accepted) = self.inner.refusal.reopen() {
+            self.report(&CredentialsChange::Accepted {
+                account: self.account().as_deref(),
+            });
+        }
+    }
+
+    /// Whether CloudStack refuses the keys in use (calls are held, see [`Client`]).
+    pub fn credentials_refused(&self) -> bool {
+        self.inner.refusal.is_refused(self.live().generation)
+    }
+
+    /// The account the keys in use belong to, once [`Client::identify_account`] learnt it.
+    pub fn account(&self) -> Option<String> {
+        self.live().account()
+    }
+
+    /// Asks CloudStack which account the keys in use belong to (`listAccounts`: a user
+    /// sees its own account only) and remembers it for refusal reports. `None` when the
+    /// answer names no single account (root admin keys see every account).
+    pub async fn identify_account(&self) -> Result<Option<String>, Error> {
+        let live = self.live();
+        let accounts: Vec<serde_json::Value> = self
+            .list_all("listAccounts", "account", Params::new())
+            .await?;
+        let name = match accounts.as_slice() {
+            [only] => only
+                .get("name")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned),
+            _ => None,
+        };
+        if name.is_some() {
+            *live.account.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
+        }
+        Ok(name)
+    }
+
+    /// Reports a change of the credentials' state to the observer.
+    fn report(&self, change: &CredentialsChange<'_>) {
+        if let Some(observer) = &self.inner.config.observer {
+            observer.on_credentials(change);
+        }
+    }
+
+    /// Sends one `listCapabilities` signed with `live` as the probe of refused keys;
+    /// whether CloudStack accepts them now.
+    pub(crate) async fn probe(&self, live: &Arc<Live>) -> bool {
+        const PROBE: &str = "listCapabilities";
+        let decode = |status, body: &[u8]| decode_reply(PROBE, status, body);
+        let _ = self
+            .send_observed(PROBE, &Params::new(), &decode, live, Admission::Probe)
+            .await;
+        !self.inner.refusal.is_refused(live.generation)
+    }
+
+    /// Records what `result` (of a call signed with `live`, admitted as `admission`) says
+    /// about the keys, reports a change, and turns a refusal into
+    /// [`Error::CredentialsRefused`].
+    pub(crate) fn judge_credentials<R>(
+        &self,
+        command: &str,
+        live: &Live,
+        admission: Admission,
+        result: Result<R, Error>,
+    ) -> Result<R, Error> {
+        let verdict = match &result {
+            Err(error) if error.is_refused_credentials() => Verdict::Refused,
+            Err(Error::Transport { .. } | Error::Certificate { .. }) => Verdict::Unknown,
+            _ => Verdict::Accepted,
+        };
+        // A reply to replaced keys says nothing about the keys in use.
+        if live.generation == self.live().generation {
+            match self
+                .inner
+                .refusal
+                .record(live.generation, admission, verdict)
+            {
+                Some(Transition::Refused) => {
+                    let errortext = result.as_ref().err().and_then(Error::text).unwrap_or("");
+                    self.report(&CredentialsChange::Refused {
+                        command,
+                        errortext,
+                        account: live.account().as_deref(),
+                        probe_interval: self.inner.refusal.probe_interval(),
+                    });
+                }
+                Some(Transition::Accepted) => self.report(&CredentialsChange::Accepted {
+                    account: live.account().as_deref(),
+                }),
+                None => {}
+            }
+        }
+        match result {
+            Err(error) if error.is_refused_credentials() => Err(Error::CredentialsRefused {
+                command: command.to_owned(),
+                reply: Some(Box::new(error)),
+            }),
+            other => other,
+        }
     }
 }
 

@@ -108,7 +108,7 @@ pub(crate) fn error_policy(
 ) -> Action {
     let key = key_of(&service);
     let cloudstack = &state.ctx.cloudstack;
-    if cloudstack.credentials_refused() {
+    if refused_credentials(err) || cloudstack.credentials_refused() {
         // Said once, when CloudStack refused the keys; the work waits for keys it accepts
         // (reloaded from the cloud-config) and is retried as often as a probe may go,
         // without growing the backoff.
@@ -119,6 +119,22 @@ pub(crate) fn error_policy(
     let delay = state.backoff.next_delay(&key);
     tracing::warn!(service = %key, error = %err, retry_in = ?delay, "load balancer sync failed");
     Action::requeue(delay)
+}
+
+/// Whether `err` comes from CloudStack refusing the keys (the keys may have been
+/// replaced since: the retry is then due at once, with the new ones).
+fn refused_credentials(err: &ReconcileError) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(error) = cause {
+        if error
+            .downcast_ref::<cloudstack::Error>()
+            .is_some_and(cloudstack::Error::is_refused_credentials)
+        {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
 }
 
 async fn reconcile_service(
@@ -370,4 +386,27 @@ async fn plan_one(
     }
     let prepared = engine.prepare(spec, &resolved.backends).await?;
     Ok(prepared.plan().clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_of_the_keys_is_found_under_the_engine_error() {
+        let refused = cloudstack::Error::CredentialsRefused {
+            command: "listLoadBalancerRules".into(),
+            reply: None,
+        };
+        assert!(refused_credentials(&ReconcileError::Engine(
+            EnsureError::Observe(refused)
+        )));
+        let other = cloudstack::Error::Decode {
+            command: "listLoadBalancerRules".into(),
+            detail: "not JSON".into(),
+        };
+        assert!(!refused_credentials(&ReconcileError::Engine(
+            EnsureError::Observe(other)
+        )));
+    }
 }

@@ -52,11 +52,19 @@ pub enum ConnectError {
     },
 }
 
-/// A CloudStack client for `config`, reporting every call to `metrics`.
+/// A CloudStack client for `config`, reporting every call to `metrics` and logging when
+/// CloudStack refuses the keys or accepts them again ([`crate::credentials`]).
 pub fn cloudstack_client(
     config: &CloudConfig,
     metrics: Arc<Metrics>,
 ) -> Result<cloudstack::Client, ConnectError> {
+    let mut client_config = client_config(config);
+    client_config.observer = Some(Arc::new(crate::credentials::CloudObserver::new(metrics)));
+    cloudstack::Client::new(client_config).map_err(ConnectError::CloudStack)
+}
+
+/// The client settings `config` asks for (no observer).
+pub(crate) fn client_config(config: &CloudConfig) -> cloudstack::ClientConfig {
     let mut client_config = cloudstack::ClientConfig::new(
         config.api_url.clone(),
         config.api_key.clone(),
@@ -69,8 +77,7 @@ pub fn cloudstack_client(
     if let Some(timeout) = config.job_timeout {
         client_config.job_timeout = timeout;
     }
-    client_config.observer = Some(metrics);
-    cloudstack::Client::new(client_config).map_err(ConnectError::CloudStack)
+    client_config
 }
 
 /// The configured `version`, else the one `listCapabilities` reports (any account may ask).

@@ -8,11 +8,13 @@ pub mod cloud;
 pub mod config;
 pub mod connect;
 pub mod controllers;
+pub mod credentials;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod dry_run;
 pub mod leader;
 pub mod metrics;
 pub mod orphans;
+pub mod reload;
 pub mod server;
 pub mod tool;

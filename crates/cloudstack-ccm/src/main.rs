@@ -184,6 +184,13 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
     let status = LeaderStatus::new().with_metrics(metrics.clone());
     let readiness = Readiness::new(status.clone());
     let (trigger, shutdown) = shutdown_channel();
+    cloudstack_ccm::reload::spawn(
+        args.cloud_config.as_deref(),
+        &config,
+        &cloudstack,
+        &metrics,
+        shutdown.clone(),
+    );
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
     let listener = server::bind(addr)
         .await

@@ -12,6 +12,8 @@
 //! | `reconciles_total` | `controller`, `result` | reconciliations per controller: `ok` ([`RESULT_OK`]), `error` ([`RESULT_ERROR`]), or a controller's own outcome |
 //! | `reconcile_duration_seconds` | `controller` | time of one reconciliation |
 //! | `leader` | | 1 while this replica holds the lease, else 0 |
+//! | `cloudstack_credentials_refused` | | 1 while CloudStack refuses the keys in use (calls held, one probe every few seconds), else 0 |
+//! | `cloud_config_reloads_total` | `result` | cloud-config changes and `SIGHUP`s: `applied`, `unchanged`, `restart_required`, `invalid` (does not parse, bad `ca-file`), `rejected` (CloudStack refused the new keys or did not answer) |
 
 use std::time::Duration;
 
@@ -94,6 +96,8 @@ pub struct Metrics {
     reconcile_duration: HistogramFamily<ControllerLabel>,
     leader: Gauge,
     orphans: Family<KindLabel, Gauge>,
+    credentials_refused: Gauge,
+    reloads: Family<ResultLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -122,6 +126,8 @@ impl Metrics {
             reconcile_duration: Family::new_with_constructor(call_histogram),
             leader: Gauge::default(),
             orphans: Family::default(),
+            credentials_refused: Gauge::default(),
+            reloads: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -169,10 +175,31 @@ impl Metrics {
             "CloudStack objects tagged for this cluster whose Service or Node is gone, by kind",
             metrics.orphans.clone(),
         );
+        registry.register(
+            "cloudstack_credentials_refused",
+            "Whether CloudStack refuses the keys in use (1) or not (0)",
+            metrics.credentials_refused.clone(),
+        );
+        registry.register(
+            "cloud_config_reloads",
+            "cloud-config reloads by result",
+            metrics.reloads.clone(),
+        );
         Metrics {
             registry,
             ..metrics
         }
+    }
+
+    /// Sets the refused-credentials gauge.
+    pub fn set_credentials_refused(&self, refused: bool) {
+        self.credentials_refused.set(i64::from(refused));
+    }
+
+    /// Counts one cloud-config reload with `result` (`applied`, `unchanged`,
+    /// `restart_required`, `invalid`, `rejected`).
+    pub fn cloud_config_reload(&self, result: &'static str) {
+        self.reloads.get_or_create(&ResultLabel { result }).inc();
     }
 
     /// Sets the number of orphaned objects of `kind` (`public_ip`, `static_route`, …).
@@ -304,6 +331,8 @@ mod tests {
             Duration::from_millis(3),
         );
         metrics.on_job("createLoadBalancerRule", true, Duration::from_secs(2));
+        metrics.set_credentials_refused(true);
+        metrics.cloud_config_reload("applied");
         let text = metrics.encode();
         for line in [
             "cloudstack_ccm_reconciles_total{controller=\"node\",result=\"ok\"} 2",
@@ -316,6 +345,8 @@ mod tests {
             "cloudstack_ccm_cloudstack_api_call_duration_seconds_count{command=\"listVirtualMachines\"} 2",
             "cloudstack_ccm_cloudstack_async_job_duration_seconds_count{command=\"createLoadBalancerRule\",result=\"succeeded\"} 1",
             "cloudstack_ccm_reconcile_duration_seconds_count{controller=\"node\"} 1",
+            "cloudstack_ccm_cloudstack_credentials_refused 1",
+            "cloudstack_ccm_cloud_config_reloads_total{result=\"applied\"} 1",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }

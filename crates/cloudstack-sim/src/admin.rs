@@ -14,14 +14,17 @@
 //! | POST | `/sim/vms/{id}/destroy` | destroy without expunge (state Destroyed; mappings, static NAT, NICs kept) |
 //! | POST | `/sim/vms/{id}/stop`, `/sim/vms/{id}/start` | state Stopped / Running |
 //! | PUT | `/sim/vms/{id}/state` | `{"state": "…"}` |
+//! | POST | `/sim/accounts/{name}/keys` | optional `{"api_key", "secret_key"}` → the new keys (see [`rotate_keys`]) |
 
 use crate::faults::Faults;
-use crate::scenario::{ScenarioError, VmSpec};
+use crate::scenario::{ScenarioError, Secret, VmSpec};
 use crate::shared::{Shared, dump_state, lock};
 use axum::extract::{Path, State as AxumState};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
+use base64::Engine as _;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -77,6 +80,16 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/vms/{id}/stop", post(|AxumState(s): Shared_, Path(id): Path<String>| async move { found(set_vm_state(&s, &id, "Stopped")) }))
         .route("/vms/{id}/start", post(|AxumState(s): Shared_, Path(id): Path<String>| async move { found(set_vm_state(&s, &id, "Running")) }))
         .route(
+            "/accounts/{name}/keys",
+            post(|AxumState(s): Shared_, Path(name): Path<String>, body: Option<Json<NewKeys>>| async move {
+                let Json(asked) = body.unwrap_or_default();
+                match rotate_keys(&s, &name, asked) {
+                    Some(keys) => (StatusCode::OK, Json(json!({"api_key": keys.api_key, "secret_key": keys.secret_key}))),
+                    None => (StatusCode::NOT_FOUND, Json(json!({"error": format!("no account {name:?}")}))),
+                }
+            }),
+        )
+        .route(
             "/vms/{id}/state",
             put(|AxumState(s): Shared_, Path(id): Path<String>, Json(body): Json<Value>| async move {
                 match body.get("state").and_then(Value::as_str) {
@@ -95,6 +108,44 @@ impl PairResponse for (StatusCode, &str) {
     fn into_response_pair(self) -> (StatusCode, String) {
         (self.0, self.1.to_owned())
     }
+}
+
+/// The keys an account is given by [`rotate_keys`]: the ones asked for, generated otherwise.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewKeys {
+    /// The new API key.
+    #[serde(default)]
+    pub api_key: Option<Secret>,
+    /// The new secret key.
+    #[serde(default)]
+    pub secret_key: Option<Secret>,
+}
+
+/// Gives `account` a new key pair, as CloudStack's `registerUserKeys`
+/// (`AccountManagerImpl.createApiKeyAndSecretKey`) does: both keys are replaced at once
+/// (generated, unless given, as CloudStack makes them: 64 random bytes of an HmacSHA1
+/// `KeyGenerator`, URL-safe base64 without padding), and from
+/// then on the old ones match no user, so `ApiServer.verifyRequest` answers every request
+/// signed with them 401 "unable to verify user credentials and/or request signature".
+/// Async jobs the account started keep running and are queried with the new keys.
+/// `None` when no account has this name.
+pub(crate) fn rotate_keys(shared: &Shared, account: &str, asked: NewKeys) -> Option<NewKeys> {
+    let generate = || {
+        let bytes: [u8; 64] = std::array::from_fn(|_| rand::random::<u8>());
+        Secret::new(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+    };
+    let api_key = asked.api_key.unwrap_or_else(generate);
+    let secret_key = asked.secret_key.unwrap_or_else(generate);
+    let mut state = lock(&shared.state);
+    let entry = state.accounts.iter_mut().find(|a| a.name == account)?;
+    entry.api_key = api_key.clone();
+    entry.secret_key = secret_key.clone();
+    shared.persist(&state);
+    Some(NewKeys {
+        api_key: Some(api_key),
+        secret_key: Some(secret_key),
+    })
 }
 
 fn found(ok: bool) -> StatusCode {

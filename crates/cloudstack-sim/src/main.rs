@@ -11,7 +11,7 @@ const ABOUT: &str = "Apache CloudStack management-server API simulator.
 Serves the signed CloudStack API at http://LISTEN/client/api (GET or POST form, response=json)
 for the commands a Kubernetes cloud controller manager uses: VMs, zones, networks, projects,
 public IPs, load-balancer rules and members, firewall rules, network ACLs, tags, LB policies,
-async jobs (queryAsyncJobResult, listAsyncJobs), listCapabilities and listApis.
+async jobs (queryAsyncJobResult, listAsyncJobs), listCapabilities, listApis and listAccounts.
 Signatures are verified like the real server (HMAC-SHA1, signatureVersion=3 + expires).";
 
 const AFTER: &str = "Introspection and fault injection (JSON, unauthenticated, under /sim):

@@ -152,6 +152,26 @@ impl SimServer {
             .map(|a| (a.api_key.clone(), a.secret_key.clone()))
     }
 
+    /// Gives `account` a new key pair as `registerUserKeys` does (the old keys answer 401
+    /// from now on); `None` keys are generated. Returns the new (api key, secret key), or
+    /// `None` when no account has this name.
+    pub fn rotate_keys(
+        &self,
+        account: &str,
+        api_key: Option<Secret>,
+        secret_key: Option<Secret>,
+    ) -> Option<(Secret, Secret)> {
+        let keys = crate::admin::rotate_keys(
+            &self.shared,
+            account,
+            crate::admin::NewKeys {
+                api_key,
+                secret_key,
+            },
+        )?;
+        Some((keys.api_key?, keys.secret_key?))
+    }
+
     /// Calls per command since start or the last reset.
     pub fn call_counts(&self) -> BTreeMap<String, u64> {
         lock(&self.shared.counts).clone()

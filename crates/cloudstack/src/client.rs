@@ -1,7 +1,7 @@
 //! The HTTP client: signing, sending, envelope decoding, retries, rate limiting, pagination.
 
 use std::num::NonZeroU32;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable as _};
@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::command::{PAGE_SIZE, accepts_project, is_read, is_retry_safe};
+use crate::credentials::{Admission, Live, RefusalGate};
 use crate::envelope::{decode_list_page, decode_reply};
 use crate::sign::{encode_value, signature};
 use crate::throttle::ThrottleGate;
@@ -47,6 +48,14 @@ type Decoder<'a, R> = dyn Fn(u16, &[u8]) -> Result<R, Error> + Sync + 'a;
 /// the request, before the command runs. On any other failure a mutation is not resent: its
 /// outcome is unknown (a lost reply may hide a created rule or an allocated IP), so the
 /// caller re-observes the cloud state and decides.
+///
+/// Keys: [`Client::adopt_credentials`] replaces the keys (and the TLS settings) of a
+/// running client; calls already sent finish with the keys they were signed with, every
+/// later call (job polls included) is signed with the new ones. While CloudStack refuses
+/// the keys in use (401 "unable to verify user credentials"), calls fail at once with
+/// [`Error::CredentialsRefused`] and one call every
+/// [`ClientConfig::credentials_probe_interval`] is sent as a probe; job waits keep polling
+/// through that.
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
@@ -55,7 +64,10 @@ pub struct Client {
 /// Shared state of a [`Client`].
 pub(crate) struct Inner {
     pub(crate) config: ClientConfig,
-    http: reqwest::Client,
+    /// The keys and connections in use (replaced by [`Client::adopt_credentials`]).
+    pub(crate) live: RwLock<Arc<Live>>,
+    /// Closed while CloudStack refuses the keys in use.
+    pub(crate) refusal: RefusalGate,
     limiter: Option<DefaultDirectRateLimiter>,
     /// Held closed while the server's "retry after" of a 429 runs.
     throttle: ThrottleGate,
@@ -76,29 +88,17 @@ impl Client {
     /// process default if none is installed yet; optional CA file; optional `ssl_no_verify`).
     pub fn new(config: ClientConfig) -> Result<Client, Error> {
         validate(&config)?;
-        // One crypto provider (ring) for the whole process; a no-op when one is installed.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = reqwest::Client::builder()
-            .timeout(config.request_timeout)
-            .tls_backend_rustls()
-            .tls_danger_accept_invalid_certs(config.ssl_no_verify);
-        if let Some(path) = &config.ca_file {
-            // Read even with ssl_no_verify: a bad file is a configuration error either way.
-            let certs = tls::read_ca_file(path)?;
-            if !config.ssl_no_verify {
-                builder = builder.tls_backend_preconfigured(tls::client_config(certs)?);
-            }
-        }
-        let http = builder.build().map_err(|e| {
-            Error::Config(format!("cannot build the HTTP client: {}", e.without_url()))
-        })?;
+        let http = http_client(&config)?;
         let limiter = config
             .requests_per_second
             .map(|rate: NonZeroU32| RateLimiter::direct(Quota::per_second(rate)));
+        let live = Live::new(config.api_key.clone(), config.secret_key.clone(), http);
+        let refusal = RefusalGate::new(config.credentials_probe_interval);
         Ok(Client {
             inner: Arc::new(Inner {
                 config,
-                http,
+                live: RwLock::new(live),
+                refusal,
                 limiter,
                 throttle: ThrottleGate::default(),
                 job_run_times: crate::jobs::JobRunTimes::default(),
@@ -106,11 +106,45 @@ impl Client {
         })
     }
 
-    /// The configuration this client was built with.
+    /// The configuration this client was built with. Its keys and TLS settings are the
+    /// first ones: [`Client::adopt_credentials`] replaces those the client uses.
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config
     }
 
+    /// The keys and connections in use.
+    pub(crate) fn live(&self) -> Arc<Live> {
+        self.inner
+            .live
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// The HTTP client for `config` (TLS with rustls and the `ring` provider, which it
+/// installs as the process default if none is installed yet; optional CA file; optional
+/// `ssl_no_verify`).
+fn http_client(config: &ClientConfig) -> Result<reqwest::Client, Error> {
+    // One crypto provider (ring) for the whole process; a no-op when one is installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut builder = reqwest::Client::builder()
+        .timeout(config.request_timeout)
+        .tls_backend_rustls()
+        .tls_danger_accept_invalid_certs(config.ssl_no_verify);
+    if let Some(path) = &config.ca_file {
+        // Read even with ssl_no_verify: a bad file is a configuration error either way.
+        let certs = tls::read_ca_file(path)?;
+        if !config.ssl_no_verify {
+            builder = builder.tls_backend_preconfigured(tls::client_config(certs)?);
+        }
+    }
+    builder
+        .build()
+        .map_err(|e| Error::Config(format!("cannot build the HTTP client: {}", e.without_url())))
+}
+
+impl Client {
     /// Sends `command` and returns the object under `<command lowercased>response`.
     /// Adds the configured `projectid` where the command accepts it; retries reads on
     /// transient failures and every command on 429 (see [`Client`]).
@@ -254,8 +288,37 @@ impl Client {
         if let Some(limiter) = &self.inner.limiter {
             limiter.until_ready().await;
         }
+        let live = self.live();
+        match self.inner.refusal.admit(live.generation) {
+            Admission::Send => {}
+            Admission::Hold => return Err(refused(command)),
+            Admission::Probe => {
+                // The probe runs on its own task: a caller that gives up on this call (a
+                // sibling of a joined read failed at once) does not cancel it.
+                let client = self.clone();
+                let probed = live.clone();
+                let probe = tokio::spawn(async move { client.probe(&probed).await });
+                if !probe.await.unwrap_or(false) {
+                    return Err(refused(command));
+                }
+            }
+        }
+        self.send_observed(command, params, decode, &live, Admission::Send)
+            .await
+    }
+
+    /// Sends one request signed with `live`, reports it to the observer, and judges what
+    /// the reply says about the keys.
+    pub(crate) async fn send_observed<R>(
+        &self,
+        command: &str,
+        params: &Params,
+        decode: &Decoder<'_, R>,
+        live: &Live,
+        admission: Admission,
+    ) -> Result<R, Error> {
         let started = Instant::now();
-        let result = self.send_unobserved(command, params, decode).await;
+        let result = self.send_unobserved(command, params, decode, live).await;
         let latency = started.elapsed();
         let outcome = match &result {
             Ok(_) => CallOutcome::Ok,
@@ -273,7 +336,7 @@ impl Client {
         if let Some(observer) = &self.inner.config.observer {
             observer.on_call(command, &outcome, latency);
         }
-        result
+        self.judge_credentials(command, live, admission, result)
     }
 
     /// Signs and sends one request: GET with a query string for reads, POST form otherwise;
@@ -283,8 +346,9 @@ impl Client {
         command: &str,
         params: &Params,
         decode: &Decoder<'_, R>,
+        live: &Live,
     ) -> Result<R, Error> {
-        let body = self.signed_query(command, params);
+        let body = self.signed_query(command, params, live);
         let config = &self.inner.config;
         let request = if is_read(command) {
             let separator = if config.api_url.contains('?') {
@@ -292,12 +356,10 @@ impl Client {
             } else {
                 '?'
             };
-            self.inner
-                .http
+            live.http
                 .get(format!("{}{separator}{body}", config.api_url))
         } else {
-            self.inner
-                .http
+            live.http
                 .post(&config.api_url)
                 .header(
                     reqwest::header::CONTENT_TYPE,
@@ -323,8 +385,7 @@ impl Client {
     }
 
     /// The encoded, signed parameter string (`name=value&…&signature=…`).
-    fn signed_query(&self, command: &str, params: &Params) -> String {
-        let config = &self.inner.config;
+    fn signed_query(&self, command: &str, params: &Params, live: &Live) -> String {
         let expires = jiff::Timestamp::now()
             .checked_add(jiff::SignedDuration::try_from(SIGNATURE_LIFETIME).unwrap_or_default())
             .unwrap_or_else(|_| jiff::Timestamp::now())
@@ -339,18 +400,26 @@ impl Client {
                 signed.insert(&name, value.to_owned());
             }
         }
-        signed.insert("apikey", config.api_key.expose().to_owned());
+        signed.insert("apikey", live.api_key.expose().to_owned());
         signed.insert("command", command.to_owned());
         signed.insert("response", "json".to_owned());
         signed.insert("signatureversion", "3".to_owned());
         signed.insert("expires", expires);
-        let sig = signature(config.secret_key.expose(), signed.iter());
+        let sig = signature(live.secret_key.expose(), signed.iter());
         let mut query: Vec<String> = signed
             .iter()
             .map(|(name, value)| format!("{}={}", encode_value(name), encode_value(value)))
             .collect();
         query.push(format!("signature={}", encode_value(&sig)));
         query.join("&")
+    }
+}
+
+/// The error of a call not sent because CloudStack refuses the keys.
+fn refused(command: &str) -> Error {
+    Error::CredentialsRefused {
+        command: command.to_owned(),
+        reply: None,
     }
 }
 

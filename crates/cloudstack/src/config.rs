@@ -39,14 +39,43 @@ impl fmt::Display for CallOutcome {
     }
 }
 
-/// Receives one report per HTTP call (including every retry attempt and every job poll) and
-/// one per finished async job. Implementations must be cheap; they run inline.
+/// A change of what CloudStack says about the client's keys, reported once per change.
+/// Never carries a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialsChange<'a> {
+    /// CloudStack refused the keys in use (401 "unable to verify user credentials and/or
+    /// request signature"): calls are held, one probe goes every `probe_interval`.
+    Refused {
+        /// The command that met the refusal.
+        command: &'a str,
+        /// CloudStack's `errortext`.
+        errortext: &'a str,
+        /// The account the keys belong to, when learnt
+        /// ([`crate::Client::identify_account`]).
+        account: Option<&'a str>,
+        /// How often a probe is sent while refused.
+        probe_interval: Duration,
+    },
+    /// CloudStack accepts the keys in use again (a probe passed, or new keys were adopted).
+    Accepted {
+        /// The account the keys belong to, when learnt.
+        account: Option<&'a str>,
+    },
+}
+
+/// Receives one report per HTTP call (including every retry attempt and every job poll),
+/// one per finished async job and one per change of the credentials' state.
+/// Implementations must be cheap; they run inline.
 pub trait CallObserver: Send + Sync {
     /// One HTTP call of `command` finished with `outcome` after `latency`.
     fn on_call(&self, command: &str, outcome: &CallOutcome, latency: Duration);
     /// An async job started by `command` finished (`succeeded` false for failed or timed-out
     /// jobs) after `duration`, measured from the first poll.
     fn on_job(&self, command: &str, succeeded: bool, duration: Duration);
+    /// CloudStack refused the keys, or accepts them again. Nothing by default.
+    fn on_credentials(&self, change: &CredentialsChange<'_>) {
+        let _ = change;
+    }
 }
 
 /// Everything [`crate::Client::new`] needs. Build with [`ClientConfig::new`] and adjust fields.
@@ -82,6 +111,9 @@ pub struct ClientConfig {
     pub job_poll_initial: Duration,
     /// Largest job poll interval (the interval grows ×1.5 per poll). Default 1 s.
     pub job_poll_max: Duration,
+    /// While CloudStack refuses the keys, one call per this interval is sent as a probe;
+    /// the others fail at once. Default 5 s.
+    pub credentials_probe_interval: Duration,
     /// Receives per-call and per-job reports (metrics).
     pub observer: Option<Arc<dyn CallObserver>>,
 }
@@ -108,6 +140,7 @@ impl ClientConfig {
             job_timeout: Duration::from_secs(600),
             job_poll_initial: Duration::from_millis(50),
             job_poll_max: Duration::from_secs(1),
+            credentials_probe_interval: Duration::from_secs(5),
             observer: None,
         }
     }
@@ -130,6 +163,10 @@ impl fmt::Debug for ClientConfig {
             .field("job_timeout", &self.job_timeout)
             .field("job_poll_initial", &self.job_poll_initial)
             .field("job_poll_max", &self.job_poll_max)
+            .field(
+                "credentials_probe_interval",
+                &self.credentials_probe_interval,
+            )
             .field("observer", &self.observer.as_ref().map(|_| "set"))
             .finish()
     }

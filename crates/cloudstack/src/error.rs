@@ -82,10 +82,27 @@ pub enum Error {
         /// What was wrong.
         detail: String,
     },
+    /// CloudStack refused the client's keys (401 "unable to verify user credentials and/or
+    /// request signature"), on this call or an earlier one: until a probe passes or new keys
+    /// are adopted, calls are not sent (see [`crate::Client`]). Not retried.
+    #[error(
+        "{command}: CloudStack refused the credentials (HTTP 401: the api-key / secret-key are not accepted)"
+    )]
+    CredentialsRefused {
+        /// The command that was refused or held.
+        command: String,
+        /// The server's reply when this call met the refusal itself (the 401 API error);
+        /// `None` for a call held without being sent.
+        #[source]
+        reply: Option<Box<Error>>,
+    },
     /// The client configuration is invalid.
     #[error("invalid CloudStack client configuration: {0}")]
     Config(String),
 }
+
+/// The text `ApiServer.verifyRequest`'s 401 carries for keys or a signature it cannot verify.
+const UNVERIFIED_CREDENTIALS: &str = "unable to verify user credentials";
 
 /// Formats the optional `cserrorcode` for `Display`.
 fn cs_suffix(cserrorcode: Option<u32>) -> String {
@@ -125,6 +142,23 @@ impl Error {
         }
         let text = self.text().unwrap_or_default().to_ascii_lowercase();
         text.contains("does not exist") || text.contains("unable to find")
+    }
+
+    /// Whether CloudStack refused the keys: an [`Error::CredentialsRefused`], or a 401
+    /// whose text says the credentials or signature could not be verified (a 401 for a
+    /// command the role may not call is not a refusal of the keys).
+    pub fn is_refused_credentials(&self) -> bool {
+        match self {
+            Error::CredentialsRefused { .. } => true,
+            Error::Api {
+                errorcode: 401,
+                errortext,
+                ..
+            } => errortext
+                .to_ascii_lowercase()
+                .contains(UNVERIFIED_CREDENTIALS),
+            _ => false,
+        }
     }
 
     /// Whether the error is a network rule conflict (537), e.g. an overlapping port range.
@@ -230,6 +264,28 @@ mod tests {
         assert!(api(530, "internal").is_retryable());
         assert!(api(503, "unavailable").is_retryable());
         assert_eq!(api(431, "x").code(), Some(431));
+        let refused = api(
+            401,
+            "unable to verify user credentials and/or request signature",
+        );
+        assert!(refused.is_refused_credentials() && !refused.is_retryable());
+        assert!(
+            !api(
+                401,
+                "The given command 'expungeVirtualMachine' either does not exist, is not available for user."
+            )
+            .is_refused_credentials()
+        );
+        let held = Error::CredentialsRefused {
+            command: "listZones".into(),
+            reply: None,
+        };
+        assert!(held.is_refused_credentials() && !held.is_retryable());
+        assert_eq!(
+            held.code(),
+            None,
+            "not mistaken for a command the role lacks"
+        );
     }
 
     #[test]

@@ -287,8 +287,20 @@ impl Client {
             // A wait cut short by the deadline still ends in one last poll.
             let _ = tokio::time::timeout_at(deadline, pacing.before_poll(attempt)).await;
             attempt += 1;
-            if let Some(result) = self.poll_job_once(command, jobid).await? {
-                return Ok(result);
+            match self.poll_job_once(command, jobid).await {
+                Ok(Some(result)) => return Ok(result),
+                Ok(None) => {}
+                // Refused keys do not end the job: keep polling (held polls cost nothing)
+                // until new keys are adopted or a probe passes.
+                Err(error) if error.is_refused_credentials() => {
+                    let pause = self
+                        .inner
+                        .refusal
+                        .probe_interval()
+                        .min(Duration::from_secs(1));
+                    let _ = tokio::time::timeout_at(deadline, tokio::time::sleep(pause)).await;
+                }
+                Err(error) => return Err(error),
             }
             if Instant::now() >= deadline {
                 return Err(Error::JobTimeout {

@@ -7,6 +7,8 @@
 //!   HTTP status, `errorcode`, `cserrorcode` and `errortext` ([`Error`]).
 //! * [`Client::list_all`] walks every page; [`Client::call_async`] waits for async jobs.
 //! * Reads are retried on 429/5xx/connection errors; mutating commands never are.
+//! * Keys can be replaced while calls run ([`Client::adopt_credentials`]); while CloudStack
+//!   refuses them, calls are held and one probe goes every few seconds.
 //! * Typed requests ([`requests`]) and responses ([`types`]) cover the commands a cloud
 //!   controller manager uses.
 //!
@@ -29,6 +31,7 @@ mod api;
 mod client;
 mod command;
 mod config;
+mod credentials;
 mod envelope;
 mod error;
 mod jobs;
@@ -44,7 +47,7 @@ pub mod version;
 
 pub use client::Client;
 pub use command::{PAGE_SIZE, is_read, is_retry_safe};
-pub use config::{CallObserver, CallOutcome, ClientConfig};
+pub use config::{CallObserver, CallOutcome, ClientConfig, CredentialsChange};
 pub use envelope::{decode_reply, response_key};
 pub use error::{API_LIMIT_EXCEEDED, Error, NETWORK_RULE_CONFLICT, PARAM_ERROR};
 pub use jobs::{AsyncStart, BackoffPacing, FINISHED_AT_FIRST_POLL_SHARE, JobPacing, job_object};

@@ -1,6 +1,7 @@
 //! The API commands: a registry (name → handler), the per-call context, and shared filters.
 
 pub mod access;
+mod accounts;
 mod acl;
 mod firewall;
 mod infra;
@@ -175,6 +176,7 @@ pub const COMMANDS: &[Command] = &[
     sync("listProjects", infra::list_projects),
     sync("listCapabilities", infra::list_capabilities),
     sync("listApis", infra::list_apis),
+    sync("listAccounts", accounts::list_accounts),
     Command {
         name: "listManagementServersMetrics",
         run: infra::list_management_servers_metrics,

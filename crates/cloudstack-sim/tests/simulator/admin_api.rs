@@ -248,3 +248,193 @@ async fn state_file_survives_a_restart_and_resumes_pending_jobs() {
         "created, not applied: no member"
     );
 }
+
+/// Counts the credential reports of a client.
+#[derive(Default)]
+struct CredentialReports {
+    refused: std::sync::atomic::AtomicUsize,
+    accepted: std::sync::atomic::AtomicUsize,
+}
+
+impl cloudstack::CallObserver for CredentialReports {
+    fn on_call(&self, _: &str, _: &cloudstack::CallOutcome, _: std::time::Duration) {}
+    fn on_job(&self, _: &str, _: bool, _: std::time::Duration) {}
+    fn on_credentials(&self, change: &cloudstack::CredentialsChange<'_>) {
+        use std::sync::atomic::Ordering::SeqCst;
+        match change {
+            cloudstack::CredentialsChange::Refused { errortext, .. } => {
+                assert_eq!(
+                    *errortext,
+                    "unable to verify user credentials and/or request signature"
+                );
+                self.refused.fetch_add(1, SeqCst);
+            }
+            cloudstack::CredentialsChange::Accepted { .. } => {
+                self.accepted.fetch_add(1, SeqCst);
+            }
+        }
+    }
+}
+
+/// `POST /sim/accounts/{name}/keys` rotates the keys as `registerUserKeys` does: the old
+/// keys answer 401 with CloudStack's text and the new ones work. A running client meets
+/// the refusal once, holds its calls, and once it adopts the new keys polls the job it
+/// started with the old ones to its end.
+#[tokio::test]
+async fn rotated_keys_refuse_the_old_ones_and_keep_jobs() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let sim = start(Scenario::small()).await;
+    sim.set_job_duration(std::time::Duration::from_millis(1500));
+    let (old_key, old_secret) = sim.credentials("alice").unwrap();
+    let reports = std::sync::Arc::new(CredentialReports::default());
+    let mut config =
+        cloudstack::ClientConfig::new(sim.api_url(), old_key.expose(), old_secret.expose());
+    config.max_retries = 0;
+    config.job_poll_initial = std::time::Duration::from_millis(20);
+    config.job_poll_max = std::time::Duration::from_millis(50);
+    config.credentials_probe_interval = std::time::Duration::from_secs(60);
+    config.observer = Some(reports.clone());
+    let running = cloudstack::Client::new(config).unwrap();
+    assert_eq!(
+        running.identify_account().await.unwrap().as_deref(),
+        Some("alice")
+    );
+    let started = running
+        .start_async(
+            "associateIpAddress",
+            cloudstack::Params::new().set("networkid", id_of(&sim, "networks", "net-vr")),
+        )
+        .await
+        .expect("the job starts with the old keys");
+    let waiter = running.clone();
+    let jobid = started.jobid.clone();
+    let job = tokio::spawn(async move { waiter.wait_job("associateIpAddress", &jobid).await });
+
+    let reply = reqwest::Client::new()
+        .post(format!("{}/accounts/alice/keys", sim.admin_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status().as_u16(), 200);
+    let keys: Value = reply.json().await.unwrap();
+    let (new_key, new_secret) = (
+        keys["api_key"].as_str().unwrap().to_owned(),
+        keys["secret_key"].as_str().unwrap().to_owned(),
+    );
+    assert!(new_key.len() >= 64 && new_key != old_key.expose());
+    assert_ne!(new_secret, old_secret.expose());
+    assert_eq!(
+        sim.credentials("alice")
+            .map(|(k, s)| (k.expose().to_owned(), s.expose().to_owned())),
+        Some((new_key.clone(), new_secret.clone()))
+    );
+
+    // The old keys, exactly as CloudStack refuses them.
+    let fresh_old = common::client_with_keys(&sim, old_key.expose(), old_secret.expose());
+    let refused = fresh_old
+        .list_zones(&ListZones::default())
+        .await
+        .expect_err("the old keys are refused");
+    assert!(
+        matches!(refused, cloudstack::Error::CredentialsRefused { .. }),
+        "{refused}"
+    );
+    let raw = sim.call_log().last().cloned().unwrap();
+    assert_eq!(raw.status, 401);
+    assert_eq!(
+        raw.error.as_deref(),
+        Some("unable to verify user credentials and/or request signature")
+    );
+
+    // The running client meets the refusal (its job poll or this call), then holds.
+    let _ = running.list_zones(&ListZones::default()).await;
+    assert!(running.credentials_refused());
+    let sent = sim.call_log().len();
+    for _ in 0..5 {
+        let held = running.list_zones(&ListZones::default()).await.unwrap_err();
+        assert!(held.is_refused_credentials(), "{held}");
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        sim.call_log().len(),
+        sent,
+        "held calls and polls are not sent"
+    );
+    assert_eq!(reports.refused.load(SeqCst), 1, "one report per refusal");
+    assert!(!job.is_finished(), "the job wait goes on while refused");
+
+    let new = common::client_with_keys(&sim, &new_key, &new_secret);
+    assert_eq!(
+        new.identify_account().await.unwrap().as_deref(),
+        Some("alice")
+    );
+    running.adopt_credentials(&new);
+    assert!(!running.credentials_refused());
+    assert_eq!(reports.accepted.load(SeqCst), 1);
+    let result = job
+        .await
+        .unwrap()
+        .expect("the job started with the old keys ends, polled with the new ones");
+    assert!(result.get("ipaddress").is_some(), "{result}");
+    assert!(
+        !running
+            .list_zones(&ListZones::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let accounts = new
+        .list_all::<Value>("listAccounts", "account", cloudstack::Params::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        accounts.len(),
+        1,
+        "a user sees its own account: {accounts:?}"
+    );
+    assert!(!accounts[0].to_string().contains(&new_key));
+    let admin = client(&sim, "admin");
+    let own: Vec<Value> = admin
+        .list_all("listAccounts", "account", cloudstack::Params::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        own.len(),
+        1,
+        "an admin sees its own account unless listall: {own:?}"
+    );
+    let all: Vec<Value> = admin
+        .list_all(
+            "listAccounts",
+            "account",
+            cloudstack::Params::new().set("listall", true),
+        )
+        .await
+        .unwrap();
+    assert!(
+        all.len() > 1 && all.iter().any(|a| a["name"] == "alice"),
+        "{all:?}"
+    );
+
+    // Chosen keys, and an unknown account.
+    let http = reqwest::Client::new();
+    let chosen = http
+        .post(format!("{}/accounts/alice/keys", sim.admin_url()))
+        .json(&json!({"api_key": "AkChosen", "secret_key": "SkChosen"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chosen.status().as_u16(), 200);
+    assert!(
+        common::client_with_keys(&sim, "AkChosen", "SkChosen")
+            .list_zones(&ListZones::default())
+            .await
+            .is_ok()
+    );
+    let unknown = http
+        .post(format!("{}/accounts/nobody/keys", sim.admin_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status().as_u16(), 404);
+}

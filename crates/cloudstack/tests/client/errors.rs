@@ -9,30 +9,59 @@ use cloudstack::{Error, Params, requests::DeleteLoadBalancerRule, requests::List
 use serde_json::json;
 use support::{TestServer, envelope, error_envelope};
 
+/// A 401 for the keys is [`Error::CredentialsRefused`]; later calls are held (not sent)
+/// but for one probe per probe interval.
 #[tokio::test]
-async fn bad_signature_is_a_401_api_error() {
+async fn bad_signature_is_a_refusal_and_later_calls_are_held() {
     let server = TestServer::start(|_, _| envelope("listZones", json!({}))).await;
     let mut config = server.config();
     config.secret_key = "wrong-secret".into();
+    config.credentials_probe_interval = std::time::Duration::from_millis(300);
+    let sent = Arc::new(SentCalls::default());
+    config.observer = Some(sent.clone());
     let client = cloudstack::Client::new(config).unwrap();
     let error = client.list_zones(&ListZones::default()).await.unwrap_err();
     match &error {
-        Error::Api {
+        Error::CredentialsRefused {
             command,
-            http_status,
-            errorcode,
-            cserrorcode,
-            errortext,
+            reply: Some(reply),
         } => {
             assert_eq!(command, "listZones");
-            assert_eq!((*http_status, *errorcode, *cserrorcode), (401, 401, None));
-            assert!(errortext.contains("unable to verify"), "{errortext}");
+            assert_eq!(
+                reply.code(),
+                Some(401),
+                "the server's reply is kept: {reply}"
+            );
+            assert!(reply.text().unwrap().contains("unable to verify"));
         }
-        other => panic!("expected an API error, got {other:?}"),
+        other => panic!("expected a refusal, got {other:?}"),
     }
-    assert!(!error.is_retryable());
+    assert!(error.is_refused_credentials() && !error.is_retryable());
+    assert!(error.to_string().contains("401"), "{error}");
     assert!(!error.to_string().contains("wrong-secret"));
     assert!(!error.to_string().contains(support::API_KEY));
+    assert!(client.credentials_refused());
+    for _ in 0..10 {
+        let held = client.list_zones(&ListZones::default()).await.unwrap_err();
+        assert!(held.is_refused_credentials());
+    }
+    assert_eq!(sent.0.load(Ordering::SeqCst), 1, "held calls are not sent");
+    tokio::time::sleep(std::time::Duration::from_millis(350)).await;
+    for _ in 0..10 {
+        let _ = client.list_zones(&ListZones::default()).await;
+    }
+    assert_eq!(sent.0.load(Ordering::SeqCst), 2, "one probe per interval");
+}
+
+/// Counts the HTTP calls a client sends.
+#[derive(Default)]
+struct SentCalls(AtomicUsize);
+
+impl cloudstack::CallObserver for SentCalls {
+    fn on_call(&self, _: &str, _: &cloudstack::CallOutcome, _: std::time::Duration) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+    fn on_job(&self, _: &str, _: bool, _: std::time::Duration) {}
 }
 
 #[tokio::test]

@@ -103,16 +103,42 @@ pub async fn reconcile(service: Arc<Service>, state: Arc<State>) -> Result<Actio
     result
 }
 
-/// Decides how long to wait before retrying a failed Service (exponential backoff).
+/// Decides how long to wait before retrying a failed Service: exponential backoff, or
+/// the credentials' probe interval while CloudStack refuses the keys.
 pub(crate) fn error_policy(
     service: Arc<Service>,
     err: &ReconcileError,
     state: Arc<State>,
 ) -> Action {
     let key = key_of(&service);
+    let cloudstack = &state.ctx.cloudstack;
+    if refused_credentials(err) || cloudstack.credentials_refused() {
+        // Said once, when CloudStack refused the keys; the work waits for keys it accepts
+        // (reloaded from the cloud-config) and is retried as often as a probe may go,
+        // without growing the backoff.
+        let delay = cloudstack.config().credentials_probe_interval;
+        tracing::debug!(service = %key, error = %err, retry_in = ?delay, "load balancer sync waits for accepted credentials");
+        return Action::requeue(delay);
+    }
     let delay = state.backoff.next_delay(&key);
     tracing::warn!(service = %key, error = %err, retry_in = ?delay, "load balancer sync failed");
     Action::requeue(delay)
+}
+
+/// Whether `err` comes from CloudStack refusing the keys (the keys may have been
+/// replaced since: the retry is then due at once, with the new ones).
+fn refused_credentials(err: &ReconcileError) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(error) = cause {
+        if error
+            .downcast_ref::<cloudstack::Error>()
+            .is_some_and(cloudstack::Error::is_refused_credentials)
+        {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
 }
 
 async fn reconcile_service(
@@ -329,4 +355,27 @@ async fn cleanup(
 /// one of [`LbSpec::for_deletion`].
 pub fn deletion_spec(service: &Service, options: &SpecOptions) -> Result<LbSpec, SpecError> {
     LbSpec::from_service(service, options).or_else(|_| LbSpec::for_deletion(service, options))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_of_the_keys_is_found_under_the_engine_error() {
+        let refused = cloudstack::Error::CredentialsRefused {
+            command: "listLoadBalancerRules".into(),
+            reply: None,
+        };
+        assert!(refused_credentials(&ReconcileError::Engine(
+            EnsureError::Observe(refused)
+        )));
+        let other = cloudstack::Error::Decode {
+            command: "listLoadBalancerRules".into(),
+            detail: "not JSON".into(),
+        };
+        assert!(!refused_credentials(&ReconcileError::Engine(
+            EnsureError::Observe(other)
+        )));
+    }
 }

@@ -1,6 +1,6 @@
 //! Credentials: the simulator rejects tampered, expired (replayed) and unknown-key
 //! requests sent as raw HTTP; the controller manager started with a wrong key says so in
-//! one line naming the 401 and the command; and the API key and secret key appear in no
+//! one line naming the 401 and the command (CloudStack's text quoted once); and the API key and secret key appear in no
 //! log line (at the most verbose level), Event, Service, error, `Debug` output or metric.
 
 use crate::common;
@@ -15,11 +15,11 @@ use cloudstack_ccm::config::CloudConfig;
 use cloudstack_sim::{Scenario, Secret};
 
 /// The 401 text CloudStack answers for every signature problem.
-const UNAUTHORIZED: &str = "unable to verify user credentials and/or request signature";
+pub(super) const UNAUTHORIZED: &str = "unable to verify user credentials and/or request signature";
 
 /// `small()` with alice's keys replaced by long mixed-case random ones, so any copy of
 /// them in an output is unmistakable.
-fn scenario_with_distinct_keys() -> (Scenario, String, String) {
+pub(super) fn scenario_with_distinct_keys() -> (Scenario, String, String) {
     let mut scenario = Scenario::small();
     scenario.settings.job_duration_ms = 5;
     let api_key = format!(
@@ -43,7 +43,7 @@ fn scenario_with_distinct_keys() -> (Scenario, String, String) {
 }
 
 /// Lines of `text` containing any of `secrets` (case-insensitively: signing lower-cases).
-fn lines_with_secrets<'a>(text: &'a str, secrets: &[&str]) -> Vec<&'a str> {
+pub(super) fn lines_with_secrets<'a>(text: &'a str, secrets: &[&str]) -> Vec<&'a str> {
     text.lines()
         .filter(|line| {
             let lower = line.to_lowercase();
@@ -179,13 +179,33 @@ async fn wrong_keys_stop_the_start_with_one_line_naming_the_401_and_the_command(
             .filter(|l| l.starts_with("cloudstack-ccm: error:"))
             .collect();
         assert_eq!(errors.len(), 1, "{name}: one error line:\n{output}");
-        for fragment in ["listCapabilities", "401", UNAUTHORIZED] {
+        for fragment in [
+            "listCapabilities",
+            "401",
+            UNAUTHORIZED,
+            "refused the credentials",
+            "api-key",
+        ] {
             assert!(
                 errors[0].contains(fragment),
                 "{name}: {fragment:?} not in {:?}",
                 errors[0]
             );
         }
+        // Above debug level, CloudStack's words are quoted by the line saying the keys were
+        // refused and by the exit line, no other.
+        let quoted: Vec<&str> = output
+            .lines()
+            .filter(|l| {
+                l.contains(UNAUTHORIZED) && !l.contains(" DEBUG ") && !l.contains(" TRACE ")
+            })
+            .collect();
+        assert_eq!(quoted.len(), 2, "{name}: {quoted:#?}");
+        assert!(
+            quoted[0].contains("ERROR") && quoted[0].contains("refused the credentials"),
+            "{name}: {}",
+            quoted[0]
+        );
         let leaked = lines_with_secrets(&output, &[key, secret, &api_key, &secret_key]);
         assert!(leaked.is_empty(), "{name}: keys in the output: {leaked:#?}");
         println!("{name}: {}", errors[0]);
@@ -362,7 +382,7 @@ async fn no_key_in_logs_events_services_metrics_or_debug() {
 }
 
 /// The last `n` lines of `text`.
-fn tail(text: &str, n: usize) -> String {
+pub(super) fn tail(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }

@@ -113,7 +113,12 @@ fn now_ms() -> i64 {
 
 /// What every process reads once at start, leader or not: the version, and the start-up
 /// check that the cloud-config's project and zone exist.
-const START_UP_READS: [&str; 3] = ["listCapabilities", "listProjects", "listZones"];
+const START_UP_READS: [&str; 4] = [
+    "listCapabilities",
+    "listProjects",
+    "listZones",
+    "listAccounts",
+];
 
 /// Calls of `account` other than the start-up reads, as (time, command).
 fn acting_calls(rig: &Rig, account: &str) -> Vec<(u64, String)> {

@@ -17,6 +17,7 @@ mod crash;
 mod credentials;
 mod failover;
 mod faults;
+mod key_rotation;
 mod outage;
 
 use std::time::Duration;

@@ -29,9 +29,13 @@ pub fn client_with_keys(sim: &SimServer, api_key: &str, secret_key: &str) -> Cli
     Client::new(config).expect("client config is valid")
 }
 
-/// The fields of a `cloudstack::Error::Api`.
+/// The fields of a `cloudstack::Error::Api` (also the server's 401 the client keeps in a
+/// `CredentialsRefused`).
 pub fn api_error(error: cloudstack::Error) -> (u16, u32, Option<u32>, String) {
     match error {
+        cloudstack::Error::CredentialsRefused {
+            reply: Some(reply), ..
+        } => api_error(*reply),
         cloudstack::Error::Api {
             http_status,
             errorcode,

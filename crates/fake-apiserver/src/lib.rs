@@ -8,7 +8,8 @@
 //! JSON / merge / strategic merge patches, label and field selectors, watches with replay
 //! and 410 Gone, discovery for kubectl, and fault injection. Started with
 //! [`ServerOptions::rbac`], it authenticates bearer tokens and enforces RBAC like
-//! kube-apiserver with `--authorization-mode=RBAC`.
+//! kube-apiserver with `--authorization-mode=RBAC`. It answers TokenReviews and
+//! SubjectAccessReviews from its tokens and its authorizer, for servers that delegate.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), fake_apiserver::ServerError> {
@@ -30,6 +31,7 @@ mod params;
 mod patch;
 mod rbac;
 mod resources;
+mod review;
 mod routes;
 mod selector;
 mod server;

@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use crate::auth::{self, DEFAULT_TOKEN_LIFETIME};
@@ -22,6 +22,7 @@ use crate::openapi;
 use crate::params;
 use crate::patch::PatchType;
 use crate::resources::{self, ResourceKind};
+use crate::review;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{DeleteOutcome, Selection, Store, WatchStart, to_storage};
 use crate::table;
@@ -62,6 +63,14 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
+        .route(
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            post(review::token_review),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            post(review::subject_access_review),
+        )
         .fallback(resource_handler)
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
         .with_state(shared)

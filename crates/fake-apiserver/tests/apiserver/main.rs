@@ -9,5 +9,6 @@ mod discovery;
 mod events;
 mod kubectl;
 mod rbac;
+mod reviews;
 mod runtime;
 mod watch;

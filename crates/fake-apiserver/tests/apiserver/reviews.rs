@@ -260,7 +260,7 @@ async fn reviews_need_the_auth_delegator_grant_and_can_fail() {
 
     // Fault injection, as for any resource.
     server.set_faults(vec![
-        Fault::error(503).on(Verb::Create, "subjectaccessreviews.authorization.k8s.io"),
+        Fault::error(500).on(Verb::Create, "subjectaccessreviews.authorization.k8s.io"),
     ]);
     let client = server.kube_client().unwrap();
     let (code, _, _) = api_error(
@@ -271,7 +271,7 @@ async fn reviews_need_the_auth_delegator_grant_and_can_fail() {
             )
             .await,
     );
-    assert_eq!(code, 503);
+    assert_eq!(code, 500);
 }
 
 #[tokio::test]

@@ -319,7 +319,6 @@ async fn metrics_text(State(state): State<ServerState>) -> impl IntoResponse {
 #[cfg(test)]
 mod tests {
     use super::Readiness;
-    use crate::cli::serving::ServingArgs;
     use crate::leader::{ElectionState, LeaderStatus};
 
     #[test]

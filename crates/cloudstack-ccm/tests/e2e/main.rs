@@ -25,6 +25,7 @@ mod nodes;
 mod orphans;
 mod rbac;
 mod routes;
+mod secure_serving;
 mod server;
 mod startup_scope;
 mod tls;

@@ -171,6 +171,12 @@ impl Security {
             );
             return Ok(Security::Plain);
         }
+        if let Some(path) = &args.client_ca_file {
+            return Err(format!(
+                "--client-ca-file {}: client certificates are not accepted by this controller manager; authenticate scrapers with a bearer token",
+                path.display()
+            ));
+        }
         let tls = tls::from_args(args, bind).map_err(|error| error.to_string())?;
         let delegation = access::Delegation::from_args(args, client).await?;
         Ok(Security::Secure {

@@ -37,16 +37,11 @@ pub struct ServingArgs {
 
     /// The serving certificate (PEM, the certificate first, then its chain). Re-read when it
     /// changes on disk. Without it, a self-signed certificate is made.
-    #[arg(
-        global = true,
-        long,
-        value_name = "PATH",
-        requires = "tls_private_key_file"
-    )]
+    #[arg(global = true, long, value_name = "PATH")]
     pub tls_cert_file: Option<PathBuf>,
 
     /// The private key of --tls-cert-file (PEM).
-    #[arg(global = true, long, value_name = "PATH", requires = "tls_cert_file")]
+    #[arg(global = true, long, value_name = "PATH")]
     pub tls_private_key_file: Option<PathBuf>,
 
     /// Where the self-signed certificate is kept (cloud-controller-manager.crt and .key),
@@ -64,8 +59,8 @@ pub struct ServingArgs {
     #[arg(global = true, long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_cipher_suite)]
     pub tls_cipher_suites: Vec<SupportedCipherSuite>,
 
-    /// Client certificates signed by these authorities (PEM) authenticate as their
-    /// CommonName, in the groups of their Organizations.
+    /// Not supported: client certificates are not accepted (a start-up error); scrapers
+    /// authenticate with a bearer token.
     #[arg(global = true, long, value_name = "PATH")]
     pub client_ca_file: Option<PathBuf>,
 

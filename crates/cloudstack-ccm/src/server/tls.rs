@@ -123,7 +123,17 @@ pub fn from_args(args: &ServingArgs, bind: IpAddr) -> Result<Tls, TlsError> {
             let (certified, bytes) = load_pair(&pair)?;
             (certified, Some((pair, bytes)))
         }
-        _ => self_signed(args.cert_dir.as_deref(), bind)?,
+        (Some(_), None) => {
+            return Err(TlsError::Config(
+                "--tls-private-key-file is required with --tls-cert-file".into(),
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(TlsError::Config(
+                "--tls-cert-file is required with --tls-private-key-file".into(),
+            ));
+        }
+        (None, None) => self_signed(args.cert_dir.as_deref(), bind)?,
     };
     let cert = Arc::new(ServingCert::new(key));
     let config = server_config(args, cert.clone())?;

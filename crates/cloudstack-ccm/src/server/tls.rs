@@ -99,6 +99,26 @@ struct WatchedPair {
     key_flag: &'static str,
 }
 
+/// The PEM bytes of a pair as last read.
+#[derive(Clone, PartialEq, Eq)]
+struct PemPair {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+}
+
+impl std::fmt::Debug for PemPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PemPair { .. }")
+    }
+}
+
+/// A pair of files served, and their bytes as last read.
+#[derive(Debug, Clone)]
+struct Watched {
+    pair: WatchedPair,
+    seen: PemPair,
+}
+
 /// The secure port's TLS: the rustls configuration and, for files, what to watch.
 #[derive(Debug, Clone)]
 pub struct Tls {
@@ -106,7 +126,7 @@ pub struct Tls {
     pub config: Arc<ServerConfig>,
     /// The certificate served.
     pub cert: Arc<ServingCert>,
-    watched: Option<(WatchedPair, (Vec<u8>, Vec<u8>))>,
+    watched: Option<Watched>,
 }
 
 /// Builds the TLS of the secure port from the flags; `bind` is the bind address (named in
@@ -120,8 +140,8 @@ pub fn from_args(args: &ServingArgs, bind: IpAddr) -> Result<Tls, TlsError> {
                 cert_flag: "--tls-cert-file",
                 key_flag: "--tls-private-key-file",
             };
-            let (certified, bytes) = load_pair(&pair)?;
-            (certified, Some((pair, bytes)))
+            let (certified, seen) = load_pair(&pair)?;
+            (certified, Some(Watched { pair, seen }))
         }
         (Some(_), None) => {
             return Err(TlsError::Config(
@@ -181,12 +201,18 @@ fn server_config(
 }
 
 /// Reads and checks a certificate and key pair; returns it and the bytes read.
-fn load_pair(pair: &WatchedPair) -> Result<(CertifiedKey, (Vec<u8>, Vec<u8>)), TlsError> {
+fn load_pair(pair: &WatchedPair) -> Result<(CertifiedKey, PemPair), TlsError> {
     let cert_pem =
         std::fs::read(&pair.cert).map_err(|e| file_error(pair.cert_flag, &pair.cert, e))?;
     let key_pem = std::fs::read(&pair.key).map_err(|e| file_error(pair.key_flag, &pair.key, e))?;
     let key = certified_key(&cert_pem, &key_pem, pair)?;
-    Ok((key, (cert_pem, key_pem)))
+    Ok((
+        key,
+        PemPair {
+            cert: cert_pem,
+            key: key_pem,
+        },
+    ))
 }
 
 fn certified_key(
@@ -268,7 +294,7 @@ pub fn self_signed_names(bind: IpAddr) -> Vec<String> {
 fn self_signed(
     cert_dir: Option<&Path>,
     bind: IpAddr,
-) -> Result<(CertifiedKey, Option<(WatchedPair, (Vec<u8>, Vec<u8>))>), TlsError> {
+) -> Result<(CertifiedKey, Option<Watched>), TlsError> {
     let pair = cert_dir.map(|dir| WatchedPair {
         cert: dir.join(format!("{PAIR_NAME}.crt")),
         key: dir.join(format!("{PAIR_NAME}.key")),
@@ -279,9 +305,15 @@ fn self_signed(
         && pair.cert.exists()
         && pair.key.exists()
     {
-        let (key, bytes) = load_pair(pair)?;
+        let (key, seen) = load_pair(pair)?;
         tracing::info!(certificate = %pair.cert.display(), "serving the certificate kept in --cert-dir");
-        return Ok((key, Some((pair.clone(), bytes))));
+        return Ok((
+            key,
+            Some(Watched {
+                pair: pair.clone(),
+                seen,
+            }),
+        ));
     }
     let names = self_signed_names(bind);
     let (cert_pem, key_pem) = generate(&names)?;
@@ -349,7 +381,7 @@ impl Tls {
     /// Polls the certificate files (if any) every [`CERT_POLL_INTERVAL`] and serves a
     /// changed pair from the next handshake on; runs until dropped (abort the task).
     pub fn watch(&self) -> Option<tokio::task::JoinHandle<()>> {
-        let (pair, (mut cert_seen, mut key_seen)) = self.watched.clone()?;
+        let Watched { pair, mut seen } = self.watched.clone()?;
         let cert = self.cert.clone();
         Some(tokio::spawn(async move {
             let mut interval = tokio::time::interval(CERT_POLL_INTERVAL);
@@ -362,10 +394,14 @@ impl Tls {
                 ) else {
                     continue;
                 };
-                if cert_pem == cert_seen && key_pem == key_seen {
+                let read = PemPair {
+                    cert: cert_pem,
+                    key: key_pem,
+                };
+                if read == seen {
                     continue;
                 }
-                match certified_key(&cert_pem, &key_pem, &pair) {
+                match certified_key(&read.cert, &read.key, &pair) {
                     Ok(key) => {
                         cert.replace(key);
                         tracing::info!(certificate = %pair.cert.display(), "serving the changed certificate");
@@ -375,7 +411,7 @@ impl Tls {
                         "the changed certificate does not load; still serving the previous one"
                     ),
                 }
-                (cert_seen, key_seen) = (cert_pem, key_pem);
+                seen = read;
             }
         }))
     }

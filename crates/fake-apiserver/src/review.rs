@@ -36,7 +36,7 @@ use crate::error::ApiError;
 use crate::faults::Verb;
 use crate::rbac::{self, Decision};
 use crate::resources::{self, ResourceKind};
-use crate::routes::Shared;
+use crate::shared::Shared;
 use crate::validation::{FieldError, quote};
 
 /// `tokenreviews.authentication.k8s.io` (create only, not stored).

@@ -16,6 +16,7 @@ pub mod access;
 pub mod authn;
 pub mod authz;
 mod cache;
+pub mod client_cert;
 pub mod tls;
 
 use std::future::Future;
@@ -171,12 +172,6 @@ impl Security {
             );
             return Ok(Security::Plain);
         }
-        if let Some(path) = &args.client_ca_file {
-            return Err(format!(
-                "--client-ca-file {}: client certificates are not accepted by this controller manager; authenticate scrapers with a bearer token",
-                path.display()
-            ));
-        }
         let tls = tls::from_args(args, bind).map_err(|error| error.to_string())?;
         let delegation = access::Delegation::from_args(args, client).await?;
         Ok(Security::Secure {
@@ -263,6 +258,14 @@ pub async fn serve_secured(
                         tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream));
                     match handshake.await {
                         Ok(Ok(stream)) => {
+                            let user = stream
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .and_then(|chain| chain.first())
+                                .and_then(client_cert::user_of)
+                                .map(client_cert::ClientCertUser);
+                            let service = WithClientCert { service, user };
                             http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                                 .await
                         }
@@ -284,6 +287,29 @@ pub async fn serve_secured(
     }
     connections.shutdown().await;
     Ok(())
+}
+
+/// The connection's service, attaching the user of its verified client certificate (if
+/// any) to each request.
+struct WithClientCert<S> {
+    service: S,
+    user: Option<client_cert::ClientCertUser>,
+}
+
+impl<S, B> hyper::service::Service<axum::http::Request<B>> for WithClientCert<S>
+where
+    S: hyper::service::Service<axum::http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, mut request: axum::http::Request<B>) -> Self::Future {
+        if let Some(user) = &self.user {
+            request.extensions_mut().insert(user.clone());
+        }
+        self.service.call(request)
+    }
 }
 
 /// Aborts a background task when dropped (the certificate watch ends with the server).

@@ -59,8 +59,8 @@ pub struct ServingArgs {
     #[arg(global = true, long, value_name = "NAMES", value_delimiter = ',', value_parser = parse_cipher_suite)]
     pub tls_cipher_suites: Vec<SupportedCipherSuite>,
 
-    /// Not supported: client certificates are not accepted (a start-up error); scrapers
-    /// authenticate with a bearer token.
+    /// Client certificates signed by these authorities (PEM) authenticate as their
+    /// CommonName, in the groups of their Organizations.
     #[arg(global = true, long, value_name = "PATH")]
     pub client_ca_file: Option<PathBuf>,
 

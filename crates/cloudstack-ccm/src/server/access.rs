@@ -1,5 +1,6 @@
 //! The filter in front of every path of the secure port, as the framework's
-//! `WithAuthentication` then `WithAuthorization`: authenticate ([`super::authn`]), then
+//! `WithAuthentication` then `WithAuthorization`: authenticate (a verified client
+//! certificate, [`super::client_cert`], before a bearer token, [`super::authn`]), then
 //! authorise ([`super::authz`]), then serve.
 //!
 //! Refusals carry the API server's `Status` bodies and name nothing secret: a 401 is
@@ -18,6 +19,7 @@ use serde_json::json;
 
 use super::authn::{Authentication, TokenAuthenticator};
 use super::authz::{AlwaysAllowPaths, Authorization, Authorizer};
+use super::client_cert::ClientCertUser;
 use crate::cli::serving::ServingArgs;
 
 /// Delegated authentication and authorization.
@@ -113,11 +115,17 @@ pub async fn guard(
     next: Next,
 ) -> Response {
     let path = request.uri().path().to_string();
-    let user = match delegation
-        .authenticator
-        .authenticate(request.headers())
-        .await
-    {
+    let client_cert = request.extensions().get::<ClientCertUser>().cloned();
+    let authentication = match client_cert {
+        Some(ClientCertUser(user)) => Authentication::User(user),
+        None => {
+            delegation
+                .authenticator
+                .authenticate(request.headers())
+                .await
+        }
+    };
+    let user = match authentication {
         Authentication::User(user) => user,
         Authentication::Rejected => {
             tracing::debug!(

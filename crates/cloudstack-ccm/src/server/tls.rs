@@ -11,6 +11,8 @@
 //!   `.key` (reused when they are there, written when not).
 //! * `--tls-min-version` and `--tls-cipher-suites` restrict the ring provider's versions
 //!   and TLS 1.2 suites; HTTP/1.1 is the only ALPN protocol.
+//! * `--client-ca-file`: client certificates it signed are asked for and checked
+//!   ([`super::client_cert`]); connections without one are still served.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -187,15 +189,20 @@ fn server_config(
         TlsMinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
         TlsMinVersion::Tls13 => &[&rustls::version::TLS13],
     };
-    let mut config = ServerConfig::builder_with_provider(Arc::new(provider(args)))
+    let builder = ServerConfig::builder_with_provider(Arc::new(provider(args)))
         .with_protocol_versions(versions)
         .map_err(|error| {
             TlsError::Config(format!(
                 "--tls-min-version and --tls-cipher-suites leave nothing to serve: {error}"
             ))
-        })?
-        .with_no_client_auth()
-        .with_cert_resolver(cert);
+        })?;
+    let builder = match &args.client_ca_file {
+        Some(path) => builder.with_client_cert_verifier(
+            super::client_cert::verifier(path).map_err(TlsError::Config)?,
+        ),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(cert);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

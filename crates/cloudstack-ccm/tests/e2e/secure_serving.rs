@@ -95,42 +95,62 @@ struct Answer {
 
 /// `GET path` over HTTPS (any certificate accepted), with `token` as bearer token.
 async fn https_get(addr: SocketAddr, path: &str, token: Option<&str>) -> Answer {
+    https_get_as(addr, path, token, None)
+        .await
+        .unwrap_or_else(|| panic!("no answer to {path}"))
+}
+
+/// A client certificate chain and its key.
+type ClientIdentity = (
+    Vec<CertificateDer<'static>>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+);
+
+/// `GET path` over HTTPS, presenting `identity` when given; `None` when the connection
+/// fails (a refused handshake).
+async fn https_get_as(
+    addr: SocketAddr,
+    path: &str,
+    token: Option<&str>,
+    identity: Option<ClientIdentity>,
+) -> Option<Answer> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let capture = Arc::new(Capture {
         seen: Mutex::new(None),
         provider: rustls::crypto::ring::default_provider(),
     });
-    let config = rustls::ClientConfig::builder()
+    let builder = rustls::ClientConfig::builder()
         .dangerous()
-        .with_custom_certificate_verifier(capture.clone())
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(capture.clone());
+    let config = match identity {
+        Some((chain, key)) => builder.with_client_auth_cert(chain, key).unwrap(),
+        None => builder.with_no_client_auth(),
+    };
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let mut tls = connector
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
-        .expect("TLS handshake");
+        .ok()?;
     let authorization = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: localhost\r\n{authorization}Connection: close\r\n\r\n"
     );
-    tls.write_all(request.as_bytes()).await.unwrap();
+    tls.write_all(request.as_bytes()).await.ok()?;
     let mut response = Vec::new();
     // A server may close without close_notify: keep what arrived.
     let _ = tokio::time::timeout(Duration::from_secs(15), tls.read_to_end(&mut response)).await;
     let response = String::from_utf8_lossy(&response).into_owned();
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("a full response to {path}: {response:?}"));
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
     let cert = capture.seen.lock().unwrap().clone().expect("a certificate");
-    Answer {
+    Some(Answer {
         status,
         body: body.to_owned(),
         cert,
-    }
+    })
 }
 
 /// An API server with RBAC on; the ServiceAccount `kube-system/ccm` may delegate
@@ -464,12 +484,12 @@ async fn tls_flags_rustls_cannot_honour_or_that_do_not_load_are_start_up_errors(
         error,
         "--tls-private-key-file is required with --tls-cert-file"
     );
-    let args = serving_args(&["--client-ca-file=/etc/ca.crt"]);
+    let args = serving_args(&["--client-ca-file=/nonexistent/ca.crt"]);
     let error = Security::from_args(&args, "127.0.0.1".parse().unwrap(), &client)
         .await
         .unwrap_err();
     assert!(
-        error.starts_with("--client-ca-file /etc/ca.crt: "),
+        error.starts_with("--client-ca-file /nonexistent/ca.crt: "),
         "{error}"
     );
     let args = serving_args(&["--authorization-always-allow-paths=/a*b"]);
@@ -602,5 +622,106 @@ async fn the_binary_serves_https_with_delegation_by_default_and_its_given_certif
     assert!(
         !String::from_utf8_lossy(&response).contains("cloudstack_ccm_"),
         "no metrics over plain HTTP"
+    );
+}
+
+/// A certificate authority: its certificate (PEM) and what signs with it.
+struct Authority {
+    pem: String,
+    params: rcgen::CertificateParams,
+    key: rcgen::KeyPair,
+}
+
+fn authority(name: &str) -> Authority {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let pem = params.self_signed(&key).unwrap().pem();
+    Authority { pem, params, key }
+}
+
+/// A client certificate for `name` in `organization`, signed by `ca`.
+fn client_identity(ca: &Authority, name: &str, organization: &str) -> ClientIdentity {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, organization);
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let issuer = rcgen::Issuer::from_params(&ca.params, &ca.key);
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
+    (vec![cert.der().clone()], key)
+}
+
+#[tokio::test]
+async fn a_client_certificate_of_the_client_ca_authenticates_as_its_common_name() {
+    let (api, client) = delegating_api().await;
+    // The group `scrapers` may get /metrics.
+    api.create(
+        "clusterrolebindings",
+        None,
+        json!({
+            "metadata": { "name": "scrapers" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "metrics-reader" },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "scrapers" }],
+        }),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = authority("client-ca");
+    std::fs::write(dir.path().join("ca.crt"), &ca.pem).unwrap();
+    let ca_flag = format!("--client-ca-file={}", dir.path().join("ca.crt").display());
+    let (addr, _) = start_secure(&client, &[&ca_flag]).await;
+
+    let scraper = client_identity(&ca, "vmagent", "scrapers");
+    let answer = https_get_as(addr, "/metrics", None, Some(scraper))
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+
+    let outsider = client_identity(&ca, "someone", "elsewhere");
+    let answer = https_get_as(addr, "/metrics", None, Some(outsider))
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 403);
+    assert!(
+        answer
+            .body
+            .contains(r#"User \"someone\" cannot get path \"/metrics\""#),
+        "{}",
+        answer.body
+    );
+
+    // A certificate of another authority is refused at the handshake.
+    let stranger = client_identity(&authority("other-ca"), "vmagent", "scrapers");
+    let answer = https_get_as(addr, "/metrics", None, Some(stranger)).await;
+    assert!(
+        answer.is_none_or(|a| a.status != 200),
+        "a certificate of another authority is served"
+    );
+
+    // Without a certificate, tokens still work.
+    let prometheus = api
+        .service_account_token("monitoring", "prometheus")
+        .unwrap();
+    assert_eq!(
+        https_get(addr, "/metrics", Some(&prometheus)).await.status,
+        200
+    );
+    assert_eq!(
+        api.request_count(Verb::Create, "tokenreviews.authentication.k8s.io"),
+        1,
+        "client certificates need no TokenReview"
     );
 }

@@ -151,7 +151,7 @@ pub enum Security {
     /// HTTPS, every path behind delegated authentication and authorization.
     Secure {
         /// The certificate and rustls configuration.
-        tls: tls::Tls,
+        tls: Box<tls::Tls>,
         /// Who may see what.
         delegation: Arc<access::Delegation>,
     },
@@ -175,7 +175,7 @@ impl Security {
         let tls = tls::from_args(args, bind).map_err(|error| error.to_string())?;
         let delegation = access::Delegation::from_args(args, client).await?;
         Ok(Security::Secure {
-            tls,
+            tls: Box::new(tls),
             delegation: Arc::new(delegation),
         })
     }

@@ -31,6 +31,13 @@ use crate::cli::serving::{ServingArgs, TlsMinVersion};
 /// How often `--tls-cert-file` and its key are read again to see whether they changed.
 pub const CERT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long a self-signed certificate is valid.
+const SELF_SIGNED_VALIDITY_DAYS: i64 = 365;
+
+/// When a self-signed certificate made by this process is replaced by a new one (a month
+/// before it expires, so a process that runs for years never serves an expired one).
+pub const SELF_SIGNED_RENEWAL: Duration = Duration::from_secs(335 * 24 * 3600);
+
 /// The base name of the self-signed pair in `--cert-dir` (the framework's `PairName`).
 const PAIR_NAME: &str = "cloud-controller-manager";
 
@@ -129,12 +136,20 @@ pub struct Tls {
     /// The certificate served.
     pub cert: Arc<ServingCert>,
     watched: Option<Watched>,
+    renewal: Option<Renewal>,
+}
+
+/// What a self-signed certificate made by this process is renewed with.
+#[derive(Debug, Clone)]
+struct Renewal {
+    names: Vec<String>,
+    pair: Option<WatchedPair>,
 }
 
 /// Builds the TLS of the secure port from the flags; `bind` is the bind address (named in
 /// a self-signed certificate when it is a specific one).
 pub fn from_args(args: &ServingArgs, bind: IpAddr) -> Result<Tls, TlsError> {
-    let (key, watched) = match (&args.tls_cert_file, &args.tls_private_key_file) {
+    let (key, source) = match (&args.tls_cert_file, &args.tls_private_key_file) {
         (Some(cert), Some(key)) => {
             let pair = WatchedPair {
                 cert: cert.clone(),
@@ -143,7 +158,7 @@ pub fn from_args(args: &ServingArgs, bind: IpAddr) -> Result<Tls, TlsError> {
                 key_flag: "--tls-private-key-file",
             };
             let (certified, seen) = load_pair(&pair)?;
-            (certified, Some(Watched { pair, seen }))
+            (certified, Source::Files(Watched { pair, seen }))
         }
         (Some(_), None) => {
             return Err(TlsError::Config(
@@ -159,11 +174,24 @@ pub fn from_args(args: &ServingArgs, bind: IpAddr) -> Result<Tls, TlsError> {
     };
     let cert = Arc::new(ServingCert::new(key));
     let config = server_config(args, cert.clone())?;
+    let (watched, renewal) = match source {
+        Source::Files(watched) => (Some(watched), None),
+        Source::Made(renewal) => (None, Some(renewal)),
+    };
     Ok(Tls {
         config,
         cert,
         watched,
+        renewal,
     })
+}
+
+/// Where the served certificate comes from.
+enum Source {
+    /// Files, watched for changes.
+    Files(Watched),
+    /// Made by this process, renewed before it expires.
+    Made(Renewal),
 }
 
 /// The ring provider restricted to `--tls-cipher-suites` (TLS 1.3 suites always kept).
@@ -298,10 +326,7 @@ pub fn self_signed_names(bind: IpAddr) -> Vec<String> {
 }
 
 /// A self-signed certificate, from or into `cert_dir` when given.
-fn self_signed(
-    cert_dir: Option<&Path>,
-    bind: IpAddr,
-) -> Result<(CertifiedKey, Option<Watched>), TlsError> {
+fn self_signed(cert_dir: Option<&Path>, bind: IpAddr) -> Result<(CertifiedKey, Source), TlsError> {
     let pair = cert_dir.map(|dir| WatchedPair {
         cert: dir.join(format!("{PAIR_NAME}.crt")),
         key: dir.join(format!("{PAIR_NAME}.key")),
@@ -316,29 +341,40 @@ fn self_signed(
         tracing::info!(certificate = %pair.cert.display(), "serving the certificate kept in --cert-dir");
         return Ok((
             key,
-            Some(Watched {
+            Source::Files(Watched {
                 pair: pair.clone(),
                 seen,
             }),
         ));
     }
     let names = self_signed_names(bind);
-    let (cert_pem, key_pem) = generate(&names)?;
-    let pair_for_check = pair.clone().unwrap_or(WatchedPair {
+    let key = make_self_signed(&names, pair.as_ref())?;
+    match &pair {
+        Some(pair) => {
+            tracing::info!(certificate = %pair.cert.display(), ?names, "wrote a self-signed certificate to --cert-dir")
+        }
+        None => tracing::info!(?names, "serving a self-signed certificate made in memory"),
+    }
+    Ok((key, Source::Made(Renewal { names, pair })))
+}
+
+/// Makes a self-signed certificate for `names`, written to `pair` when given.
+fn make_self_signed(
+    names: &[String],
+    pair: Option<&WatchedPair>,
+) -> Result<CertifiedKey, TlsError> {
+    let (cert_pem, key_pem) = generate(names)?;
+    let pair_for_check = pair.cloned().unwrap_or(WatchedPair {
         cert: PathBuf::from("(in memory)"),
         key: PathBuf::from("(in memory)"),
         cert_flag: "self-signed certificate",
         key_flag: "self-signed certificate",
     });
     let key = certified_key(cert_pem.as_bytes(), key_pem.as_bytes(), &pair_for_check)?;
-    match &pair {
-        Some(pair) => {
-            write_pair(pair, &cert_pem, &key_pem)?;
-            tracing::info!(certificate = %pair.cert.display(), ?names, "wrote a self-signed certificate to --cert-dir");
-        }
-        None => tracing::info!(?names, "serving a self-signed certificate made in memory"),
+    if let Some(pair) = pair {
+        write_pair(pair, &cert_pem, &key_pem)?;
     }
-    Ok((key, None))
+    Ok(key)
 }
 
 /// A self-signed certificate for `names`, valid from a day ago for a year, as PEM.
@@ -348,7 +384,7 @@ fn generate(names: &[String]) -> Result<(String, String), TlsError> {
     let mut params = rcgen::CertificateParams::new(names.to_vec()).map_err(problem)?;
     let today = jiff::Zoned::now().date();
     let from = today.yesterday().unwrap_or(today);
-    let until = today.saturating_add(jiff::Span::new().years(1));
+    let until = today.saturating_add(jiff::Span::new().days(SELF_SIGNED_VALIDITY_DAYS));
     let ymd = |d: jiff::civil::Date| {
         rcgen::date_time_ymd(i32::from(d.year()), d.month() as u8, d.day() as u8)
     };
@@ -385,9 +421,14 @@ fn write_pair(pair: &WatchedPair, cert_pem: &str, key_pem: &str) -> Result<(), T
 }
 
 impl Tls {
-    /// Polls the certificate files (if any) every [`CERT_POLL_INTERVAL`] and serves a
-    /// changed pair from the next handshake on; runs until dropped (abort the task).
+    /// Keeps the certificate current until the task is aborted: polls the certificate
+    /// files (if any) every [`CERT_POLL_INTERVAL`] and serves a changed pair from the next
+    /// handshake on, or renews a self-signed certificate this process made after
+    /// [`SELF_SIGNED_RENEWAL`].
     pub fn watch(&self) -> Option<tokio::task::JoinHandle<()>> {
+        if let Some(renewal) = self.renewal.clone() {
+            return Some(tokio::spawn(renew(renewal, self.cert.clone())));
+        }
         let Watched { pair, mut seen } = self.watched.clone()?;
         let cert = self.cert.clone();
         Some(tokio::spawn(async move {
@@ -421,5 +462,53 @@ impl Tls {
                 seen = read;
             }
         }))
+    }
+}
+
+/// Replaces the self-signed certificate with a new one every [`SELF_SIGNED_RENEWAL`]
+/// (an hour later when making one fails).
+async fn renew(renewal: Renewal, cert: Arc<ServingCert>) {
+    let mut wait = SELF_SIGNED_RENEWAL;
+    loop {
+        tokio::time::sleep(wait).await;
+        match make_self_signed(&renewal.names, renewal.pair.as_ref()) {
+            Ok(key) => {
+                cert.replace(key);
+                wait = SELF_SIGNED_RENEWAL;
+                tracing::info!("renewed the self-signed serving certificate");
+            }
+            Err(error) => {
+                wait = Duration::from_secs(3600);
+                tracing::warn!(%error, "cannot renew the self-signed serving certificate; trying again in an hour");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(flags: &[&str]) -> ServingArgs {
+        let args = std::iter::once("cloudstack-ccm")
+            .chain(flags.iter().copied())
+            .map(std::ffi::OsString::from);
+        crate::cli::Cli::parse_with_warnings(args)
+            .unwrap()
+            .cli
+            .manager
+            .serving
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_self_signed_certificate_is_renewed_before_it_expires() {
+        let tls = from_args(&args(&[]), IpAddr::from([127, 0, 0, 1])).unwrap();
+        let first = tls.cert.current().cert[0].clone();
+        let _task = tls.watch().expect("a renewal task");
+        tokio::time::sleep(SELF_SIGNED_RENEWAL - Duration::from_secs(60)).await;
+        assert_eq!(tls.cert.current().cert[0], first, "not before its time");
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert_ne!(tls.cert.current().cert[0], first, "renewed");
+        assert!(SELF_SIGNED_RENEWAL.as_secs() < SELF_SIGNED_VALIDITY_DAYS as u64 * 24 * 3600);
     }
 }

@@ -623,6 +623,77 @@ async fn the_binary_serves_https_with_delegation_by_default_and_its_given_certif
         !String::from_utf8_lossy(&response).contains("cloudstack_ccm_"),
         "no metrics over plain HTTP"
     );
+    drop(_child);
+
+    // --insecure-plain-http: today's behaviour, every path over plain HTTP to anyone.
+    let plain_dir = dir.path().join("plain");
+    std::fs::create_dir(&plain_dir).unwrap();
+    let (_plain, addr, scheme) = start_binary(
+        &plain_dir,
+        &kubeconfig,
+        &cloud_config,
+        &["--controllers=-route", "--insecure-plain-http"],
+    )
+    .await;
+    assert_eq!(scheme, "http");
+    let mut plain = tokio::net::TcpStream::connect(addr).await.unwrap();
+    plain
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    tokio::time::timeout(Duration::from_secs(10), plain.read_to_string(&mut response))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains("cloudstack_ccm_"), "{response}");
+    let log = std::fs::read_to_string(plain_dir.join("ccm.log")).unwrap();
+    assert!(log.contains("not for production"), "{log}");
+}
+
+#[tokio::test]
+async fn a_client_that_never_completes_the_tls_handshake_is_closed_after_the_header_timeout() {
+    let (_api, client) = delegating_api().await;
+    let security = Security::from_args(&serving_args(&[]), "127.0.0.1".parse().unwrap(), &client)
+        .await
+        .unwrap();
+    let listener = server::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let state = ServerState {
+        metrics: Arc::new(Metrics::new()),
+        readiness: Readiness::new(LeaderStatus::new()),
+    };
+    let limits = ServerLimits {
+        max_connections: 2,
+        header_read_timeout: Duration::from_millis(300),
+    };
+    let (_trigger, shutdown) = shutdown_channel();
+    tokio::spawn(server::serve_secured(
+        listener,
+        state,
+        limits,
+        security,
+        async move { shutdown.wait().await },
+    ));
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let _held = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // Beyond the cap: closed at once.
+    let mut third = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut buf = [0u8; 16];
+    let closed = tokio::time::timeout(Duration::from_millis(200), third.read(&mut buf)).await;
+    assert!(matches!(closed, Ok(Ok(0) | Err(_))), "the cap holds");
+    // The silent one: closed after the timeout, not before.
+    let started = std::time::Instant::now();
+    let closed = tokio::time::timeout(Duration::from_secs(10), silent.read(&mut buf)).await;
+    assert!(matches!(closed, Ok(Ok(0) | Err(_))), "closed");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
+    // Then a probe gets through.
+    assert_eq!(https_get(addr, "/healthz", None).await.status, 200);
 }
 
 /// A certificate authority: its certificate (PEM) and what signs with it.

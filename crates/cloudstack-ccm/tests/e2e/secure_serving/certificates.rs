@@ -1,0 +1,244 @@
+//! The serving certificate: the given one served and replaced on disk without a restart,
+//! a self-signed one for the host's names otherwise (kept in `--cert-dir`), start-up
+//! errors naming the flag; and client certificates of `--client-ca-file`.
+
+use std::time::Duration;
+
+use fake_apiserver::Verb;
+use rustls::pki_types::ServerName;
+use serde_json::json;
+
+use cloudstack_ccm::server::{self, Security};
+
+use super::{
+    ClientIdentity, delegating_api, der_of, https_get, https_get_as, pair, serving_args,
+    start_secure, write_pair,
+};
+
+#[tokio::test]
+async fn the_given_certificate_is_served_and_replaced_on_disk_without_a_restart() {
+    let (_api, client) = delegating_api().await;
+    let dir = tempfile::tempdir().unwrap();
+    let first = pair("ccm.example");
+    write_pair(dir.path(), &first);
+    let cert_flag = format!("--tls-cert-file={}", dir.path().join("tls.crt").display());
+    let key_flag = format!(
+        "--tls-private-key-file={}",
+        dir.path().join("tls.key").display()
+    );
+    let (addr, _) = start_secure(&client, &[&cert_flag, &key_flag]).await;
+    assert_eq!(
+        https_get(addr, "/healthz", None).await.cert,
+        der_of(&first.0)
+    );
+
+    let second = pair("ccm.example");
+    write_pair(dir.path(), &second);
+    let started = std::time::Instant::now();
+    loop {
+        if https_get(addr, "/healthz", None).await.cert == der_of(&second.0) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the new certificate is never served"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "the replaced certificate served after {:?}",
+        started.elapsed()
+    );
+
+    // A broken replacement keeps the working one.
+    std::fs::write(dir.path().join("tls.key"), "not a key").unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        https_get(addr, "/healthz", None).await.cert,
+        der_of(&second.0)
+    );
+}
+
+#[tokio::test]
+async fn without_a_certificate_a_self_signed_one_names_the_host_and_is_kept_in_cert_dir() {
+    let (_api, client) = delegating_api().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cert_dir = format!("--cert-dir={}", dir.path().display());
+    let (addr, _) = start_secure(&client, &[&cert_dir]).await;
+    let served = https_get(addr, "/healthz", None).await.cert;
+    let names = server::tls::self_signed_names("127.0.0.1".parse().unwrap());
+    println!("self-signed for {names:?}");
+    let cert = webpki::EndEntityCert::try_from(&served).unwrap();
+    for name in &names {
+        let name = ServerName::try_from(name.as_str()).unwrap();
+        assert!(
+            cert.verify_is_valid_for_subject_name(&name).is_ok(),
+            "{name:?}"
+        );
+    }
+    assert!(names.iter().any(|n| n == "localhost") && names.iter().any(|n| n == "127.0.0.1"));
+    let other = ServerName::try_from("elsewhere.example").unwrap();
+    assert!(cert.verify_is_valid_for_subject_name(&other).is_err());
+
+    let kept = std::fs::read_to_string(dir.path().join("cloud-controller-manager.crt")).unwrap();
+    assert_eq!(der_of(&kept), served);
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(dir.path().join("cloud-controller-manager.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "the key is private to its owner");
+    // Started again with the same directory: the same certificate.
+    let (again, _) = start_secure(&client, &[&cert_dir]).await;
+    assert_eq!(https_get(again, "/healthz", None).await.cert, served);
+}
+
+#[tokio::test]
+async fn tls_flags_rustls_cannot_honour_or_that_do_not_load_are_start_up_errors() {
+    let (_api, client) = delegating_api().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, _) = pair("ccm.example");
+    let (_, other_key) = pair("ccm.example");
+    std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
+    std::fs::write(dir.path().join("tls.key"), &other_key).unwrap();
+    let args = serving_args(&[
+        &format!("--tls-cert-file={}", dir.path().join("tls.crt").display()),
+        &format!(
+            "--tls-private-key-file={}",
+            dir.path().join("tls.key").display()
+        ),
+    ]);
+    let error = Security::from_args(&args, "127.0.0.1".parse().unwrap(), &client)
+        .await
+        .unwrap_err();
+    assert!(
+        error.starts_with("--tls-private-key-file") && error.contains("does not match"),
+        "{error}"
+    );
+    assert!(!error.contains("PRIVATE KEY"), "no key material: {error}");
+    let args = serving_args(&["--tls-cert-file=/etc/tls.crt"]);
+    let error = Security::from_args(&args, "127.0.0.1".parse().unwrap(), &client)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error,
+        "--tls-private-key-file is required with --tls-cert-file"
+    );
+    let args = serving_args(&["--client-ca-file=/nonexistent/ca.crt"]);
+    let error = Security::from_args(&args, "127.0.0.1".parse().unwrap(), &client)
+        .await
+        .unwrap_err();
+    assert!(
+        error.starts_with("--client-ca-file /nonexistent/ca.crt: "),
+        "{error}"
+    );
+    let args = serving_args(&["--authorization-always-allow-paths=/a*b"]);
+    let error = Security::from_args(&args, "127.0.0.1".parse().unwrap(), &client)
+        .await
+        .unwrap_err();
+    assert!(
+        error.starts_with("--authorization-always-allow-paths"),
+        "{error}"
+    );
+}
+
+/// A certificate authority: its certificate (PEM) and what signs with it.
+struct Authority {
+    pem: String,
+    params: rcgen::CertificateParams,
+    key: rcgen::KeyPair,
+}
+
+fn authority(name: &str) -> Authority {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let pem = params.self_signed(&key).unwrap().pem();
+    Authority { pem, params, key }
+}
+
+/// A client certificate for `name` in `organization`, signed by `ca`.
+fn client_identity(ca: &Authority, name: &str, organization: &str) -> ClientIdentity {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, organization);
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let issuer = rcgen::Issuer::from_params(&ca.params, &ca.key);
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
+    (vec![cert.der().clone()], key)
+}
+
+#[tokio::test]
+async fn a_client_certificate_of_the_client_ca_authenticates_as_its_common_name() {
+    let (api, client) = delegating_api().await;
+    // The group `scrapers` may get /metrics.
+    api.create(
+        "clusterrolebindings",
+        None,
+        json!({
+            "metadata": { "name": "scrapers" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "metrics-reader" },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "scrapers" }],
+        }),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = authority("client-ca");
+    std::fs::write(dir.path().join("ca.crt"), &ca.pem).unwrap();
+    let ca_flag = format!("--client-ca-file={}", dir.path().join("ca.crt").display());
+    let (addr, _) = start_secure(&client, &[&ca_flag]).await;
+
+    let scraper = client_identity(&ca, "vmagent", "scrapers");
+    let answer = https_get_as(addr, "/metrics", None, Some(scraper))
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+
+    let outsider = client_identity(&ca, "someone", "elsewhere");
+    let answer = https_get_as(addr, "/metrics", None, Some(outsider))
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 403);
+    assert!(
+        answer
+            .body
+            .contains(r#"User \"someone\" cannot get path \"/metrics\""#),
+        "{}",
+        answer.body
+    );
+
+    // A certificate of another authority is refused at the handshake.
+    let stranger = client_identity(&authority("other-ca"), "vmagent", "scrapers");
+    let answer = https_get_as(addr, "/metrics", None, Some(stranger)).await;
+    assert!(
+        answer.is_none_or(|a| a.status != 200),
+        "a certificate of another authority is served"
+    );
+
+    // Without a certificate, tokens still work.
+    let prometheus = api
+        .service_account_token("monitoring", "prometheus")
+        .unwrap();
+    assert_eq!(
+        https_get(addr, "/metrics", Some(&prometheus)).await.status,
+        200
+    );
+    assert_eq!(
+        api.request_count(Verb::Create, "tokenreviews.authentication.k8s.io"),
+        1,
+        "client certificates need no TokenReview"
+    );
+}

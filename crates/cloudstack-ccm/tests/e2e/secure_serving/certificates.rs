@@ -242,3 +242,73 @@ async fn a_client_certificate_of_the_client_ca_authenticates_as_its_common_name(
         "client certificates need no TokenReview"
     );
 }
+
+/// Whether a TLS handshake with `addr` succeeds for a client offering only `versions` and
+/// the ring provider's `suites` (all when empty).
+async fn handshake(
+    addr: std::net::SocketAddr,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    suites: &[rustls::SupportedCipherSuite],
+) -> bool {
+    let mut provider = rustls::crypto::ring::default_provider();
+    if !suites.is_empty() {
+        provider.cipher_suites = suites.to_vec();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(provider))
+        .with_protocol_versions(versions)
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(super::Capture::new())
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    connector
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .is_ok()
+}
+
+#[tokio::test]
+async fn the_minimum_version_and_the_cipher_suites_are_honoured() {
+    use rustls::crypto::ring::cipher_suite as suites;
+    use rustls::version::{TLS12, TLS13};
+    let (_api, client) = delegating_api().await;
+    let (defaults, _) = start_secure(&client, &[]).await;
+    assert!(
+        handshake(defaults, &[&TLS12], &[]).await,
+        "TLS 1.2 by default"
+    );
+    assert!(handshake(defaults, &[&TLS13], &[]).await);
+
+    let (tls13, _) = start_secure(&client, &["--tls-min-version=VersionTLS13"]).await;
+    assert!(!handshake(tls13, &[&TLS12], &[]).await, "TLS 1.2 refused");
+    assert!(handshake(tls13, &[&TLS13], &[]).await);
+
+    // The self-signed certificate has an ECDSA key.
+    let (one_suite, _) = start_secure(
+        &client,
+        &["--tls-cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"],
+    )
+    .await;
+    assert!(
+        handshake(
+            one_suite,
+            &[&TLS12],
+            &[suites::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]
+        )
+        .await
+    );
+    assert!(
+        !handshake(
+            one_suite,
+            &[&TLS12],
+            &[suites::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256]
+        )
+        .await,
+        "a TLS 1.2 suite not listed is refused"
+    );
+    assert!(
+        handshake(one_suite, &[&TLS13], &[suites::TLS13_AES_128_GCM_SHA256]).await,
+        "TLS 1.3 suites stay on, as in Go"
+    );
+}

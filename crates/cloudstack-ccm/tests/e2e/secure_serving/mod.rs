@@ -41,6 +41,16 @@ pub(crate) struct Capture {
     provider: rustls::crypto::CryptoProvider,
 }
 
+impl Capture {
+    /// A verifier that has seen nothing yet.
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Capture {
+            seen: Mutex::new(None),
+            provider: rustls::crypto::ring::default_provider(),
+        })
+    }
+}
+
 impl ServerCertVerifier for Capture {
     fn verify_server_cert(
         &self,
@@ -118,10 +128,7 @@ pub(crate) async fn https_get_as(
     identity: Option<ClientIdentity>,
 ) -> Option<Answer> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let capture = Arc::new(Capture {
-        seen: Mutex::new(None),
-        provider: rustls::crypto::ring::default_provider(),
-    });
+    let capture = Capture::new();
     let builder = rustls::ClientConfig::builder()
         .dangerous()
         .with_custom_certificate_verifier(capture.clone());

@@ -471,8 +471,8 @@ mod tests {
             "--node-cidr-mask-size=24",
             "--use-service-account-credentials",
             "--authentication-skip-lookup",
-            "--requestheader-username-headers",
-            "X-Remote-User",
+            "--requestheader-uid-headers",
+            "X-Remote-Uid",
         ])
         .unwrap();
         assert_eq!(parsed.warnings.len(), 4);
@@ -481,7 +481,7 @@ mod tests {
             "{:?}",
             parsed.warnings
         );
-        assert!(parsed.warnings[3].contains("--requestheader-username-headers"));
+        assert!(parsed.warnings[3].contains("--requestheader-uid-headers"));
     }
 
     #[test]

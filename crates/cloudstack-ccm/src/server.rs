@@ -17,6 +17,7 @@ pub mod authn;
 pub mod authz;
 mod cache;
 pub mod client_cert;
+pub mod front_proxy;
 pub mod tls;
 
 use std::future::Future;
@@ -200,8 +201,8 @@ pub async fn serve_secured(
 ) -> std::io::Result<()> {
     /// Pause after a failed accept (e.g. out of file descriptors), as axum does.
     const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
-    let (app, acceptor, _watch) = match security {
-        Security::Plain => (router(state), None, None),
+    let (app, acceptor, client_auth, _watch) = match security {
+        Security::Plain => (router(state), None, None, None),
         Security::Secure { tls, delegation } => {
             let app = router(state).layer(axum::middleware::from_fn_with_state(
                 delegation,
@@ -211,6 +212,7 @@ pub async fn serve_secured(
             (
                 app,
                 Some(tokio_rustls::TlsAcceptor::from(tls.config.clone())),
+                tls.client_auth.clone(),
                 watch,
             )
         }
@@ -243,6 +245,7 @@ pub async fn serve_secured(
         };
         let service = service.clone();
         let acceptor = acceptor.clone();
+        let client_auth = client_auth.clone();
         connections.spawn(async move {
             let _permit = permit;
             let mut http = hyper::server::conn::http1::Builder::new();
@@ -258,14 +261,10 @@ pub async fn serve_secured(
                         tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream));
                     match handshake.await {
                         Ok(Ok(stream)) => {
-                            let user = stream
-                                .get_ref()
-                                .1
-                                .peer_certificates()
-                                .and_then(|chain| chain.first())
-                                .and_then(client_cert::user_of)
-                                .map(client_cert::ClientCertUser);
-                            let service = WithClientCert { service, user };
+                            let identity = client_auth.map(|auth| {
+                                auth.identify(stream.get_ref().1.peer_certificates().unwrap_or(&[]))
+                            });
+                            let service = WithClientCert { service, identity };
                             http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                                 .await
                         }
@@ -289,11 +288,11 @@ pub async fn serve_secured(
     Ok(())
 }
 
-/// The connection's service, attaching the user of its verified client certificate (if
-/// any) to each request.
+/// The connection's service, attaching who its client certificate says it is (when
+/// client certificates are asked for) to each request.
 struct WithClientCert<S> {
     service: S,
-    user: Option<client_cert::ClientCertUser>,
+    identity: Option<client_cert::ConnectionIdentity>,
 }
 
 impl<S, B> hyper::service::Service<axum::http::Request<B>> for WithClientCert<S>
@@ -305,8 +304,8 @@ where
     type Future = S::Future;
 
     fn call(&self, mut request: axum::http::Request<B>) -> Self::Future {
-        if let Some(user) = &self.user {
-            request.extensions_mut().insert(user.clone());
+        if let Some(identity) = &self.identity {
+            request.extensions_mut().insert(identity.clone());
         }
         self.service.call(request)
     }

@@ -64,6 +64,47 @@ pub struct ServingArgs {
     #[arg(global = true, long, value_name = "PATH")]
     pub client_ca_file: Option<PathBuf>,
 
+    /// Authorities (PEM) of front proxies: a client certificate they signed lets the
+    /// request headers name the user (--requestheader-username-headers, ...).
+    #[arg(global = true, long, value_name = "PATH")]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+
+    /// CommonNames of the front proxies' certificates allowed to name users (any, when
+    /// empty).
+    #[arg(global = true, long, value_name = "NAMES", value_delimiter = ',')]
+    pub requestheader_allowed_names: Vec<String>,
+
+    /// Request headers naming the user behind a front proxy (the first non-empty wins).
+    #[arg(
+        global = true,
+        long,
+        value_name = "HEADERS",
+        value_delimiter = ',',
+        default_value = "x-remote-user"
+    )]
+    pub requestheader_username_headers: Vec<String>,
+
+    /// Request headers naming the groups of the user behind a front proxy.
+    #[arg(
+        global = true,
+        long,
+        value_name = "HEADERS",
+        value_delimiter = ',',
+        default_value = "x-remote-group"
+    )]
+    pub requestheader_group_headers: Vec<String>,
+
+    /// Prefixes of the request headers carrying extra attributes of the user behind a
+    /// front proxy.
+    #[arg(
+        global = true,
+        long,
+        value_name = "PREFIXES",
+        value_delimiter = ',',
+        default_value = "x-remote-extra-"
+    )]
+    pub requestheader_extra_headers_prefix: Vec<String>,
+
     /// kubeconfig of the API server that reviews tokens (TokenReview); default: the
     /// in-cluster configuration or --kubeconfig.
     #[arg(global = true, long, value_name = "PATH")]

@@ -1,7 +1,8 @@
 //! The filter in front of every path of the secure port, as the framework's
-//! `WithAuthentication` then `WithAuthorization`: authenticate (a verified client
-//! certificate, [`super::client_cert`], before a bearer token, [`super::authn`]), then
-//! authorise ([`super::authz`]), then serve.
+//! `WithAuthentication` then `WithAuthorization`: authenticate (a front proxy's request
+//! headers, [`super::front_proxy`], then a verified client certificate,
+//! [`super::client_cert`], then a bearer token, [`super::authn`]), then authorise
+//! ([`super::authz`]), then serve.
 //!
 //! Refusals carry the API server's `Status` bodies and name nothing secret: a 401 is
 //! `Unauthorized` (the token is never echoed), a 403 names the user and the path
@@ -19,7 +20,8 @@ use serde_json::json;
 
 use super::authn::{Authentication, TokenAuthenticator};
 use super::authz::{AlwaysAllowPaths, Authorization, Authorizer};
-use super::client_cert::ClientCertUser;
+use super::client_cert::ConnectionIdentity;
+use super::front_proxy::RequestHeaderNames;
 use crate::cli::serving::ServingArgs;
 
 /// Delegated authentication and authorization.
@@ -29,6 +31,8 @@ pub struct Delegation {
     pub authenticator: TokenAuthenticator,
     /// Reviews access.
     pub authorizer: Authorizer,
+    /// Where a front proxy names the user.
+    pub request_headers: RequestHeaderNames,
 }
 
 impl Delegation {
@@ -49,6 +53,7 @@ impl Delegation {
             None => default_client.clone(),
         };
         Ok(Self {
+            request_headers: RequestHeaderNames::from_args(args)?,
             authenticator: TokenAuthenticator::new(
                 authn_client,
                 args.authentication_token_webhook_cache_ttl,
@@ -60,6 +65,32 @@ impl Delegation {
                 args.authorization_webhook_cache_unauthorized_ttl,
             ),
         })
+    }
+}
+
+impl Delegation {
+    /// Authentication by the connection's client certificate, in the framework's order: a
+    /// front proxy's request headers, then the certificate's own user. A front proxy whose
+    /// CommonName is not allowed, or a certificate that names no one, is refused; `None`
+    /// without a certificate (bearer tokens decide).
+    pub fn by_certificate(
+        &self,
+        identity: &ConnectionIdentity,
+        headers: &axum::http::HeaderMap,
+    ) -> Option<Authentication> {
+        if identity.front_proxy == Some(false) {
+            return Some(Authentication::Rejected);
+        }
+        if identity.front_proxy == Some(true)
+            && let Some(user) = self.request_headers.user(headers)
+        {
+            return Some(Authentication::User(user));
+        }
+        match &identity.client_cert {
+            Some(user) => Some(Authentication::User(user.clone())),
+            None if identity.presented => Some(Authentication::Rejected),
+            None => None,
+        }
     }
 }
 
@@ -115,9 +146,13 @@ pub async fn guard(
     next: Next,
 ) -> Response {
     let path = request.uri().path().to_string();
-    let client_cert = request.extensions().get::<ClientCertUser>().cloned();
-    let authentication = match client_cert {
-        Some(ClientCertUser(user)) => Authentication::User(user),
+    let identity = request
+        .extensions()
+        .get::<ConnectionIdentity>()
+        .cloned()
+        .unwrap_or_default();
+    let authentication = match delegation.by_certificate(&identity, request.headers()) {
+        Some(authentication) => authentication,
         None => {
             delegation
                 .authenticator

@@ -1,9 +1,11 @@
 //! Client certificates, as the framework's x509 authenticator reads them
 //! (`k8s.io/apiserver/pkg/authentication/request/x509`, `CommonNameUserConversion`): a
 //! certificate that a `--client-ca-file` authority signed (rustls checks the chain, the
-//! validity and the client-auth usage during the handshake) authenticates as its subject's
-//! CommonName, in the groups of its Organizations. A connection without one goes on to
-//! bearer tokens; one whose certificate does not verify fails its handshake.
+//! validity and the client-auth usage) authenticates as its subject's CommonName, in the
+//! groups of its Organizations. A certificate of a `--requestheader-client-ca-file`
+//! authority marks a front proxy, whose request headers name the user
+//! ([`super::front_proxy`]). A connection without a certificate goes on to bearer tokens;
+//! one whose certificate neither authority signed fails its handshake.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,17 +17,111 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::ClientCertVerifier;
 
 use super::authn::User;
+use crate::cli::serving::ServingArgs;
 
-/// The user a verified client certificate stands for, attached to each request of its
-/// connection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientCertUser(pub User);
+/// Who a connection's client certificate says it is, attached to each of its requests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectionIdentity {
+    /// The user of a certificate a `--client-ca-file` authority signed.
+    pub client_cert: Option<User>,
+    /// A certificate of a `--requestheader-client-ca-file` authority: whether its
+    /// CommonName is one of `--requestheader-allowed-names` (any, when none are listed).
+    pub front_proxy: Option<bool>,
+    /// Whether a certificate was presented at all.
+    pub presented: bool,
+}
 
-/// The verifier for `--client-ca-file`: certificates it signed are accepted, connections
-/// without one too (they may carry a token).
-pub fn verifier(path: &Path) -> Result<Arc<dyn ClientCertVerifier>, String> {
-    let problem =
-        |what: &dyn std::fmt::Display| format!("--client-ca-file {}: {what}", path.display());
+/// The client-certificate authorities: `--client-ca-file` and
+/// `--requestheader-client-ca-file`.
+pub struct ClientAuth {
+    handshake: Arc<dyn ClientCertVerifier>,
+    client_ca: Option<Arc<dyn ClientCertVerifier>>,
+    front_proxy: Option<(Arc<dyn ClientCertVerifier>, Vec<String>)>,
+}
+
+impl std::fmt::Debug for ClientAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientAuth")
+            .field("client_ca", &self.client_ca.is_some())
+            .field(
+                "front_proxy",
+                &self.front_proxy.as_ref().map(|(_, names)| names),
+            )
+            .finish()
+    }
+}
+
+impl ClientAuth {
+    /// From the flags; `None` when neither authority file is given.
+    pub fn from_args(args: &ServingArgs) -> Result<Option<Self>, String> {
+        let client_ca = args
+            .client_ca_file
+            .as_deref()
+            .map(|path| roots(path, "--client-ca-file"))
+            .transpose()?;
+        let front_proxy = args
+            .requestheader_client_ca_file
+            .as_deref()
+            .map(|path| roots(path, "--requestheader-client-ca-file"))
+            .transpose()?;
+        let mut all = RootCertStore::empty();
+        for store in client_ca.iter().chain(front_proxy.iter()) {
+            all.roots.extend(store.roots.iter().cloned());
+        }
+        if all.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Self {
+            handshake: verifier(all)?,
+            client_ca: client_ca.map(verifier).transpose()?,
+            front_proxy: front_proxy
+                .map(verifier)
+                .transpose()?
+                .map(|v| (v, args.requestheader_allowed_names.clone())),
+        }))
+    }
+
+    /// The verifier of the handshake: either authority, or no certificate.
+    pub fn handshake_verifier(&self) -> Arc<dyn ClientCertVerifier> {
+        self.handshake.clone()
+    }
+
+    /// Who the verified certificate `chain` (end entity first; empty when none was
+    /// presented) says the connection is.
+    pub fn identify(&self, chain: &[CertificateDer<'_>]) -> ConnectionIdentity {
+        let Some((end_entity, intermediates)) = chain.split_first() else {
+            return ConnectionIdentity::default();
+        };
+        let now = rustls::pki_types::UnixTime::now();
+        let signed_by = |verifier: &Arc<dyn ClientCertVerifier>| {
+            verifier
+                .verify_client_cert(end_entity, intermediates, now)
+                .is_ok()
+        };
+        let front_proxy = self
+            .front_proxy
+            .as_ref()
+            .filter(|(verifier, _)| signed_by(verifier))
+            .map(|(_, allowed)| {
+                allowed.is_empty()
+                    || user_of(end_entity).is_some_and(|user| allowed.contains(&user.name))
+            });
+        let client_cert = self
+            .client_ca
+            .as_ref()
+            .filter(|verifier| signed_by(verifier))
+            .and_then(|_| user_of(end_entity));
+        ConnectionIdentity {
+            client_cert,
+            front_proxy,
+            presented: true,
+        }
+    }
+}
+
+/// The authorities of a PEM file named by `flag`.
+fn roots(path: &Path, flag: &str) -> Result<RootCertStore, String> {
+    let problem = |what: &dyn std::fmt::Display| format!("{flag} {}: {what}", path.display());
     let certs = CertificateDer::pem_file_iter(path)
         .map_err(|e| problem(&e))?
         .collect::<Result<Vec<_>, _>>()
@@ -35,13 +131,18 @@ pub fn verifier(path: &Path) -> Result<Arc<dyn ClientCertVerifier>, String> {
     if added == 0 {
         return Err(problem(&"no usable certificate authority in the file"));
     }
+    Ok(roots)
+}
+
+/// A verifier of client certificates signed by `roots`; connections without one pass.
+fn verifier(roots: RootCertStore) -> Result<Arc<dyn ClientCertVerifier>, String> {
     WebPkiClientVerifier::builder_with_provider(
         Arc::new(roots),
         Arc::new(rustls::crypto::ring::default_provider()),
     )
     .allow_unauthenticated()
     .build()
-    .map_err(|e| problem(&e))
+    .map_err(|e| format!("client certificate authorities: {e}"))
 }
 
 /// The user of a verified client certificate: CommonName, Organizations as groups, and

@@ -11,8 +11,10 @@
 //!   `.key` (reused when they are there, written when not).
 //! * `--tls-min-version` and `--tls-cipher-suites` restrict the ring provider's versions
 //!   and TLS 1.2 suites; HTTP/1.1 is the only ALPN protocol.
-//! * `--client-ca-file`: client certificates it signed are asked for and checked
-//!   ([`super::client_cert`]); connections without one are still served.
+//! * `--client-ca-file` and `--requestheader-client-ca-file`: client certificates they
+//!   signed are asked for and checked ([`super::client_cert`]); connections without one
+//!   are still served.
+//! * A self-signed certificate this process made is renewed after [`SELF_SIGNED_RENEWAL`].
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
+use super::client_cert::ClientAuth;
 use crate::cli::serving::{ServingArgs, TlsMinVersion};
 
 /// How often `--tls-cert-file` and its key are read again to see whether they changed.
@@ -135,6 +138,8 @@ pub struct Tls {
     pub config: Arc<ServerConfig>,
     /// The certificate served.
     pub cert: Arc<ServingCert>,
+    /// The client-certificate authorities, if any.
+    pub client_auth: Option<Arc<ClientAuth>>,
     watched: Option<Watched>,
     renewal: Option<Renewal>,
 }
@@ -173,7 +178,10 @@ pub fn from_args(args: &ServingArgs, bind: IpAddr) -> Result<Tls, TlsError> {
         (None, None) => self_signed(args.cert_dir.as_deref(), bind)?,
     };
     let cert = Arc::new(ServingCert::new(key));
-    let config = server_config(args, cert.clone())?;
+    let client_auth = ClientAuth::from_args(args)
+        .map_err(TlsError::Config)?
+        .map(Arc::new);
+    let config = server_config(args, cert.clone(), client_auth.as_deref())?;
     let (watched, renewal) = match source {
         Source::Files(watched) => (Some(watched), None),
         Source::Made(renewal) => (None, Some(renewal)),
@@ -181,6 +189,7 @@ pub fn from_args(args: &ServingArgs, bind: IpAddr) -> Result<Tls, TlsError> {
     Ok(Tls {
         config,
         cert,
+        client_auth,
         watched,
         renewal,
     })
@@ -212,6 +221,7 @@ fn provider(args: &ServingArgs) -> CryptoProvider {
 fn server_config(
     args: &ServingArgs,
     cert: Arc<ServingCert>,
+    client_auth: Option<&ClientAuth>,
 ) -> Result<Arc<ServerConfig>, TlsError> {
     let versions: &[&'static rustls::SupportedProtocolVersion] = match args.tls_min_version {
         TlsMinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
@@ -224,10 +234,8 @@ fn server_config(
                 "--tls-min-version and --tls-cipher-suites leave nothing to serve: {error}"
             ))
         })?;
-    let builder = match &args.client_ca_file {
-        Some(path) => builder.with_client_cert_verifier(
-            super::client_cert::verifier(path).map_err(TlsError::Config)?,
-        ),
+    let builder = match client_auth {
+        Some(auth) => builder.with_client_cert_verifier(auth.handshake_verifier()),
         None => builder.with_no_client_auth(),
     };
     let mut config = builder.with_cert_resolver(cert);

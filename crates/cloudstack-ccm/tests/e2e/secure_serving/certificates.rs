@@ -11,8 +11,8 @@ use serde_json::json;
 use cloudstack_ccm::server::{self, Security};
 
 use super::{
-    ClientIdentity, delegating_api, der_of, https_get, https_get_as, pair, serving_args,
-    start_secure, write_pair,
+    ClientIdentity, delegating_api, der_of, https_get, https_get_as, https_request, pair,
+    serving_args, start_secure, write_pair,
 };
 
 #[tokio::test]
@@ -310,5 +310,76 @@ async fn the_minimum_version_and_the_cipher_suites_are_honoured() {
     assert!(
         handshake(one_suite, &[&TLS13], &[suites::TLS13_AES_128_GCM_SHA256]).await,
         "TLS 1.3 suites stay on, as in Go"
+    );
+}
+
+#[tokio::test]
+async fn a_front_proxy_of_the_requestheader_ca_names_the_user_in_its_headers() {
+    let (api, client) = delegating_api().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxies = authority("front-proxy-ca");
+    std::fs::write(dir.path().join("front-proxy-ca.crt"), &proxies.pem).unwrap();
+    let ca_flag = format!(
+        "--requestheader-client-ca-file={}",
+        dir.path().join("front-proxy-ca.crt").display()
+    );
+    let (addr, _) = start_secure(
+        &client,
+        &[&ca_flag, "--requestheader-allowed-names=front-proxy-client"],
+    )
+    .await;
+    let proxy = || client_identity(&proxies, "front-proxy-client", "");
+    let prometheus = "system:serviceaccount:monitoring:prometheus";
+
+    let answer = https_request(
+        addr,
+        "/metrics",
+        &[("X-Remote-User", prometheus)],
+        Some(proxy()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let answer = https_request(
+        addr,
+        "/metrics",
+        &[("X-Remote-User", "mallory"), ("X-Remote-Group", "dev")],
+        Some(proxy()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status, 403);
+    assert!(
+        answer.body.contains(r#"User \"mallory\""#),
+        "{}",
+        answer.body
+    );
+
+    // A proxy certificate without a user header, or of a CommonName not allowed: 401.
+    let answer = https_request(addr, "/metrics", &[], Some(proxy()))
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 401);
+    let other = client_identity(&proxies, "somebody-else", "");
+    let answer = https_request(
+        addr,
+        "/metrics",
+        &[("X-Remote-User", prometheus)],
+        Some(other),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status, 401);
+
+    // Without a certificate the headers are worth nothing: anonymous.
+    let answer = https_request(addr, "/metrics", &[("X-Remote-User", prometheus)], None)
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 403);
+    assert!(answer.body.contains("system:anonymous"), "{}", answer.body);
+    assert_eq!(
+        api.request_count(Verb::Create, "tokenreviews.authentication.k8s.io"),
+        0,
+        "front proxies need no TokenReview"
     );
 }

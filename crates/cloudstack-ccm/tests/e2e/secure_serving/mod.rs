@@ -127,6 +127,22 @@ pub(crate) async fn https_get_as(
     token: Option<&str>,
     identity: Option<ClientIdentity>,
 ) -> Option<Answer> {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = bearer
+        .iter()
+        .map(|value| ("Authorization", value.as_str()))
+        .collect();
+    https_request(addr, path, &headers, identity).await
+}
+
+/// `GET path` over HTTPS with `headers`, presenting `identity` when given; `None` when the
+/// connection fails (a refused handshake).
+pub(crate) async fn https_request(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    identity: Option<ClientIdentity>,
+) -> Option<Answer> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let capture = Capture::new();
     let builder = rustls::ClientConfig::builder()
@@ -142,12 +158,12 @@ pub(crate) async fn https_get_as(
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .ok()?;
-    let authorization = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\n{authorization}Connection: close\r\n\r\n"
-    );
+    let headers: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}Connection: close\r\n\r\n");
     tls.write_all(request.as_bytes()).await.ok()?;
     let mut response = Vec::new();
     // A server may close without close_notify: keep what arrived.

@@ -110,8 +110,10 @@ pub struct ServingArgs {
     #[arg(global = true, long, value_name = "PATH")]
     pub authentication_kubeconfig: Option<PathBuf>,
 
-    /// How long a token's review is cached.
-    #[arg(global = true, long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    /// How long a token's review is cached. The default is the kubelet's (the controller
+    /// manager framework's is 10s): long enough that a scrape every 15 s or 30 s is
+    /// answered from the cache.
+    #[arg(global = true, long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
     pub authentication_token_webhook_cache_ttl: Duration,
 
     /// kubeconfig of the API server that authorises requests (SubjectAccessReview);
@@ -119,12 +121,14 @@ pub struct ServingArgs {
     #[arg(global = true, long, value_name = "PATH")]
     pub authorization_kubeconfig: Option<PathBuf>,
 
-    /// How long an "allowed" answer is cached.
-    #[arg(global = true, long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    /// How long an "allowed" answer is cached (the kubelet's default; the framework's is
+    /// 10s).
+    #[arg(global = true, long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     pub authorization_webhook_cache_authorized_ttl: Duration,
 
-    /// How long a "denied" answer is cached.
-    #[arg(global = true, long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    /// How long a "denied" answer is cached (the kubelet's default; the framework's is
+    /// 10s).
+    #[arg(global = true, long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub authorization_webhook_cache_unauthorized_ttl: Duration,
 
     /// Paths served to everyone without asking the API server (a trailing `*` matches a

@@ -4,9 +4,9 @@
 //! * A bearer token (read as `bearertoken.Authenticator` reads it: the `Authorization`
 //!   header trimmed, `Bearer` in any case, the second word the token) is sent to the API
 //!   server in a `TokenReview`; the answer, authenticated or not, is cached for
-//!   `--authentication-token-webhook-cache-ttl` (10 s), so a scrape every 15 s costs at most
-//!   one review per scrape and many requests within the TTL cost one. A token the API
-//!   server does not vouch for is a 401, never anonymous.
+//!   `--authentication-token-webhook-cache-ttl` (2 min, the kubelet's default), so a
+//!   scrape every 15 s costs one review every 2 minutes. A token the API server does not
+//!   vouch for is a 401, never anonymous.
 //! * No bearer token: the anonymous user (`system:anonymous` in `system:unauthenticated`).
 //! * No answer (the API server away, an error, no answer within [`REVIEW_TIMEOUT`]):
 //!   unavailable, never anonymous; errors are not cached.

@@ -4,7 +4,8 @@
 //! `*` matches a prefix, the leading `/` is optional, as `path.NewAuthorizer` reads them)
 //! are allowed to everyone, and anything else is a `SubjectAccessReview` on the
 //! non-resource path and the lowercase method as verb. Answers are cached for
-//! `--authorization-webhook-cache-authorized-ttl` and `-unauthorized-ttl` (10 s each);
+//! `--authorization-webhook-cache-authorized-ttl` (5 min) and `-unauthorized-ttl` (30 s),
+//! the kubelet's defaults (the framework's are 10 s, shorter than a scrape interval);
 //! errors are not cached and never allow.
 
 use std::time::{Duration, Instant};

@@ -87,6 +87,54 @@ async fn metrics_need_a_token_the_api_server_vouches_for_and_a_grant() {
 }
 
 #[tokio::test]
+async fn reviews_are_cached_for_their_ttls_and_asked_again_after() {
+    let (api, client) = delegating_api().await;
+    let defaults = serving_args(&[]);
+    // Long enough that a scrape every 15 s (or 30 s) is answered from the cache.
+    assert_eq!(
+        defaults.authentication_token_webhook_cache_ttl,
+        Duration::from_secs(120)
+    );
+    assert_eq!(
+        defaults.authorization_webhook_cache_authorized_ttl,
+        Duration::from_secs(300)
+    );
+    assert_eq!(
+        defaults.authorization_webhook_cache_unauthorized_ttl,
+        Duration::from_secs(30)
+    );
+    let (addr, _) = start_secure(
+        &client,
+        &[
+            "--authentication-token-webhook-cache-ttl=400ms",
+            "--authorization-webhook-cache-authorized-ttl=400ms",
+            "--authorization-webhook-cache-unauthorized-ttl=400ms",
+        ],
+    )
+    .await;
+    let prometheus = api
+        .service_account_token("monitoring", "prometheus")
+        .unwrap();
+    let nobody = api.service_account_token("monitoring", "nobody").unwrap();
+    for token in [&prometheus, &nobody] {
+        https_get(addr, "/metrics", Some(token)).await;
+        https_get(addr, "/metrics", Some(token)).await;
+    }
+    assert_eq!(reviews(&api), (2, 2), "one review of each kind per caller");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        https_get(addr, "/metrics", Some(&prometheus)).await.status,
+        200
+    );
+    assert_eq!(https_get(addr, "/metrics", Some(&nobody)).await.status, 403);
+    assert_eq!(
+        reviews(&api),
+        (4, 4),
+        "asked again once the answers expired"
+    );
+}
+
+#[tokio::test]
 async fn the_api_server_away_makes_metrics_answer_503_never_allow() {
     let (api, client) = delegating_api().await;
     let (addr, _) = start_secure(&client, &[]).await;

@@ -5,6 +5,7 @@
 //! that do not apply here are accepted and ignored with a warning (see [`ignored`]).
 
 pub mod ignored;
+pub mod serving;
 pub mod values;
 
 use std::ffi::OsString;
@@ -27,7 +28,7 @@ pub(crate) const LEASE_LOCK: &str = "leases";
 
 const AFTER_HELP: &str = "Flags of the Kubernetes cloud controller manager framework that do not apply \
 (--cidr-allocator-type, --node-cidr-mask-size, --use-service-account-credentials, \
---authentication-kubeconfig, --authorization-kubeconfig, --profiling, --kube-api-qps, ...) are accepted \
+--profiling, --kube-api-qps, ...) are accepted \
 and ignored with a warning. See docs/configuration.md.";
 
 /// The command line.
@@ -194,13 +195,17 @@ pub struct ManagerArgs {
     #[arg(global = true, long, value_name = "TYPE", default_value = LEASE_LOCK, value_parser = parse_lock)]
     pub leader_elect_resource_lock: String,
 
-    /// Address of the /healthz, /readyz and /metrics server (plain HTTP).
+    /// Address of the /healthz, /readyz and /metrics server (HTTPS).
     #[arg(global = true, long, value_name = "IP", default_value = "0.0.0.0")]
     pub bind_address: IpAddr,
 
     /// Port of the /healthz, /readyz and /metrics server (0 = pick a free port).
     #[arg(global = true, long, value_name = "PORT", default_value = "10258")]
     pub secure_port: u16,
+
+    /// HTTPS, delegated authentication and authorization of that server.
+    #[command(flatten)]
+    pub serving: serving::ServingArgs,
 
     /// Log verbosity: 0 info, 2 debug for this program, 4 debug for all, 6 trace.
     #[arg(global = true, short = 'v', long = "v", value_name = "LEVEL", default_value = "0",
@@ -465,17 +470,18 @@ mod tests {
             "--cloud-provider=external-cloudstack",
             "--node-cidr-mask-size=24",
             "--use-service-account-credentials",
-            "--authentication-kubeconfig",
-            "/k",
+            "--authentication-skip-lookup",
+            "--requestheader-uid-headers",
+            "X-Remote-Uid",
         ])
         .unwrap();
-        assert_eq!(parsed.warnings.len(), 3);
+        assert_eq!(parsed.warnings.len(), 4);
         assert!(
             parsed.warnings[0].contains("--node-cidr-mask-size"),
             "{:?}",
             parsed.warnings
         );
-        assert!(parsed.warnings[2].contains("--authentication-kubeconfig"));
+        assert!(parsed.warnings[3].contains("--requestheader-uid-headers"));
     }
 
     #[test]

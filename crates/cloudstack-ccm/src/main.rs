@@ -192,18 +192,25 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     );
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
+    let security = server::Security::from_args(&args.serving, args.bind_address, &kube)
+        .await
+        .map_err(anyhow::Error::msg)?;
     let listener = server::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    tracing::info!(address = %listener.local_addr()?, "serving /healthz, /readyz and /metrics over HTTP");
+    tracing::info!(address = %listener.local_addr()?, scheme = security.scheme(), "serving /healthz, /readyz, /livez and /metrics");
     let server_state = ServerState {
         metrics: metrics.clone(),
         readiness: readiness.clone(),
     };
     let server_shutdown = shutdown.clone();
-    let server = tokio::spawn(server::serve(listener, server_state, async move {
-        server_shutdown.wait().await
-    }));
+    let server = tokio::spawn(server::serve_secured(
+        listener,
+        server_state,
+        server::ServerLimits::default(),
+        security,
+        async move { server_shutdown.wait().await },
+    ));
     tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("received a termination signal; shutting down");

@@ -1,15 +1,24 @@
-//! The health and metrics server: `/healthz`, `/readyz` and `/metrics` over plain HTTP on
-//! `--bind-address:--secure-port`.
-//!
-//! The Go CCM served these over HTTPS with a self-signed certificate; this server speaks
-//! plain HTTP/1.1, so probes must use `scheme: HTTP`.
+//! The health and metrics server: `/healthz`, `/readyz`, `/livez` and `/metrics` on
+//! `--bind-address:--secure-port`, over HTTPS with delegated authentication and
+//! authorization as the Kubernetes cloud controller manager framework serves them
+//! ([`Security::Secure`]: [`tls`], [`authn`], [`authz`], [`access`]), or over plain HTTP
+//! open to everyone with `--insecure-plain-http` ([`Security::Plain`], not for production).
 //!
 //! The port is reachable by anything in the cluster network, so the server bounds what a
 //! client can hold ([`ServerLimits`]): at most `max_connections` connections at once (one
-//! more is accepted and closed at once), and a connection that does not send a complete
-//! request header within `header_read_timeout` — a new one, or a kept-alive one idle
-//! between requests — is closed. Idle or slow clients can therefore take neither the
-//! process's file descriptors nor the runtime the controllers share.
+//! more is accepted and closed at once), and a connection that does not complete its TLS
+//! handshake or send a complete request header within `header_read_timeout` — a new one,
+//! or a kept-alive one idle between requests — is closed. Idle or slow clients can
+//! therefore take neither the process's file descriptors nor the runtime the controllers
+//! share.
+
+pub mod access;
+pub mod authn;
+pub mod authz;
+mod cache;
+pub mod client_cert;
+pub mod front_proxy;
+pub mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -24,6 +33,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio::net::TcpListener;
 
+use crate::cli::serving::ServingArgs;
 use crate::leader::{ElectionState, LeaderStatus};
 use crate::metrics::{self, Metrics};
 
@@ -123,17 +133,91 @@ pub async fn serve(
     serve_with(listener, state, ServerLimits::default(), shutdown).await
 }
 
-/// Serves [`router`] on `listener` within `limits` until `shutdown` resolves; open
-/// connections are closed then.
+/// Serves [`router`] over plain HTTP on `listener` within `limits` until `shutdown`
+/// resolves; open connections are closed then.
 pub async fn serve_with(
     listener: TcpListener,
     state: ServerState,
     limits: ServerLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_secured(listener, state, limits, Security::Plain, shutdown).await
+}
+
+/// How the port is served.
+#[derive(Debug, Clone)]
+pub enum Security {
+    /// Plain HTTP, every path open to everyone (`--insecure-plain-http`).
+    Plain,
+    /// HTTPS, every path behind delegated authentication and authorization.
+    Secure {
+        /// The certificate and rustls configuration.
+        tls: Box<tls::Tls>,
+        /// Who may see what.
+        delegation: Arc<access::Delegation>,
+    },
+}
+
+impl Security {
+    /// From the flags: plain with `--insecure-plain-http`, else HTTPS with the certificate
+    /// of [`tls::from_args`] and the delegation of [`access::Delegation::from_args`]
+    /// (reviews through `client` unless a kubeconfig flag names another server).
+    pub async fn from_args(
+        args: &ServingArgs,
+        bind: std::net::IpAddr,
+        client: &kube::Client,
+    ) -> Result<Self, String> {
+        if args.insecure_plain_http {
+            tracing::warn!(
+                "--insecure-plain-http: serving /healthz, /readyz, /livez and /metrics over plain HTTP to everyone; not for production"
+            );
+            return Ok(Security::Plain);
+        }
+        let tls = tls::from_args(args, bind).map_err(|error| error.to_string())?;
+        let delegation = access::Delegation::from_args(args, client).await?;
+        Ok(Security::Secure {
+            tls: Box::new(tls),
+            delegation: Arc::new(delegation),
+        })
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            Security::Plain => "http",
+            Security::Secure { .. } => "https",
+        }
+    }
+}
+
+/// Serves [`router`] on `listener` within `limits`, secured as `security` says, until
+/// `shutdown` resolves; open connections are closed then.
+pub async fn serve_secured(
+    listener: TcpListener,
+    state: ServerState,
+    limits: ServerLimits,
+    security: Security,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     /// Pause after a failed accept (e.g. out of file descriptors), as axum does.
     const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
-    let service = hyper_util::service::TowerToHyperService::new(router(state));
+    let (app, acceptor, client_auth, _watch) = match security {
+        Security::Plain => (router(state), None, None, None),
+        Security::Secure { tls, delegation } => {
+            let app = router(state).layer(axum::middleware::from_fn_with_state(
+                delegation,
+                access::guard,
+            ));
+            let watch = tls.watch().map(AbortOnDrop);
+            (
+                app,
+                Some(tokio_rustls::TlsAcceptor::from(tls.config.clone())),
+                tls.client_auth.clone(),
+                watch,
+            )
+        }
+    };
+    let service = hyper_util::service::TowerToHyperService::new(app);
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let mut connections = tokio::task::JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -160,19 +244,80 @@ pub async fn serve_with(
             continue;
         };
         let service = service.clone();
+        let acceptor = acceptor.clone();
+        let client_auth = client_auth.clone();
         connections.spawn(async move {
             let _permit = permit;
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(limits.header_read_timeout);
-            let connection = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            if let Err(error) = connection.await {
+            let result = match acceptor {
+                None => {
+                    http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await
+                }
+                Some(acceptor) => {
+                    let handshake =
+                        tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream));
+                    match handshake.await {
+                        Ok(Ok(stream)) => {
+                            let identity = client_auth.map(|auth| {
+                                auth.identify(stream.get_ref().1.peer_certificates().unwrap_or(&[]))
+                            });
+                            let service = WithClientCert { service, identity };
+                            http.serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                                .await
+                        }
+                        Ok(Err(error)) => {
+                            tracing::debug!(%error, "health server: TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!("health server: TLS handshake timed out");
+                            return;
+                        }
+                    }
+                }
+            };
+            if let Err(error) = result {
                 tracing::debug!(%error, "health server: connection ended with an error");
             }
         });
     }
     connections.shutdown().await;
     Ok(())
+}
+
+/// The connection's service, attaching who its client certificate says it is (when
+/// client certificates are asked for) to each request.
+struct WithClientCert<S> {
+    service: S,
+    identity: Option<client_cert::ConnectionIdentity>,
+}
+
+impl<S, B> hyper::service::Service<axum::http::Request<B>> for WithClientCert<S>
+where
+    S: hyper::service::Service<axum::http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, mut request: axum::http::Request<B>) -> Self::Future {
+        if let Some(identity) = &self.identity {
+            request.extensions_mut().insert(identity.clone());
+        }
+        self.service.call(request)
+    }
+}
+
+/// Aborts a background task when dropped (the certificate watch ends with the server).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 async fn healthz() -> &'static str {

@@ -106,6 +106,17 @@ enum TokenOwner {
     },
 }
 
+/// What a bearer token stands for ([`Tokens::review`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenVerdict {
+    /// A valid token of this user.
+    Valid(UserInfo),
+    /// A token no one issued.
+    Unknown,
+    /// An issued token that expired or whose ServiceAccount is gone.
+    Invalid,
+}
+
 /// The token table.
 #[derive(Debug, Default)]
 pub struct Tokens {
@@ -170,13 +181,24 @@ impl Tokens {
             }
             _ => return Ok(UserInfo::anonymous()),
         };
-        let owner = self
-            .lock()
-            .get(token)
-            .cloned()
-            .ok_or_else(ApiError::unauthorized)?;
+        match self.review(token, account) {
+            TokenVerdict::Valid(user) => Ok(user),
+            TokenVerdict::Unknown | TokenVerdict::Invalid => Err(ApiError::unauthorized()),
+        }
+    }
+
+    /// What `token` stands for: a user, a token no one issued, or one issued but no longer
+    /// valid (expired, or its ServiceAccount is gone).
+    pub fn review(
+        &self,
+        token: &str,
+        account: impl Fn(&str, &str) -> Option<Value>,
+    ) -> TokenVerdict {
+        let Some(owner) = self.lock().get(token).cloned() else {
+            return TokenVerdict::Unknown;
+        };
         match owner {
-            TokenOwner::Static(user) => Ok(user),
+            TokenOwner::Static(user) => TokenVerdict::Valid(user),
             TokenOwner::ServiceAccount {
                 namespace,
                 name,
@@ -187,9 +209,9 @@ impl Tokens {
                     .is_some_and(|sa| meta_str(&sa, "uid") == uid)
                     && jiff::Timestamp::now() < expires;
                 if alive {
-                    Ok(UserInfo::service_account(&namespace, &name))
+                    TokenVerdict::Valid(UserInfo::service_account(&namespace, &name))
                 } else {
-                    Err(ApiError::unauthorized())
+                    TokenVerdict::Invalid
                 }
             }
         }

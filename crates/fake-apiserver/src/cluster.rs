@@ -9,10 +9,10 @@ use serde_json::Value;
 use crate::auth::UserInfo;
 use crate::error::ServerError;
 use crate::faults::{Fault, Verb};
-use crate::guard::Denial;
 use crate::patch::PatchType;
 use crate::resources::{self, ResourceKind};
 use crate::routes::Shared;
+use crate::shared::Denial;
 use crate::store::{DeleteOutcome, Selection};
 
 /// A handle on the fake cluster's state. Resources are named like kubectl names them:

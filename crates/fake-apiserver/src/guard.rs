@@ -5,62 +5,17 @@
 //! everything authenticated or anonymous is allowed). Every denial is recorded so tests
 //! can assert that a controller met none.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
-use crate::auth::{RequestInfo, Tokens};
+use crate::auth::RequestInfo;
 use crate::error::ApiError;
 use crate::rbac::{self, Decision};
 use crate::resources;
-use crate::routes::Shared;
-
-/// One refused request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Denial {
-    /// The user refused.
-    pub user: String,
-    /// `METHOD path?query`.
-    pub request: String,
-    /// The 401 or 403 Status message.
-    pub message: String,
-    /// 401 or 403.
-    pub code: u16,
-}
-
-/// Authentication state and the log of refusals.
-#[derive(Debug, Default)]
-pub struct Access {
-    /// Known bearer tokens.
-    pub tokens: Tokens,
-    denials: Mutex<Vec<Denial>>,
-}
-
-impl Access {
-    /// Every refused request so far.
-    pub fn denials(&self) -> Vec<Denial> {
-        self.denials
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    fn deny(&self, user: &str, request: &Request, error: ApiError) -> Response {
-        tracing::debug!(user, uri = %request.uri(), message = %error.message, "request refused");
-        self.denials
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Denial {
-                user: user.to_string(),
-                request: format!("{} {}", request.method(), request.uri()),
-                message: error.message.clone(),
-                code: error.code,
-            });
-        error.into_response()
-    }
-}
+use crate::shared::Shared;
 
 /// The middleware: authenticates, authorises, then hands the request on.
 pub async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {

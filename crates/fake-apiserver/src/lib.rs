@@ -9,7 +9,8 @@
 //! JSON / merge / strategic merge patches, label and field selectors, watches with replay
 //! and 410 Gone, discovery for kubectl, and fault injection. Started with
 //! [`ServerOptions::rbac`], it authenticates bearer tokens and enforces RBAC like
-//! kube-apiserver with `--authorization-mode=RBAC`.
+//! kube-apiserver with `--authorization-mode=RBAC`. It answers TokenReviews and
+//! SubjectAccessReviews from its tokens and its authorizer, for servers that delegate.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), fake_apiserver::ServerError> {
@@ -32,9 +33,11 @@ mod params;
 mod patch;
 mod rbac;
 mod resources;
+mod review;
 mod routes;
 mod selector;
 mod server;
+mod shared;
 mod store;
 mod table;
 mod validation;
@@ -45,8 +48,8 @@ pub use cluster::Cluster;
 pub use endpoint::Endpoint;
 pub use error::{ApiError, ServerError};
 pub use faults::{Fault, Verb};
-pub use guard::Denial;
 pub use patch::PatchType;
 pub use resources::{RESOURCES, ResourceKind};
 pub use server::{FakeApiServer, ServerOptions, kubeconfig_yaml};
+pub use shared::Denial;
 pub use store::{DEFAULT_HISTORY, DeleteOutcome};

@@ -18,8 +18,9 @@
 //!
 //! The bootstrap policy ([`bootstrap_objects`]) is the part of kube-apiserver's
 //! (`plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go`) that matters here:
-//! `cluster-admin` bound to `system:masters`, `system:discovery` for authenticated users
-//! and `system:public-info-viewer` for everybody.
+//! `cluster-admin` bound to `system:masters`, `system:discovery` for authenticated users,
+//! `system:public-info-viewer` for everybody, and `system:auth-delegator` (TokenReviews
+//! and SubjectAccessReviews, for delegating servers; bound to no one).
 //!
 //! Not modelled: privilege-escalation checks when writing Roles and bindings (`escalate`,
 //! `bind`), aggregated ClusterRoles, impersonation.
@@ -238,6 +239,16 @@ pub fn bootstrap_objects() -> Vec<(&'static ResourceKind, Value)> {
             ),
         ),
         (bindings, binding("system:discovery", &[AUTHENTICATED])),
+        (
+            roles,
+            role(
+                "system:auth-delegator",
+                json!([
+                    { "apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"] },
+                    { "apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"] },
+                ]),
+            ),
+        ),
         (
             roles,
             role(

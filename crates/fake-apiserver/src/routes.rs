@@ -10,39 +10,25 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use crate::auth::{self, DEFAULT_TOKEN_LIFETIME};
 use crate::discovery;
 use crate::error::ApiError;
-use crate::faults::{Faults, Verb};
-use crate::guard::{Access, guard};
+use crate::faults::Verb;
+use crate::guard::guard;
 use crate::openapi;
 use crate::params;
 use crate::patch::PatchType;
 use crate::resources::{self, ResourceKind};
+use crate::review;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::{DeleteOutcome, Selection, Store, WatchStart, to_storage};
+use crate::store::{DeleteOutcome, Selection, WatchStart, to_storage};
 use crate::table;
 use crate::watch::{self, WatchRequest};
 
-/// State shared by all handlers.
-#[derive(Debug)]
-pub struct Shared {
-    /// The objects.
-    pub store: Store,
-    /// Fault injection and counters.
-    pub faults: Faults,
-    /// Interval between watch bookmarks.
-    pub bookmark_interval: Duration,
-    /// Tokens and refusals.
-    pub access: Access,
-    /// Whether requests are authorised by RBAC (otherwise every authenticated or anonymous
-    /// request is allowed, as with `--authorization-mode=AlwaysAllow`). Requests are
-    /// authenticated either way.
-    pub rbac: bool,
-}
+pub use crate::shared::Shared;
 
 /// The full router.
 pub fn router(shared: Arc<Shared>) -> Router {
@@ -62,6 +48,14 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
+        .route(
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            post(review::token_review),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            post(review::subject_access_review),
+        )
         .fallback(resource_handler)
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
         .with_state(shared)

@@ -12,9 +12,9 @@ use crate::cluster::Cluster;
 use crate::endpoint::Endpoint;
 use crate::error::ServerError;
 use crate::faults::Faults;
-use crate::guard::Access;
 use crate::rbac;
 use crate::routes::{Shared, router};
+use crate::shared::Access;
 use crate::store::{DEFAULT_HISTORY, Store};
 
 /// Server settings.

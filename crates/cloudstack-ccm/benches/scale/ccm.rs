@@ -127,6 +127,7 @@ impl Ccm {
             .arg("--leader-elect=false")
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--secure-port={port}"))
+            .arg("--insecure-plain-http")
             .arg(format!("--controllers={}", flags.controllers))
             .arg(format!(
                 "--node-status-update-frequency={}ms",

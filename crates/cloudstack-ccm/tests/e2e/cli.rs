@@ -61,6 +61,10 @@ fn help_lists_every_flag() {
         "--leader-elect-resource-lock",
         "--bind-address",
         "--secure-port",
+        "--insecure-plain-http",
+        "--tls-cert-file",
+        "--cert-dir",
+        "--authorization-always-allow-paths",
         "-v, --v",
         "--log-format",
         "--allocate-node-cidrs",
@@ -176,6 +180,11 @@ fn a_bad_flag_value_fails_with_one_line_naming_the_flag_and_exit_code_2() {
         ("--node-monitor-period=soon", "--node-monitor-period"),
         ("--secure-port=http", "--secure-port"),
         ("--leader-elect=maybe", "--leader-elect"),
+        ("--tls-min-version=VersionTLS10", "--tls-min-version"),
+        (
+            "--tls-cipher-suites=TLS_RSA_WITH_AES_128_CBC_SHA",
+            "--tls-cipher-suites",
+        ),
         ("--no-such-flag", "--no-such-flag"),
     ] {
         let output = run(&[flag]);

@@ -239,7 +239,7 @@ fn check_deployment(deployment: &Value) -> Result<()> {
         let get = &container[probe]["httpGet"];
         ensure!(get["path"] == path, "{probe} path must be {path}");
         ensure!(get["port"].as_u64() == Some(HEALTH_PORT), "{probe} port");
-        ensure!(get["scheme"] == "HTTP", "{probe} scheme must be HTTP");
+        ensure!(get["scheme"] == "HTTPS", "{probe} scheme must be HTTPS");
     }
     let security = &container["securityContext"];
     ensure!(security["readOnlyRootFilesystem"] == true);
@@ -293,8 +293,83 @@ fn check_rbac(documents: &[Value]) -> Result<()> {
         ensure!(subject["name"] == "cloud-controller-manager");
         ensure!(subject["namespace"] == "kube-system");
     }
+    // The secure port delegates authentication and authorization to the API server.
+    let delegator = find(
+        documents,
+        "ClusterRoleBinding",
+        "cloud-controller-manager:auth-delegator",
+    )?;
+    ensure!(delegator["roleRef"]["kind"] == "ClusterRole");
+    ensure!(delegator["roleRef"]["name"] == "system:auth-delegator");
+    let subject = &delegator["subjects"][0];
+    ensure!(subject["kind"] == "ServiceAccount" && subject["name"] == "cloud-controller-manager");
+    ensure!(subject["namespace"] == "kube-system");
     find(documents, "ServiceAccount", "cloud-controller-manager")?;
     Ok(())
+}
+
+/// Checks a ServiceMonitor endpoint scrapes /metrics over HTTPS with a bearer token.
+fn check_https_scrape(monitor: &Value) -> Result<()> {
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    ensure!(endpoint["port"] == "metrics" && endpoint["path"] == "/metrics");
+    ensure!(endpoint["scheme"] == "https", "scrape over HTTPS");
+    ensure!(
+        endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        "scrape with Prometheus's ServiceAccount token"
+    );
+    Ok(())
+}
+
+/// Checks the metrics-reader ClusterRole grants `get` on `/metrics` and is bound.
+fn check_metrics_reader(documents: &[Value]) -> Result<()> {
+    let reader = find(
+        documents,
+        "ClusterRole",
+        "cloud-controller-manager:metrics-reader",
+    )?;
+    let rule = &reader["rules"][0];
+    ensure!(strings(&rule["nonResourceURLs"]) == ["/metrics"]);
+    ensure!(strings(&rule["verbs"]) == ["get"]);
+    let binding = find(
+        documents,
+        "ClusterRoleBinding",
+        "cloud-controller-manager:metrics-reader",
+    )?;
+    ensure!(binding["roleRef"]["name"] == "cloud-controller-manager:metrics-reader");
+    ensure!(binding["subjects"][0]["kind"] == "ServiceAccount");
+    Ok(())
+}
+
+#[test]
+fn metrics_are_scraped_over_https_with_a_bearer_token_the_role_allows() -> Result<()> {
+    let documents = deploy_documents()?;
+    check_https_scrape(find(
+        &documents,
+        "ServiceMonitor",
+        "cloud-controller-manager",
+    )?)?;
+    check_metrics_reader(&documents)?;
+    let template = chart_templates()?
+        .get("servicemonitor.yaml")
+        .context("template servicemonitor.yaml")?
+        .clone();
+    let text = template
+        .replace(
+            "{{ .Values.metrics.serviceMonitor.prometheusServiceAccount.name }}",
+            "prometheus-k8s",
+        )
+        .replace(
+            "{{ .Values.metrics.serviceMonitor.prometheusServiceAccount.namespace }}",
+            "monitoring",
+        )
+        .replace("{{ .Values.metrics.serviceMonitor.interval }}", "30s");
+    let rendered = parse_documents(&without_template_lines(&text), "servicemonitor.yaml")?;
+    check_https_scrape(find(
+        &rendered,
+        "ServiceMonitor",
+        "cloud-controller-manager",
+    )?)?;
+    check_metrics_reader(&rendered)
 }
 
 #[test]
@@ -310,6 +385,7 @@ fn every_deploy_document_parses_and_has_a_known_kind() -> Result<()> {
         "Deployment",
         "Service",
         "Secret",
+        "ServiceMonitor",
         "Kustomization",
         "Component",
     ]

@@ -118,6 +118,7 @@ impl Replica {
                 &format!("--kubeconfig={}", kubeconfig.display()),
                 "--bind-address=127.0.0.1",
                 "--secure-port=0",
+                "--insecure-plain-http",
                 "--log-format=json",
                 "--leader-elect-lease-duration=5s",
                 "--leader-elect-renew-deadline=4s",

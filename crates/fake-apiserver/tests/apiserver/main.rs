@@ -11,5 +11,6 @@ mod events;
 mod kubectl;
 mod outage;
 mod rbac;
+mod reviews;
 mod runtime;
 mod watch;

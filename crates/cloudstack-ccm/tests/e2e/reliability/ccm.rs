@@ -22,7 +22,8 @@ pub struct Ccm {
     pub addr: SocketAddr,
 }
 
-/// The flags every test passes: our kubeconfig and cloud-config, a loopback metrics port,
+/// The flags every test passes: our kubeconfig and cloud-config, a loopback metrics port
+/// over plain HTTP (the secure port has its own tests in `secure_serving`),
 /// no leader election, a short resync and a few concurrent syncs.
 pub fn base_args(rig: &Rig, cloud_config: &Path, port: u16) -> Vec<String> {
     vec![
@@ -31,6 +32,7 @@ pub fn base_args(rig: &Rig, cloud_config: &Path, port: u16) -> Vec<String> {
         format!("--kubeconfig={}", rig.kubeconfig.display()),
         "--bind-address=127.0.0.1".into(),
         format!("--secure-port={port}"),
+        "--insecure-plain-http".into(),
         "--leader-elect=false".into(),
         "--service-resync-period=2s".into(),
         "--concurrent-service-syncs=4".into(),

@@ -5,7 +5,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::auth::RequestInfo;
 use crate::resources::ResourceKind;
 use crate::validation::FieldError;
 
@@ -119,62 +118,6 @@ impl ApiError {
             reason: "Unauthorized",
             message: "Unauthorized".into(),
             details: None,
-        }
-    }
-
-    /// 403 for a request RBAC does not grant, worded as kube-apiserver's
-    /// `responsewriters.Forbidden` (`forbiddenMessage`) and `apierrors.NewForbidden` word
-    /// it: `services "web" is forbidden: User "u" cannot patch resource "services/status"
-    /// in API group "" in the namespace "default"`.
-    pub fn forbidden(info: &RequestInfo, user: &str, reason: &str) -> Self {
-        let action = if !info.is_resource_request {
-            format!("User {user:?} cannot {} path {:?}", info.verb, info.path)
-        } else {
-            let resource = if info.subresource.is_empty() {
-                info.resource.clone()
-            } else {
-                format!("{}/{}", info.resource, info.subresource)
-            };
-            let scope = if info.namespace.is_empty() {
-                "at the cluster scope".to_string()
-            } else {
-                format!("in the namespace {:?}", info.namespace)
-            };
-            format!(
-                "User {user:?} cannot {} resource {resource:?} in API group {:?} {scope}",
-                info.verb, info.api_group
-            )
-        };
-        let action = if reason.is_empty() {
-            action
-        } else {
-            format!("{action}: {reason}")
-        };
-        let qualified = match (info.is_resource_request, info.api_group.as_str()) {
-            (false, _) => String::new(),
-            (true, "") => info.resource.clone(),
-            (true, group) => format!("{}.{group}", info.resource),
-        };
-        let message = match (qualified.is_empty(), info.name.is_empty()) {
-            (true, _) => format!("forbidden: {action}"),
-            (false, true) => format!("{qualified} is forbidden: {action}"),
-            (false, false) => format!("{qualified} {:?} is forbidden: {action}", info.name),
-        };
-        let mut details = json!({});
-        if !info.resource.is_empty() {
-            details["kind"] = json!(info.resource);
-        }
-        if !info.name.is_empty() {
-            details["name"] = json!(info.name);
-        }
-        if !info.api_group.is_empty() {
-            details["group"] = json!(info.api_group);
-        }
-        Self {
-            code: 403,
-            reason: "Forbidden",
-            message,
-            details: Some(details),
         }
     }
 

@@ -11,9 +11,9 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::auth::RequestInfo;
 use crate::error::ApiError;
 use crate::rbac::{self, Decision};
+use crate::request_info::RequestInfo;
 use crate::resources;
 use crate::shared::Shared;
 

@@ -32,6 +32,7 @@ mod openapi;
 mod params;
 mod patch;
 mod rbac;
+mod request_info;
 mod resources;
 mod review;
 mod routes;

@@ -27,8 +27,9 @@
 
 use serde_json::{Value, json};
 
-use crate::auth::{AUTHENTICATED, MASTERS, RequestInfo, UserInfo, service_account_user};
+use crate::auth::{AUTHENTICATED, MASTERS, UserInfo, service_account_user};
 use crate::object::meta_str;
+use crate::request_info::RequestInfo;
 use crate::resources::{self, ResourceKind};
 use crate::store::Store;
 

@@ -31,10 +31,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::auth::{RequestInfo, TokenVerdict, UserInfo};
+use crate::auth::{TokenVerdict, UserInfo};
 use crate::error::ApiError;
 use crate::faults::Verb;
 use crate::rbac::{self, Decision};
+use crate::request_info::RequestInfo;
 use crate::resources::{self, ResourceKind};
 use crate::shared::Shared;
 use crate::validation::{FieldError, quote};

@@ -5,7 +5,7 @@
 //! escaped by a backslash and sorted, each split at its first `!=`, `==` or `=`, the field
 //! taken as written (no trimming) and the value unescaped (`\\`, `\,`, `\=`; a bare `,` or
 //! `=` in a value is an error). One parser serves the list and watch handlers and the
-//! authorizer's [`RequestInfo`](crate::auth::RequestInfo).
+//! authorizer's [`RequestInfo`](crate::request_info::RequestInfo).
 
 use serde_json::Value;
 

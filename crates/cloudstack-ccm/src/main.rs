@@ -184,12 +184,15 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
     let status = LeaderStatus::new().with_metrics(metrics.clone());
     let readiness = Readiness::new(status.clone());
     let (trigger, shutdown) = shutdown_channel();
+    // Node initialisation runs first and alone; the reloader's account read waits for it.
+    let first_node_pass = controllers::FirstNodePass::new();
     cloudstack_ccm::reload::spawn(
         args.cloud_config.as_deref(),
         &config,
         &cloudstack,
         &metrics,
         shutdown.clone(),
+        first_node_pass.clone(),
     );
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
     let security = server::Security::from_args(&args.serving, args.bind_address, &kube)
@@ -231,12 +234,18 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
         .with_args(&args)
         .with_readiness(readiness),
     );
+    // Built once: a lost lease stops the controllers, and the next term starts them again
+    // on what they had learnt (another leader in between makes it read CloudStack again).
+    let caches = controllers::Caches {
+        first_node_pass,
+        ..controllers::Caches::for_context(&ctx)
+    };
     let result = if args.leader_elect {
-        run_elected(&args, kube, status, ctx, enabled, shutdown.clone()).await
+        run_elected(&args, kube, status, ctx, caches, enabled, shutdown.clone()).await
     } else {
         tracing::info!("leader election disabled; starting controllers");
         status.set(ElectionState::Leading);
-        controllers::run(ctx, enabled, shutdown.clone()).await
+        controllers::run_on(ctx, caches, enabled, shutdown.clone()).await
     };
     server.abort();
     result
@@ -247,6 +256,7 @@ async fn run_elected(
     kube: kube::Client,
     status: LeaderStatus,
     ctx: Arc<Context>,
+    caches: controllers::Caches,
     enabled: ControllerSet,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
@@ -261,9 +271,6 @@ async fn run_elected(
         )
     };
     let elector = LeaderElector::new(kube, config, status);
-    // Built once: a lost lease stops the controllers, and the next term starts them again
-    // on what they had learnt (another leader in between makes it read CloudStack again).
-    let caches = controllers::Caches::for_context(&ctx);
     let controllers_shutdown = shutdown.clone();
     let lead = move |term: Term| {
         if !term.continued {

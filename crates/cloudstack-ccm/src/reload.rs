@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::config::CloudConfig;
 use crate::connect;
-use crate::controllers::Shutdown;
+use crate::controllers::{FirstNodePass, Shutdown};
 use crate::metrics::Metrics;
 
 /// How often the file is read.
@@ -98,12 +98,17 @@ impl Reloader {
         }
     }
 
-    /// Learns the account of the running keys (for log lines), then reads the file every
+    /// Learns the account of the running keys (for log lines) once Node initialisation's
+    /// first pass is done (no read of ours may delay it), and reads the file every
     /// [`POLL_INTERVAL`] and on `SIGHUP` until `shutdown`.
-    pub async fn run(mut self, shutdown: Shutdown) {
-        if let Err(error) = self.client.identify_account().await {
-            tracing::debug!(%error, "cannot tell which account the keys belong to");
-        }
+    pub async fn run(mut self, shutdown: Shutdown, first_node_pass: FirstNodePass) {
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            first_node_pass.wait_quietly().await;
+            if let Err(error) = client.identify_account().await {
+                tracing::debug!(%error, "cannot tell which account the keys belong to");
+            }
+        });
         let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         {
             Ok(stream) => Some(stream),
@@ -276,13 +281,14 @@ fn read_with_ca_file(path: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// Starts following `path` (when the cloud-config came from a file) for `client`, which
-/// runs with `running`.
+/// runs with `running`; the account of its keys is learnt once `first_node_pass` opens.
 pub fn spawn(
     path: Option<&Path>,
     running: &CloudConfig,
     client: &cloudstack::Client,
     metrics: &Arc<Metrics>,
     shutdown: Shutdown,
+    first_node_pass: FirstNodePass,
 ) {
     let Some(path) = path else {
         tracing::info!(
@@ -296,7 +302,7 @@ pub fn spawn(
         client.clone(),
         metrics.clone(),
     );
-    tokio::spawn(reloader.run(shutdown));
+    tokio::spawn(reloader.run(shutdown, first_node_pass));
 }
 
 #[cfg(test)]

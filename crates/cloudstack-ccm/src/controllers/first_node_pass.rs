@@ -106,15 +106,24 @@ impl FirstNodePass {
     /// Waits until the gate opens, at most [`MAX_WAIT`]; `who` names the waiter in the
     /// log line said when the wait ends by time.
     pub async fn wait(&self, who: &str) {
-        let mut open = self.open.subscribe();
-        let waited = tokio::time::timeout(MAX_WAIT, open.wait_for(|open| *open)).await;
-        if waited.is_err() {
+        if !self.wait_quietly().await {
             tracing::info!(
                 controller = who,
                 "Node initialisation's first pass still runs after {}s; starting anyway",
                 MAX_WAIT.as_secs()
             );
         }
+    }
+}
+
+impl FirstNodePass {
+    /// Waits until the gate opens, at most [`MAX_WAIT`], without a word (a replica that
+    /// does not lead never opens it); whether it opened.
+    pub async fn wait_quietly(&self) -> bool {
+        let mut open = self.open.subscribe();
+        tokio::time::timeout(MAX_WAIT, open.wait_for(|open| *open))
+            .await
+            .is_ok()
     }
 }
 

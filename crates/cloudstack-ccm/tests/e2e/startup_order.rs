@@ -21,10 +21,9 @@ const NODES: usize = 12;
 /// What a Node patch costs on a busy API server: the first pass takes a while.
 const NODE_PATCH_LATENCY: Duration = Duration::from_millis(150);
 /// The CloudStack commands the first pass of Node initialisation may make, start-up's
-/// version, account and scope checks included.
-const NODE_PASS_COMMANDS: [&str; 5] = [
+/// version and scope checks included (the account of the keys is read after it).
+const NODE_PASS_COMMANDS: [&str; 4] = [
     "listCapabilities",
-    "listAccounts",
     "listZones",
     "listProjects",
     "listVirtualMachines",

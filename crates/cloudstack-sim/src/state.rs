@@ -492,6 +492,12 @@ pub struct State {
     /// VPC static routes.
     #[serde(default)]
     pub static_routes: Vec<StaticRoute>,
+    /// Uploaded SSL certificates.
+    #[serde(default)]
+    pub ssl_certs: Vec<crate::certs::SslCert>,
+    /// Certificates assigned to LB rules (`load_balancer_cert_map`).
+    #[serde(default)]
+    pub cert_bindings: Vec<crate::certs::CertBinding>,
     /// Async jobs.
     pub jobs: Vec<Job>,
 }

@@ -18,6 +18,7 @@ mod api_reads;
 mod api_routes;
 mod api_rules;
 mod api_scoping;
+mod api_ssl_certs;
 mod api_vpc_tiers;
 mod binary_cli;
 mod python_cs;

@@ -20,6 +20,17 @@ pub enum SpecError {
     /// An annotation has a bad value.
     #[error(transparent)]
     Annotation(#[from] AnnotationError),
+    /// The Service asks for TLS termination, which this version cannot set up yet: no
+    /// load balancer is made, so no port asked to be HTTPS is served as plain TCP.
+    #[error(
+        "annotation {annotation}: TLS termination on port(s) {ports:?} is not set up by this version of the controller; no load balancer is made for the Service rather than one serving those ports as plain TCP"
+    )]
+    TlsNotAvailable {
+        /// The annotation naming the certificate.
+        annotation: &'static str,
+        /// The ports asked to terminate TLS.
+        ports: Vec<u16>,
+    },
     /// A required metadata field is missing.
     #[error("{field} is missing")]
     MissingField {
@@ -244,6 +255,16 @@ impl LbSpec {
         let annotations = Annotations::new(meta.annotations.as_ref());
         let spec = service.spec.clone().unwrap_or_default();
         let mut read = Lenient::default();
+        if let Some(tls) = super::tls_spec::read_tls(&annotations)? {
+            let annotation = match tls.source {
+                super::tls_spec::CertificateSource::Secret(_) => ann::TLS_SECRET.key,
+                super::tls_spec::CertificateSource::CloudStackId(_) => ann::TLS_CERTIFICATE_ID.key,
+            };
+            return Err(SpecError::TlsNotAvailable {
+                annotation,
+                ports: tls.ports,
+            });
+        }
 
         let recorded_ip_id = read.or(annotations.get(&ann::IP_ID, ann::parse_uuid), None, "none");
         let applied = recorded_ip_id.is_some();

@@ -542,3 +542,30 @@ fn deletion_spec_survives_bad_input() {
     let clean = LbSpec::for_deletion(&service(json!({}), json!({})), &options()).unwrap();
     assert!(!clean.keep_ip);
 }
+
+#[test]
+fn tls_termination_is_refused_rather_than_served_as_plain_tcp() {
+    let err = build(
+        json!({"service.beta.kubernetes.io/cloudstack-load-balancer-tls-secret": "shop-tls"}),
+        json!({"ports": [{"port": 443, "nodePort": 30443, "protocol": "TCP"}]}),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err,
+        SpecError::TlsNotAvailable {
+            annotation: "service.beta.kubernetes.io/cloudstack-load-balancer-tls-secret",
+            ports: vec![443],
+        }
+    );
+    assert!(err.to_string().contains("[443]"), "{err}");
+    let bad = build(
+        json!({"service.beta.kubernetes.io/cloudstack-load-balancer-tls-ports": "443,x",
+               "service.beta.kubernetes.io/cloudstack-load-balancer-tls-secret": "shop-tls"}),
+        json!({}),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(bad, SpecError::Annotation(ref a) if a.value == "443,x"),
+        "{bad}"
+    );
+}

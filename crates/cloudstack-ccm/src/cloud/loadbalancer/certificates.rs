@@ -21,7 +21,7 @@ pub const NAME_PREFIX: &str = "cloudstack-ccm.";
 
 /// A certificate with its private key and chain, as PEM text. `Debug` shows the
 /// certificate's fingerprint and never the key.
-#[derive(Clone, PartialEq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct PemMaterial {
     /// The end-entity certificate (the first PEM block of `tls.crt`).
     pub certificate: String,
@@ -134,6 +134,38 @@ pub fn parse_certificate_name<'a>(cluster: &str, name: &'a str) -> Option<&'a st
     let (uid, short) = rest.rsplit_once('.')?;
     (short.len() == 16 && short.bytes().all(|b| b.is_ascii_hexdigit()) && !uid.is_empty())
         .then_some(uid)
+}
+
+/// The certificates of `listed` that matter to the Service `service_uid` whose rules are
+/// `rule_ids`: those assigned to its rules, and those this cluster's controller uploaded
+/// for it.
+pub fn observe(
+    listed: &[cloudstack::SslCert],
+    cluster: &str,
+    service_uid: &str,
+    rule_ids: &[&str],
+) -> super::observe::ObservedCertificates {
+    let mut out = super::observe::ObservedCertificates {
+        listed: true,
+        ..Default::default()
+    };
+    for cert in listed {
+        let observed = super::observe::ObservedCertificate {
+            id: cert.id.clone().unwrap_or_default(),
+            name: cert.name.clone().unwrap_or_default(),
+            fingerprint: cert.fingerprint.clone().unwrap_or_default(),
+            rule_ids: cert.loadbalancerrulelist.clone(),
+        };
+        for rule in &observed.rule_ids {
+            if rule_ids.contains(&rule.as_str()) {
+                out.bound.insert(rule.clone(), observed.clone());
+            }
+        }
+        if parse_certificate_name(cluster, &observed.name) == Some(service_uid) {
+            out.ours.push(observed);
+        }
+    }
+    out
 }
 
 /// SHA-256 of `der`, upper-case hex pairs joined by colons.

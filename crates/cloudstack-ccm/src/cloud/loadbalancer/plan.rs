@@ -53,9 +53,12 @@ use crate::cloud::tags::{
 
 mod planner;
 mod step;
+mod tls;
 
 use planner::{Planner, Stage};
-pub use step::{AssociateTarget, IpRef, ResourceRef, RuleRef, Step, TagResourceType, VmIds};
+pub use step::{
+    AssociateTarget, CertRef, IpRef, ResourceRef, RuleRef, Step, TagResourceType, VmIds,
+};
 
 /// Description put on the policies the controller creates (the Go CCM's text, so its
 /// policies are recognised and adopted).
@@ -258,6 +261,8 @@ pub fn plan(
     let mut warnings = Vec::new();
     let resolved = with_last_applied_access(spec, observed, ctx)?;
     let spec = resolved.as_ref().unwrap_or(spec);
+    let gated = tls::gate(spec, observed, ctx, &mut warnings);
+    let spec = gated.as_ref().unwrap_or(spec);
     check_capabilities(spec, ctx, &mut warnings)?;
     let (ip, associate) = plan_ip(spec, observed, ctx)?;
     if let Some(address) = ip_address(observed) {
@@ -290,7 +295,8 @@ pub fn plan(
     p.rules();
     p.ports(&mut warnings);
     p.tags();
-    let phases = firewall_deletes_first(p.into_stages(), observed);
+    let stages = tls::certificate_steps(spec, observed, ctx, p.into_stages());
+    let phases = firewall_deletes_first(stages, observed);
     Ok(Plan::from_phases(phases, warnings))
 }
 
@@ -440,6 +446,7 @@ pub(crate) fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanCo
             });
         }
     }
+    release.extend(tls::delete_steps(observed));
     let phases = firewall_deletes_first(vec![first, release], observed);
     Plan::from_phases(phases, warnings)
 }

@@ -20,17 +20,6 @@ pub enum SpecError {
     /// An annotation has a bad value.
     #[error(transparent)]
     Annotation(#[from] AnnotationError),
-    /// The Service asks for TLS termination, which this version cannot set up yet: no
-    /// load balancer is made, so no port asked to be HTTPS is served as plain TCP.
-    #[error(
-        "annotation {annotation}: TLS termination on port(s) {ports:?} is not set up by this version of the controller; no load balancer is made for the Service rather than one serving those ports as plain TCP"
-    )]
-    TlsNotAvailable {
-        /// The annotation naming the certificate.
-        annotation: &'static str,
-        /// The ports asked to terminate TLS.
-        ports: Vec<u16>,
-    },
     /// A required metadata field is missing.
     #[error("{field} is missing")]
     MissingField {
@@ -204,6 +193,9 @@ pub struct LbSpec {
     pub health_check: Option<HealthCheck>,
     /// Stickiness policy, if any.
     pub stickiness: Option<Stickiness>,
+    /// TLS termination (`…-tls-secret` / `…-tls-certificate-id`): its ports' rules use
+    /// protocol `ssl`. The controller fills in the Secret's certificate.
+    pub tls: Option<super::tls_spec::TlsTermination>,
     /// What the Service asks for that is replaced or questionable (a bad annotation
     /// value and what is used instead, source ranges that admit no IPv4 client), for
     /// Warning Events.
@@ -255,23 +247,17 @@ impl LbSpec {
         let annotations = Annotations::new(meta.annotations.as_ref());
         let spec = service.spec.clone().unwrap_or_default();
         let mut read = Lenient::default();
-        if let Some(tls) = super::tls_spec::read_tls(&annotations)? {
-            let annotation = match tls.source {
-                super::tls_spec::CertificateSource::Secret(_) => ann::TLS_SECRET.key,
-                super::tls_spec::CertificateSource::CloudStackId(_) => ann::TLS_CERTIFICATE_ID.key,
-            };
-            return Err(SpecError::TlsNotAvailable {
-                annotation,
-                ports: tls.ports,
-            });
-        }
+        let tls = super::tls_spec::read_tls(&annotations)?;
 
         let recorded_ip_id = read.or(annotations.get(&ann::IP_ID, ann::parse_uuid), None, "none");
         let applied = recorded_ip_id.is_some();
 
         let proxy_protocol = read.or(annotations.flag(&ann::PROXY_PROTOCOL), false, "false");
         let lb_name = default_lb_name(&uid);
-        let rules = port_rules(&spec, &lb_name, proxy_protocol)?;
+        let mut rules = port_rules(&spec, &lb_name, proxy_protocol)?;
+        if let Some(tls) = &tls {
+            terminate_tls(&mut rules, &lb_name, &tls.ports, &mut read.warnings);
+        }
 
         let from_annotation = read.or(
             annotations.get(&ann::ALGORITHM, ann::parse_algorithm),
@@ -383,6 +369,10 @@ impl LbSpec {
             proxy_protocol,
             health_check: health_check(&annotations, &mut read),
             stickiness,
+            tls: tls.map(|spec| super::tls_spec::TlsTermination {
+                spec,
+                material: None,
+            }),
             warnings: read.warnings,
         })
     }
@@ -433,6 +423,7 @@ impl LbSpec {
             proxy_protocol: false,
             health_check: None,
             stickiness: None,
+            tls: None,
             warnings: Vec::new(),
         })
     }
@@ -465,6 +456,28 @@ impl LbSpec {
                         && port.parse::<u16>().is_ok_and(|n| n.to_string() == port)
                 })
         })
+    }
+}
+
+/// Makes the rules of the TLS ports `ssl` rules (TCP and PROXY-protocol ports alike: the
+/// load balancer speaks TLS to the client and plain TCP to the backends); a TLS port the
+/// Service does not have, or a UDP one, is a warning.
+fn terminate_tls(rules: &mut [RuleSpec], lb_name: &str, ports: &[u16], warnings: &mut Vec<String>) {
+    for port in ports {
+        match rules.iter_mut().find(|r| r.public_port == *port) {
+            None => warnings.push(format!(
+                "annotation {}: the Service has no port {port}",
+                ann::TLS_PORTS.key
+            )),
+            Some(rule) if rule.protocol == LbProtocol::Udp => warnings.push(format!(
+                "annotation {}: port {port} is UDP and cannot terminate TLS",
+                ann::TLS_PORTS.key
+            )),
+            Some(rule) => {
+                rule.protocol = LbProtocol::Ssl;
+                rule.name = rule_name(lb_name, LbProtocol::Ssl, *port);
+            }
+        }
     }
 }
 

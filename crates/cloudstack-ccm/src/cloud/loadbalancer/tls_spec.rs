@@ -3,6 +3,7 @@
 //! fallback: the fallback would serve a port the user asked to be HTTPS as plain TCP.
 
 use super::annotations::{self as ann, AnnotationError, Annotations};
+use super::certificates::{Inspected, PemMaterial};
 
 /// Where a Service's certificate comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +21,27 @@ pub struct TlsSpec {
     pub source: CertificateSource,
     /// The Service ports whose rules terminate TLS (protocol `ssl`).
     pub ports: Vec<u16>,
+}
+
+/// A certificate read from a Secret and checked, handed to the engine by the controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateMaterial {
+    /// The PEM text (its `Debug` hides the key).
+    pub pem: PemMaterial,
+    /// What the checks found (the fingerprint above all).
+    pub inspected: Inspected,
+}
+
+/// TLS termination as the engine plans it: the spec's part, plus the certificate the
+/// controller read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsTermination {
+    /// What the Service asks for.
+    pub spec: TlsSpec,
+    /// The Secret's certificate, checked; `None` for the certificate-id form, and when the
+    /// Secret cannot be used (then the certificates and TLS rules stay as they are and no
+    /// new TLS rule is made).
+    pub material: Option<CertificateMaterial>,
 }
 
 /// Reads the TLS annotations: `None` when the Service asks for no TLS termination.

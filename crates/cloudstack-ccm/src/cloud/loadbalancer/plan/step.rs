@@ -42,6 +42,15 @@ pub enum RuleRef {
     },
 }
 
+/// A certificate a step assigns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertRef {
+    /// A certificate that exists in CloudStack.
+    Existing(String),
+    /// The certificate uploaded by this plan's `UploadCertificate` (by fingerprint).
+    Uploaded(String),
+}
+
 /// A resource to tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResourceRef {
@@ -248,6 +257,38 @@ pub enum Step {
         /// Tag keys to remove.
         keys: Vec<String>,
     },
+    /// `uploadSslCert` (synchronous, does not queue on the network). The material's `Debug`
+    /// hides the key.
+    UploadCertificate {
+        /// Name (cluster, Service UID, fingerprint).
+        name: String,
+        /// Fingerprint of the certificate.
+        fingerprint: String,
+        /// The PEM material.
+        material: Box<super::super::certificates::PemMaterial>,
+    },
+    /// `assignCertToLoadBalancer`; `forced` replaces the bound certificate in the same job.
+    AssignCertificate {
+        /// The rule (protocol `ssl`).
+        rule: RuleRef,
+        /// The certificate.
+        certificate: CertRef,
+        /// Replace the certificate already bound (`forced`, 4.17+).
+        forced: bool,
+    },
+    /// `removeCertFromLoadBalancer` (before 4.17, where a bound certificate cannot be
+    /// replaced in one job).
+    RemoveCertificate {
+        /// The rule.
+        rule: RuleRef,
+    },
+    /// `deleteSslCert` (synchronous) of a certificate the controller uploaded.
+    DeleteCertificate {
+        /// Certificate id.
+        id: String,
+        /// Its name (for display).
+        name: String,
+    },
     /// `disassociateIpAddress`.
     ReleaseIp {
         /// IP id.
@@ -342,6 +383,13 @@ impl fmt::Display for ResourceRef {
             ResourceRef::CreatedRule(name) => f.write_str(name),
             ResourceRef::AssociatedIp => f.write_str("the new IP"),
         }
+    }
+}
+
+/// A rule's name for display.
+fn rule_label(rule: &RuleRef) -> &str {
+    match rule {
+        RuleRef::Existing { name, .. } | RuleRef::Created { name } => name,
     }
 }
 
@@ -494,6 +542,25 @@ impl fmt::Display for Step {
                 keys.join(",")
             ),
             Step::ReleaseIp { address, .. } => write!(f, "release IP {address}"),
+            Step::UploadCertificate {
+                name, fingerprint, ..
+            } => write!(f, "upload certificate {name} (fingerprint {fingerprint})"),
+            Step::AssignCertificate {
+                rule,
+                certificate,
+                forced,
+            } => {
+                let what = match certificate {
+                    CertRef::Existing(id) => format!("certificate {id}"),
+                    CertRef::Uploaded(print) => format!("the uploaded certificate {print}"),
+                };
+                let verb = if *forced { "swap in" } else { "attach" };
+                write!(f, "{verb} {what} on rule {}", rule_label(rule))
+            }
+            Step::RemoveCertificate { rule } => {
+                write!(f, "remove the certificate of rule {}", rule_label(rule))
+            }
+            Step::DeleteCertificate { id, name } => write!(f, "delete certificate {name} ({id})"),
         }
     }
 }

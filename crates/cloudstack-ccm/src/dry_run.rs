@@ -17,7 +17,7 @@ use crate::config::CloudConfig;
 use crate::controllers::Context;
 use crate::controllers::node_cache::CachedNode;
 use crate::controllers::route::{self, RouteController};
-use crate::controllers::service::{Settings, plan_services, settings};
+use crate::controllers::service::{Settings, plan_services_with_secrets, settings};
 use crate::metrics::Metrics;
 
 use crate::connect;
@@ -125,7 +125,14 @@ pub(crate) async fn plan_context(ctx: &Context) -> Result<PlanReport, ToolError>
         .clone();
     let engine = Engine::new(ctx.cloudstack.clone(), inventory, settings.engine(ctx));
     let options = settings::spec_options(ctx);
-    let plans = plan_services(&engine, &services.items, &nodes.items, &options).await;
+    let plans = plan_services_with_secrets(
+        &engine,
+        Some(&ctx.kube),
+        &services.items,
+        &nodes.items,
+        &options,
+    )
+    .await;
     Ok(PlanReport { plans })
 }
 

@@ -17,6 +17,7 @@ mod orphan_count;
 mod reconcile;
 pub mod settings;
 pub mod status;
+mod tls_secrets;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,14 +26,16 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::cloud::loadbalancer::ensure::Engine;
 use crate::controllers::events::{Recorder, Reporter};
 use crate::controllers::{Caches, Context, Shutdown};
 
 pub use self::ip_record::ip_annotations;
-pub use self::reconcile::{ReconcileError, deletion_spec, plan_services};
+pub use self::reconcile::{
+    ReconcileError, deletion_spec, plan_services, plan_services_with_secrets,
+};
 pub use self::settings::Settings;
 
 /// The shortest resync period honoured.
@@ -106,8 +109,25 @@ pub async fn run_with(
         shutdown.clone(),
     ));
     let stop = shutdown.clone();
-    Controller::new(Api::<Service>::all(client), watcher::Config::default())
+    let controller = Controller::new(
+        Api::<Service>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    // A changed TLS Secret re-runs the Services naming it (a renewal follows on its own).
+    // Without permission to watch Secrets the watch backs off quietly; the Services still
+    // get their Warning when reconciled.
+    let services = controller.store();
+    let secrets = watcher::watcher(
+        Api::<k8s_openapi::api::core::v1::Secret>::all(client),
+        watcher::Config::default().fields("type=kubernetes.io/tls"),
+    )
+    .default_backoff()
+    .touched_objects();
+    controller
         .with_config(ControllerConfig::default().concurrency(settings.concurrency))
+        .watches_stream(secrets, move |secret| {
+            tls_secrets::services_naming(&services, &secret)
+        })
         .reconcile_all_on(futures::stream::select(node_changes, resync))
         .graceful_shutdown_on(async move { stop.wait().await })
         .run(reconcile::reconcile, reconcile::error_policy, state)

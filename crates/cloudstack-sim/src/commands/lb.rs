@@ -406,6 +406,10 @@ pub fn finish_update(
         ));
     }
     let rendered = render_rule(state, &updated);
+    if updated.protocol != "ssl" {
+        // `removeCertMapIfExists`: a rule that no longer speaks ssl loses its certificate
+        state.cert_bindings.retain(|b| b.rule_id != rule_id);
+    }
     if let Some(slot) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
         *slot = updated;
     }

@@ -22,6 +22,7 @@ use super::finalizer;
 use super::ip_record::AnnotationIpRecorder;
 use super::node_watch::EligibleNodes;
 use super::status::{self, IngressTarget};
+use super::tls_secrets;
 use crate::controllers::backoff::RetryBackoff;
 
 /// The controller name in metrics.
@@ -123,7 +124,7 @@ async fn reconcile_service(
         }
         return Ok(Action::await_change());
     }
-    let spec = match LbSpec::from_service(service, &state.spec_options) {
+    let mut spec = match LbSpec::from_service(service, &state.spec_options) {
         Ok(spec) => spec,
         Err(err) => {
             // Bad input: nothing is created; a change of the Service re-runs this.
@@ -132,6 +133,10 @@ async fn reconcile_service(
             return Ok(Action::await_change());
         }
     };
+    if let Some(warning) = tls_secrets::fill(&state.ctx.kube, &mut spec).await {
+        tracing::warn!(service = %key_of(service), "{warning}");
+        events::publish_warnings(&state.recorder, service, [warning]).await;
+    }
     // The finalizer goes on before anything exists in CloudStack.
     let service = if finalizer::has_finalizer(service) {
         service.clone()
@@ -316,6 +321,18 @@ pub async fn plan_services(
     nodes: &[CachedNode],
     options: &SpecOptions,
 ) -> Vec<(String, Result<Plan, String>)> {
+    plan_services_with_secrets(engine, None, services, nodes, options).await
+}
+
+/// [`plan_services`], reading the TLS Secrets the Services name with `kube` (so the plan
+/// shows the certificate steps).
+pub async fn plan_services_with_secrets(
+    engine: &Engine,
+    kube: Option<&kube::Client>,
+    services: &[Service],
+    nodes: &[CachedNode],
+    options: &SpecOptions,
+) -> Vec<(String, Result<Plan, String>)> {
     let eligible = Arc::new(super::node_watch::as_pairs(&eligible_set(nodes)));
     let mut plans = Vec::new();
     for service in services
@@ -324,9 +341,16 @@ pub async fn plan_services(
     {
         let plan = match LbSpec::from_service(service, options) {
             Err(err) => Err(err.to_string()),
-            Ok(spec) => plan_one(engine, &spec, &eligible)
-                .await
-                .map_err(|e| e.to_string()),
+            Ok(mut spec) => {
+                if let Some(kube) = kube
+                    && let Some(warning) = tls_secrets::fill(kube, &mut spec).await
+                {
+                    tracing::warn!(service = %key_of(service), "{warning}");
+                }
+                plan_one(engine, &spec, &eligible)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
         };
         plans.push((key_of(service), plan));
     }

@@ -26,7 +26,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use kube::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 
 use crate::cloud::loadbalancer::ensure::Engine;
 use crate::controllers::events::{Recorder, Reporter};
@@ -117,12 +117,7 @@ pub async fn run_with(
     // Without permission to watch Secrets the watch backs off quietly; the Services still
     // get their Warning when reconciled.
     let services = controller.store();
-    let secrets = watcher::watcher(
-        Api::<k8s_openapi::api::core::v1::Secret>::all(client),
-        watcher::Config::default().fields("type=kubernetes.io/tls"),
-    )
-    .default_backoff()
-    .touched_objects();
+    let secrets = tls_secrets::watch_when_named(client, controller.store());
     controller
         .with_config(ControllerConfig::default().concurrency(settings.concurrency))
         .watches_stream(secrets, move |secret| {

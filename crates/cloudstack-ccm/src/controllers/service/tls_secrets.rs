@@ -91,6 +91,38 @@ fn redact(error: &kube::Error) -> String {
     }
 }
 
+/// How often the Service store is looked at for a first Service naming a Secret.
+const FIRST_NAMED_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The `kubernetes.io/tls` Secrets, as they change — watched only once a Service of
+/// `services` names one, so a cluster without TLS Services never reads Secrets (the
+/// RBAC that CloudStack Kubernetes Service installs grants none). Errors back off.
+pub fn watch_when_named(
+    client: kube::Client,
+    services: Store<Service>,
+) -> impl futures::Stream<Item = Result<Secret, kube::runtime::watcher::Error>> + Send + 'static {
+    use futures::StreamExt as _;
+    use kube::runtime::{WatchStreamExt as _, watcher};
+    let key = crate::cloud::loadbalancer::annotations::TLS_SECRET.key;
+    let named = async move {
+        while !services
+            .state()
+            .iter()
+            .any(|svc| svc.annotations().contains_key(key))
+        {
+            tokio::time::sleep(FIRST_NAMED_POLL).await;
+        }
+    };
+    futures::stream::once(named).flat_map(move |()| {
+        watcher::watcher(
+            Api::<Secret>::all(client.clone()),
+            watcher::Config::default().fields("type=kubernetes.io/tls"),
+        )
+        .default_backoff()
+        .touched_objects()
+    })
+}
+
 /// The Services (of `services`) that name Secret `secret` in its namespace.
 pub fn services_naming(services: &Store<Service>, secret: &Secret) -> Vec<ObjectRef<Service>> {
     let (Some(namespace), name) = (secret.namespace(), secret.name_any()) else {

@@ -17,4 +17,5 @@ mod plan;
 mod protocols;
 mod refused_ports;
 mod several_networks;
+mod tls;
 mod vpc_acl;

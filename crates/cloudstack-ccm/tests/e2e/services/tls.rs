@@ -1,0 +1,375 @@
+//! TLS termination end to end: a `kubernetes.io/tls` Secret becomes an `ssl` rule with
+//! the certificate (uploaded, named after the Service, attached); a renewal swaps it with
+//! no failing call and deletes the old one; an unchanged Secret costs no call; a bad Secret
+//! warns and changes nothing; a provider without `SslTermination` gets a Warning and no
+//! rule for the port; the Service's deletion leaves no certificate and no rule; and the
+//! private key is in no log line (at trace level) and no Event. The simulator and the fake
+//! API server only (certificates are checked against the simulator's store).
+
+use crate::common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::support::*;
+use cloudstack_ccm::cloud::loadbalancer::annotations;
+use cloudstack_sim::{Scenario, Version};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+
+const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
+const RESYNC: Duration = Duration::from_secs(100);
+const FIXTURES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../cloudstack-sim/tests/fixtures/ssl/"
+);
+/// `openssl x509 -noout -fingerprint -sha256` of the two test certificates.
+const LEAF_A: &str = "3E:13:1F:83:04:B3:68:D9:7D:24:59:46:F4:1D:2A:9B:6F:D4:4A:8B:98:8F:03:8A:08:81:4C:88:77:A0:10:12";
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!("{FIXTURES}{name}")).expect("fixture")
+}
+
+/// A `kubernetes.io/tls` Secret with the fixture pair `pair` (`leaf-a`, `leaf-b`, `expired`).
+fn tls_secret(name: &str, pair: &str) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NAMESPACE.into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/tls".into()),
+        data: Some(
+            [
+                (
+                    "tls.crt".to_string(),
+                    ByteString(fixture(&format!("{pair}-cert.pem")).into_bytes()),
+                ),
+                (
+                    "tls.key".to_string(),
+                    ByteString(fixture(&format!("{pair}-key.pem")).into_bytes()),
+                ),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    }
+}
+
+fn secrets(t: &LbTest) -> Api<Secret> {
+    Api::namespaced(t.h.kube.clone(), NAMESPACE)
+}
+
+/// Creates the Secret, or replaces its data.
+async fn put_secret(t: &LbTest, name: &str, pair: &str) {
+    let api = secrets(t);
+    let mut secret = tls_secret(name, pair);
+    match api.get_opt(name).await.expect("reading the Secret") {
+        None => {
+            api.create(&PostParams::default(), &secret)
+                .await
+                .expect("creating the Secret");
+        }
+        Some(current) => {
+            secret.metadata.resource_version = current.metadata.resource_version;
+            api.replace(name, &PostParams::default(), &secret)
+                .await
+                .expect("replacing the Secret");
+        }
+    }
+}
+
+/// The simulator's certificates: (id, name, fingerprint, rule names it is bound to).
+fn certificates(t: &LbTest) -> Vec<(String, String, String, Vec<String>)> {
+    t.h.sim.with_state(|state| {
+        state
+            .ssl_certs
+            .iter()
+            .map(|c| {
+                let rules = state
+                    .cert_bindings
+                    .iter()
+                    .filter(|b| b.cert_id == c.id)
+                    .filter_map(|b| state.lb_rule(&b.rule_id).map(|r| r.name.clone()))
+                    .collect();
+                (c.id.clone(), c.name.clone(), c.fingerprint.clone(), rules)
+            })
+            .collect()
+    })
+}
+
+fn fingerprint_of(pair: &str) -> String {
+    use rustls::pki_types::pem::PemObject as _;
+    let der = rustls::pki_types::CertificateDer::from_pem_slice(
+        fixture(&format!("{pair}-cert.pem")).as_bytes(),
+    )
+    .expect("certificate");
+    cloudstack_ccm::cloud::loadbalancer::certificates::fingerprint(der.as_ref())
+}
+
+/// Waits until exactly one certificate exists, bound to the `ssl` rule of port 443, with
+/// fingerprint `print`.
+async fn wait_bound(t: &LbTest, print: &str) -> (String, String) {
+    common::eventually(
+        &format!("one certificate {print} bound to the 443 rule"),
+        t.h.wait(),
+        || async {
+            let certs = certificates(t);
+            match certs.as_slice() {
+                [(id, name, p, rules)]
+                    if p == print && rules.len() == 1 && rules[0].ends_with("-ssl-443") =>
+                {
+                    Some((id.clone(), name.clone()))
+                }
+                _ => None,
+            }
+        },
+    )
+    .await
+}
+
+fn web(secret: &str) -> k8s_openapi::api::core::v1::Service {
+    with_annotations(
+        lb_service("web", &[("TCP", 80, 30080), ("TCP", 443, 30443)]),
+        &[(annotations::TLS_SECRET.key, secret)],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_becomes_an_https_rule_and_its_renewal_is_swapped_in() {
+    if common::skip_in_remote_mode("reads the simulator's certificate store") {
+        return;
+    }
+    let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
+    put_secret(&t, "shop-tls", "leaf-a").await;
+    t.create(&web("shop-tls")).await;
+    let rules = t
+        .wait_rules("web", "stand with members", |r| {
+            r.len() == 2 && r.iter().all(|r| r.members.len() == 3)
+        })
+        .await;
+    let protocols: Vec<(u16, &str)> = rules
+        .iter()
+        .map(|r| (r.public_port, r.protocol.as_str()))
+        .collect();
+    assert!(
+        protocols.contains(&(443, "ssl")) && protocols.contains(&(80, "tcp")),
+        "{protocols:?}"
+    );
+    let (first_id, name) = wait_bound(&t, LEAF_A).await;
+    let uid = t.uid("web").await;
+    assert!(name.contains(&uid), "named after the Service: {name}");
+    assert!(
+        name.ends_with(&LEAF_A.replace(':', "")[..16].to_lowercase()),
+        "{name}"
+    );
+
+    // Renewal: a new certificate in the Secret is swapped in, the old one deleted.
+    t.h.reset_cloudstack_counts();
+    let since = sim_now_ms();
+    put_secret(&t, "shop-tls", "leaf-b").await;
+    let (second_id, _) = wait_bound(&t, &fingerprint_of("leaf-b")).await;
+    assert_ne!(first_id, second_id);
+    settle().await;
+    assert!(
+        failing_calls(&t.h, since).is_empty(),
+        "{:?}",
+        failing_calls(&t.h, since)
+    );
+    let counts = mutating_counts(&t.h);
+    assert_eq!(
+        counts,
+        [
+            ("assignCertToLoadBalancer".to_string(), 1),
+            ("deleteSslCert".to_string(), 1),
+            ("uploadSslCert".to_string(), 1),
+        ]
+        .into(),
+        "calls of a renewal"
+    );
+
+    // The same certificate again (the Secret rewritten): no change.
+    t.h.reset_cloudstack_counts();
+    put_secret(&t, "shop-tls", "leaf-b").await;
+    settle().await;
+    assert!(
+        mutating_counts(&t.h).is_empty(),
+        "{:?}",
+        mutating_counts(&t.h)
+    );
+
+    // A bad renewal (expired): a Warning, and the certificate in place stays.
+    put_secret(&t, "shop-tls", "expired").await;
+    t.wait_event("web", "LoadBalancerWarning", "expired").await;
+    settle().await;
+    assert!(
+        mutating_counts(&t.h).is_empty(),
+        "{:?}",
+        mutating_counts(&t.h)
+    );
+    wait_bound(&t, &fingerprint_of("leaf-b")).await;
+
+    t.delete("web").await;
+    t.wait_gone("web").await;
+    assert!(certificates(&t).is_empty(), "{:?}", certificates(&t));
+    assert!(t.rules_of_uid(&uid).is_empty());
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_ssl_termination_the_port_gets_a_warning_and_no_rule() {
+    if common::skip_in_remote_mode("needs a CloudStack version below 4.22") {
+        return;
+    }
+    let mut scenario = Scenario::small();
+    scenario.version = Version::parse("4.21").unwrap();
+    let t = LbTest::start(scenario, &NODES, RESYNC).await;
+    put_secret(&t, "shop-tls", "leaf-a").await;
+    t.create(&web("shop-tls")).await;
+    let event = t.wait_event("web", "LoadBalancerWarning", "port 443").await;
+    assert_eq!(event["type"], "Warning");
+    assert!(common::event_note(&event).contains("TLS"), "{event}");
+    let rules = t
+        .wait_rules("web", "stand", |r| r.len() == 1 && r[0].members.len() == 3)
+        .await;
+    assert_eq!(rules[0].public_port, 80, "no rule of any protocol for 443");
+    settle().await;
+    assert!(t.rules("web").await.iter().all(|r| r.public_port != 443));
+    assert_eq!(
+        t.h.sim.call_counts().get("uploadSslCert"),
+        None,
+        "no upload"
+    );
+    assert!(certificates(&t).is_empty());
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_secret_warns_and_the_certificate_id_form_needs_none() {
+    if common::skip_in_remote_mode("reads the simulator's certificate store") {
+        return;
+    }
+    let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
+    t.create(&web("absent")).await;
+    t.wait_event(
+        "web",
+        "LoadBalancerWarning",
+        "Secret default/absent not found",
+    )
+    .await;
+    let rules = t
+        .wait_rules("web", "stand", |r| r.len() == 1 && r[0].members.len() == 3)
+        .await;
+    assert_eq!(
+        rules[0].public_port, 80,
+        "no 443 rule without a certificate"
+    );
+
+    // a certificate uploaded by hand, named by id
+    let cert = t
+        .client_of(common::ACCOUNT)
+        .upload_ssl_cert(&cloudstack::UploadSslCert {
+            certificate: fixture("leaf-a-cert.pem"),
+            privatekey: cloudstack::Secret::new(fixture("leaf-a-key.pem")),
+            name: "by-hand".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("upload");
+    let id = cert.id.expect("id");
+    t.create(&with_annotations(
+        lb_service("api", &[("TCP", 443, 31443)]),
+        &[(annotations::TLS_CERTIFICATE_ID.key, id.as_str())],
+    ))
+    .await;
+    t.wait_rules("api", "serve TLS", |r| {
+        r.len() == 1 && r[0].protocol == "ssl" && r[0].members.len() == 3
+    })
+    .await;
+    common::eventually("the certificate is attached", t.h.wait(), || async {
+        certificates(&t)
+            .iter()
+            .any(|(cid, _, _, rules)| cid == &id && rules.len() == 1)
+            .then_some(())
+    })
+    .await;
+    t.delete("api").await;
+    t.wait_gone("api").await;
+    assert!(
+        certificates(&t).iter().any(|(cid, ..)| cid == &id),
+        "a certificate given by id is never deleted"
+    );
+    t.stop().await;
+}
+
+/// A `tracing` writer into a shared buffer.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log buffer").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_private_key_is_in_no_log_line_and_no_event() {
+    if common::skip_in_remote_mode("captures the in-process controller's logs") {
+        return;
+    }
+    common::init();
+    // Every task runs on this thread: the subscriber below sees all of them, at trace.
+    let logs = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(logs.clone())
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
+    put_secret(&t, "shop-tls", "leaf-a").await;
+    t.create(&web("shop-tls")).await;
+    wait_bound(&t, LEAF_A).await;
+    put_secret(&t, "shop-tls", "leaf-b").await;
+    wait_bound(&t, &fingerprint_of("leaf-b")).await;
+    put_secret(&t, "shop-tls", "expired").await;
+    t.wait_event("web", "LoadBalancerWarning", "expired").await;
+    t.delete("web").await;
+    t.wait_gone("web").await;
+
+    let text = String::from_utf8(logs.0.lock().expect("log buffer").clone()).expect("UTF-8");
+    assert!(text.contains("uploadSslCert"), "trace logs were captured");
+    let events = serde_json::to_string(&t.h.events_about("web")).expect("JSON");
+    for pair in ["leaf-a", "leaf-b", "expired"] {
+        let key = fixture(&format!("{pair}-key.pem"));
+        for line in key.lines().filter(|l| !l.starts_with("-----")) {
+            assert!(
+                !text.contains(line),
+                "a line of the {pair} key is in the logs"
+            );
+            assert!(
+                !events.contains(line),
+                "a line of the {pair} key is in an Event"
+            );
+        }
+    }
+    assert!(
+        !text.contains("PRIVATE KEY-----"),
+        "no PEM key header in the logs"
+    );
+    t.stop().await;
+}

@@ -141,6 +141,7 @@ fn expected_cluster_permissions() -> BTreeSet<Permission> {
         expand("", "services", &["get", "list", "watch", "update", "patch"]),
         expand("", "services/status", &["patch", "update"]),
         expand("", "events", &["create", "patch", "update"]),
+        expand("", "secrets", &["get", "list", "watch"]),
     ]
     .concat()
     .into_iter()

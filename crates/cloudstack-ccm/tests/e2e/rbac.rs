@@ -29,7 +29,7 @@ const NODES: [&str; 2] = ["node-1", "node-2"];
 
 /// The ClusterRole of the Go provider (`apache/cloudstack-kubernetes-provider`), bound to
 /// the controller's ServiceAccount, as CloudStack Kubernetes Service installs it.
-fn go_provider_role() -> Vec<(String, Option<String>, Value)> {
+pub(crate) fn go_provider_role() -> Vec<(String, Option<String>, Value)> {
     let rule = |groups: &[&str], resources: &[&str], verbs: &[&str]| json!({ "apiGroups": groups, "resources": resources, "verbs": verbs });
     let rules = json!([
         rule(

@@ -373,3 +373,84 @@ async fn the_private_key_is_in_no_log_line_and_no_event() {
     );
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_cks_role_one_warning_names_the_permission_and_the_id_form_works() {
+    if common::skip_in_remote_mode("starts an API server with RBAC enforced") {
+        return;
+    }
+    let mut scenario = Scenario::small();
+    scenario.settings.job_duration_ms = 2;
+    let h = common::Harness::start_with(common::HarnessOptions {
+        scenario,
+        rbac: true,
+        ..common::HarnessOptions::default()
+    })
+    .await;
+    for (kind, namespace, object) in crate::rbac::go_provider_role() {
+        h.apiserver
+            .create(&kind, namespace.as_deref(), object)
+            .unwrap_or_else(|e| panic!("creating the {kind}: {e}"));
+    }
+    for name in NODES {
+        add_node(&h, name).await;
+    }
+    let mut t = LbTest::from_harness(h);
+    t.start_controller(RESYNC);
+    put_secret(&t, "shop-tls", "leaf-a").await;
+    t.create(&web("shop-tls")).await;
+    let warning = t
+        .wait_event(
+            "web",
+            "LoadBalancerWarning",
+            "get, list and watch on secrets",
+        )
+        .await;
+    assert_eq!(warning["type"], "Warning");
+    let rules = t
+        .wait_rules("web", "stand", |r| r.len() == 1 && r[0].members.len() == 3)
+        .await;
+    assert_eq!(
+        rules[0].public_port, 80,
+        "no 443 rule without the certificate"
+    );
+
+    let cert = t
+        .client_of(common::ACCOUNT)
+        .upload_ssl_cert(&cloudstack::UploadSslCert {
+            certificate: fixture("leaf-a-cert.pem"),
+            privatekey: cloudstack::Secret::new(fixture("leaf-a-key.pem")),
+            name: "by-hand".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("upload");
+    let id = cert.id.expect("id");
+    t.create(&with_annotations(
+        lb_service("api", &[("TCP", 443, 31443)]),
+        &[(annotations::TLS_CERTIFICATE_ID.key, id.as_str())],
+    ))
+    .await;
+    common::eventually(
+        "the certificate given by id is attached",
+        t.h.wait(),
+        || async {
+            certificates(&t)
+                .iter()
+                .any(|(cid, _, _, rules)| cid == &id && rules.len() == 1)
+                .then_some(())
+        },
+    )
+    .await;
+    let about_secrets: Vec<_> =
+        t.h.events_about("web")
+            .into_iter()
+            .filter(|e| common::event_note(e).contains("on secrets"))
+            .collect();
+    assert_eq!(
+        about_secrets.len(),
+        1,
+        "one Warning (repeats counted): {about_secrets:?}"
+    );
+    t.stop().await;
+}

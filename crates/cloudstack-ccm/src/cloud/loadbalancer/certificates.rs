@@ -136,6 +136,30 @@ pub fn parse_certificate_name<'a>(cluster: &str, name: &'a str) -> Option<&'a st
         .then_some(uid)
 }
 
+/// Reads the certificates that matter to the Service `service_uid` into `observed` (one
+/// account-wide `listSslCerts`), when it asks for TLS or has an `ssl` rule; else nothing.
+pub async fn observe_for(
+    client: &cloudstack::Client,
+    cluster: &str,
+    service_uid: &str,
+    wants_tls: bool,
+    observed: &mut super::observe::ObservedLb,
+) -> Result<(), cloudstack::Error> {
+    let has_ssl_rule = observed
+        .rules
+        .iter()
+        .any(|r| r.protocol == super::vocabulary::LbProtocol::Ssl);
+    if !wants_tls && !has_ssl_rule {
+        return Ok(());
+    }
+    let listed = client
+        .list_ssl_certs(&cloudstack::ListSslCerts::default())
+        .await?;
+    let rule_ids: Vec<&str> = observed.rules.iter().map(|r| r.id.as_str()).collect();
+    observed.certificates = observe(&listed, cluster, service_uid, &rule_ids);
+    Ok(())
+}
+
 /// The certificates of `listed` that matter to the Service `service_uid` whose rules are
 /// `rule_ids`: those assigned to its rules, and those this cluster's controller uploaded
 /// for it.

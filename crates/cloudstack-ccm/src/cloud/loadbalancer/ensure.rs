@@ -468,25 +468,15 @@ impl Engine {
         let mut observed = observe(&inputs, view, spec)
             .await
             .map_err(EnsureError::Observe)?;
-        let has_ssl_rule = observed
-            .rules
-            .iter()
-            .any(|r| r.protocol == super::vocabulary::LbProtocol::Ssl);
-        if spec.tls.is_some() || has_ssl_rule {
-            // One account-wide list: every certificate with the rules it is assigned to.
-            let listed = self
-                .client
-                .list_ssl_certs(&cloudstack::ListSslCerts::default())
-                .await
-                .map_err(EnsureError::Observe)?;
-            let rule_ids: Vec<&str> = observed.rules.iter().map(|r| r.id.as_str()).collect();
-            observed.certificates = super::certificates::observe(
-                &listed,
-                &self.settings.cluster_name,
-                &spec.service.uid,
-                &rule_ids,
-            );
-        }
+        super::certificates::observe_for(
+            &self.client,
+            &self.settings.cluster_name,
+            &spec.service.uid,
+            spec.tls.is_some(),
+            &mut observed,
+        )
+        .await
+        .map_err(EnsureError::Observe)?;
         Ok(observed)
     }
 

@@ -256,7 +256,13 @@ impl LbSpec {
         let lb_name = default_lb_name(&uid);
         let mut rules = port_rules(&spec, &lb_name, proxy_protocol)?;
         if let Some(tls) = &tls {
-            terminate_tls(&mut rules, &lb_name, &tls.ports, &mut read.warnings);
+            let ports: Vec<(u16, LbProtocol)> =
+                rules.iter().map(|r| (r.public_port, r.protocol)).collect();
+            let ssl = super::tls_spec::ssl_ports(&ports, &tls.ports, &mut read.warnings);
+            for rule in rules.iter_mut().filter(|r| ssl.contains(&r.public_port)) {
+                rule.protocol = LbProtocol::Ssl;
+                rule.name = rule_name(&lb_name, LbProtocol::Ssl, rule.public_port);
+            }
         }
 
         let from_annotation = read.or(
@@ -456,28 +462,6 @@ impl LbSpec {
                         && port.parse::<u16>().is_ok_and(|n| n.to_string() == port)
                 })
         })
-    }
-}
-
-/// Makes the rules of the TLS ports `ssl` rules (TCP and PROXY-protocol ports alike: the
-/// load balancer speaks TLS to the client and plain TCP to the backends); a TLS port the
-/// Service does not have, or a UDP one, is a warning.
-fn terminate_tls(rules: &mut [RuleSpec], lb_name: &str, ports: &[u16], warnings: &mut Vec<String>) {
-    for port in ports {
-        match rules.iter_mut().find(|r| r.public_port == *port) {
-            None => warnings.push(format!(
-                "annotation {}: the Service has no port {port}",
-                ann::TLS_PORTS.key
-            )),
-            Some(rule) if rule.protocol == LbProtocol::Udp => warnings.push(format!(
-                "annotation {}: port {port} is UDP and cannot terminate TLS",
-                ann::TLS_PORTS.key
-            )),
-            Some(rule) => {
-                rule.protocol = LbProtocol::Ssl;
-                rule.name = rule_name(lb_name, LbProtocol::Ssl, *port);
-            }
-        }
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::annotations::{self as ann, AnnotationError, Annotations};
 use super::certificates::{Inspected, PemMaterial};
+use super::vocabulary::LbProtocol;
 
 /// Where a Service's certificate comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +69,32 @@ pub fn read_tls(annotations: &Annotations<'_>) -> Result<Option<TlsSpec>, Annota
         .unwrap_or(ann::TLS_PORTS.default);
     let ports = ann::parse_port_list(ann::TLS_PORTS.key, ports_text)?;
     Ok(Some(TlsSpec { source, ports }))
+}
+
+/// Which of the Service's ports (`(port, protocol)`) terminate TLS: the TLS ports that
+/// are TCP (or PROXY-protocol) ports of the Service — the load balancer speaks TLS to the
+/// client and plain TCP to the backends. A TLS port the Service does not have, or a UDP
+/// one, is a warning.
+pub(crate) fn ssl_ports(
+    service_ports: &[(u16, LbProtocol)],
+    tls_ports: &[u16],
+    warnings: &mut Vec<String>,
+) -> Vec<u16> {
+    let mut out = Vec::new();
+    for port in tls_ports {
+        match service_ports.iter().find(|(p, _)| p == port) {
+            None => warnings.push(format!(
+                "annotation {}: the Service has no port {port}",
+                ann::TLS_PORTS.key
+            )),
+            Some((_, LbProtocol::Udp)) => warnings.push(format!(
+                "annotation {}: port {port} is UDP and cannot terminate TLS",
+                ann::TLS_PORTS.key
+            )),
+            Some(_) => out.push(*port),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

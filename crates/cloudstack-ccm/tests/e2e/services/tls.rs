@@ -454,3 +454,99 @@ async fn under_the_cks_role_one_warning_names_the_permission_and_the_id_form_wor
     );
     t.stop().await;
 }
+
+/// Waits (polling fast) until the simulator counted `n` calls of `command`.
+async fn wait_calls(t: &LbTest, command: &str, n: u64) {
+    let deadline = std::time::Instant::now() + t.h.wait();
+    while t.h.sim.call_counts().get(command).copied().unwrap_or(0) < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {n} {command} calls"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_at_each_certificate_step_leaks_nothing() {
+    if common::skip_in_remote_mode("slows the simulator's jobs and reads its state") {
+        return;
+    }
+    let t = LbTest::prepare(Scenario::small(), &NODES, RESYNC).await;
+    t.h.sim.set_job_duration(Duration::from_millis(300));
+    put_secret(&t, "shop-tls", "leaf-a").await;
+
+    // Killed right after the upload: the next controller uses that certificate.
+    let first = OwnController::start(&t, RESYNC);
+    t.create(&web("shop-tls")).await;
+    wait_calls(&t, "uploadSslCert", 1).await;
+    first.kill();
+    let second = OwnController::start(&t, RESYNC);
+    wait_bound(&t, LEAF_A).await;
+    assert_eq!(
+        t.h.sim.call_counts().get("uploadSslCert"),
+        Some(&1),
+        "not uploaded twice"
+    );
+    second.kill();
+
+    // Renewal killed after the new upload, then during the swap job.
+    let third = OwnController::start(&t, RESYNC);
+    put_secret(&t, "shop-tls", "leaf-b").await;
+    wait_calls(&t, "uploadSslCert", 2).await;
+    third.kill();
+    let fourth = OwnController::start(&t, RESYNC);
+    // the renewal is picked up again by a resync-free start (the Service is reconciled)
+    wait_calls(&t, "assignCertToLoadBalancer", 2).await;
+    fourth.kill();
+    let last = OwnController::start(&t, RESYNC);
+    wait_bound(&t, &fingerprint_of("leaf-b")).await;
+
+    t.delete("web").await;
+    t.wait_gone("web").await;
+    assert!(certificates(&t).is_empty(), "{:?}", certificates(&t));
+    tokio::time::timeout(common::WAIT, last.stop())
+        .await
+        .expect("stops");
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_of_gone_services_are_orphans() {
+    if common::skip_in_remote_mode("uploads a certificate named for another cluster's Service") {
+        return;
+    }
+    let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
+    let client = t.client_of(common::ACCOUNT);
+    let cluster = t.h.ctx.cluster_name.clone();
+    let gone = cloudstack_ccm::cloud::loadbalancer::certificates::certificate_name(
+        &cluster,
+        "00000000-0000-4000-8000-000000000001",
+        LEAF_A,
+    );
+    for name in [gone.as_str(), "somebody-elses"] {
+        client
+            .upload_ssl_cert(&cloudstack::UploadSslCert {
+                certificate: fixture("leaf-a-cert.pem"),
+                privatekey: cloudstack::Secret::new(fixture("leaf-a-key.pem")),
+                name: name.into(),
+                ..Default::default()
+            })
+            .await
+            .expect("upload");
+    }
+    let owners = cloudstack_ccm::cloud::orphans::Owners::default();
+    let found = cloudstack_ccm::cloud::orphans::find(&client, &cluster, &owners)
+        .await
+        .expect("orphans");
+    let certs: Vec<_> = found
+        .iter()
+        .filter(|o| o.kind == cloudstack_ccm::cloud::orphans::OrphanKind::Certificate)
+        .collect();
+    assert_eq!(certs.len(), 1, "{found:?}");
+    assert_eq!(certs[0].what, gone);
+    cloudstack_ccm::cloud::orphans::delete(&client, &found).await;
+    let left: Vec<String> = certificates(&t).into_iter().map(|c| c.1).collect();
+    assert_eq!(left, vec!["somebody-elses".to_string()]);
+    t.stop().await;
+}

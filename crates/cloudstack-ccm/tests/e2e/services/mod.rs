@@ -18,4 +18,5 @@ mod protocols;
 mod refused_ports;
 mod several_networks;
 mod tls;
+mod tls_lifecycle;
 mod vpc_acl;

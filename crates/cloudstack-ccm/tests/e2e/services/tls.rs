@@ -19,16 +19,16 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 
-const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
-const RESYNC: Duration = Duration::from_secs(100);
+pub(super) const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
+pub(super) const RESYNC: Duration = Duration::from_secs(100);
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../cloudstack-sim/tests/fixtures/ssl/"
 );
 /// `openssl x509 -noout -fingerprint -sha256` of the two test certificates.
-const LEAF_A: &str = "3E:13:1F:83:04:B3:68:D9:7D:24:59:46:F4:1D:2A:9B:6F:D4:4A:8B:98:8F:03:8A:08:81:4C:88:77:A0:10:12";
+pub(super) const LEAF_A: &str = "3E:13:1F:83:04:B3:68:D9:7D:24:59:46:F4:1D:2A:9B:6F:D4:4A:8B:98:8F:03:8A:08:81:4C:88:77:A0:10:12";
 
-fn fixture(name: &str) -> String {
+pub(super) fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!("{FIXTURES}{name}")).expect("fixture")
 }
 
@@ -63,7 +63,7 @@ fn secrets(t: &LbTest) -> Api<Secret> {
 }
 
 /// Creates the Secret, or replaces its data.
-async fn put_secret(t: &LbTest, name: &str, pair: &str) {
+pub(super) async fn put_secret(t: &LbTest, name: &str, pair: &str) {
     let api = secrets(t);
     let mut secret = tls_secret(name, pair);
     match api.get_opt(name).await.expect("reading the Secret") {
@@ -82,7 +82,7 @@ async fn put_secret(t: &LbTest, name: &str, pair: &str) {
 }
 
 /// The simulator's certificates: (id, name, fingerprint, rule names it is bound to).
-fn certificates(t: &LbTest) -> Vec<(String, String, String, Vec<String>)> {
+pub(super) fn certificates(t: &LbTest) -> Vec<(String, String, String, Vec<String>)> {
     t.h.sim.with_state(|state| {
         state
             .ssl_certs
@@ -100,7 +100,7 @@ fn certificates(t: &LbTest) -> Vec<(String, String, String, Vec<String>)> {
     })
 }
 
-fn fingerprint_of(pair: &str) -> String {
+pub(super) fn fingerprint_of(pair: &str) -> String {
     use rustls::pki_types::pem::PemObject as _;
     let der = rustls::pki_types::CertificateDer::from_pem_slice(
         fixture(&format!("{pair}-cert.pem")).as_bytes(),
@@ -111,7 +111,7 @@ fn fingerprint_of(pair: &str) -> String {
 
 /// Waits until exactly one certificate exists, bound to the `ssl` rule of port 443, with
 /// fingerprint `print`.
-async fn wait_bound(t: &LbTest, print: &str) -> (String, String) {
+pub(super) async fn wait_bound(t: &LbTest, print: &str) -> (String, String) {
     common::eventually(
         &format!("one certificate {print} bound to the 443 rule"),
         t.h.wait(),
@@ -130,7 +130,7 @@ async fn wait_bound(t: &LbTest, print: &str) -> (String, String) {
     .await
 }
 
-fn web(secret: &str) -> k8s_openapi::api::core::v1::Service {
+pub(super) fn web(secret: &str) -> k8s_openapi::api::core::v1::Service {
     with_annotations(
         lb_service("web", &[("TCP", 80, 30080), ("TCP", 443, 30443)]),
         &[(annotations::TLS_SECRET.key, secret)],

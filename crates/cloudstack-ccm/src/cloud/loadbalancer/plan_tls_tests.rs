@@ -298,3 +298,65 @@ fn deleting_the_service_deletes_our_certificates_after_the_rules() {
         .expect("certs");
     assert!(rules < certs, "{k:?}");
 }
+
+#[test]
+fn before_4_17_the_old_certificate_is_removed_first() {
+    let s = tls_spec(Some("leaf-b"));
+    let observed = applied_with(&s, ours("c-old", "leaf-a", &[]));
+    // a NetScaler on 4.16: SslTermination, but no `forced`
+    let mut ctx = network(true, (4, 16, 0));
+    ctx.network.lb_provider = Some("Netscaler".into());
+    ctx.network.ssl_termination = true;
+    ctx.network.lb_protocols.insert(LbProtocol::Ssl);
+    let p = plan(&s, &observed, &backends(&["vm1"]), &ctx).unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![
+            vec!["upload-cert"],
+            vec!["remove-cert"],
+            vec!["assign-cert"],
+            vec!["delete-cert"]
+        ]
+    );
+    assert!(
+        p.steps()
+            .any(|s| matches!(s, Step::AssignCertificate { forced: false, .. }))
+    );
+}
+
+#[test]
+fn a_certificate_given_by_id_is_attached_and_never_deleted() {
+    let mut s = spec(
+        json!({ann::TLS_CERTIFICATE_ID.key: "1d3a7c2e-5b4f-4e8a-9c61-2f0b8d7e6a15"}),
+        &[("TCP", 443, 30443)],
+        json!({}),
+    );
+    s.tls.as_mut().expect("tls").material = None;
+    let observed = ObservedLb {
+        certificates: ObservedCertificates {
+            listed: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let p = plan(
+        &s,
+        &observed,
+        &backends(&["vm1"]),
+        &network(true, (4, 22, 0)),
+    )
+    .unwrap();
+    assert!(p.steps().any(|s| matches!(s,
+        Step::AssignCertificate { certificate: CertRef::Existing(id), forced: false, .. }
+            if id == "1d3a7c2e-5b4f-4e8a-9c61-2f0b8d7e6a15")));
+    assert!(!p.steps().any(|s| matches!(
+        s,
+        Step::UploadCertificate { .. } | Step::DeleteCertificate { .. }
+    )));
+    let gone = plan_delete(&s.delete_spec(), &observed, &network(true, (4, 22, 0)));
+    assert!(
+        !gone
+            .steps()
+            .any(|s| matches!(s, Step::DeleteCertificate { .. }))
+    );
+}

@@ -24,11 +24,10 @@ use super::access::owner_fields;
 use super::infra::ssl_termination;
 use super::lb::job_denied;
 use super::{Ctx, job_reply, lookup_required, resolve};
-use crate::certs::{CertBinding, SslCert};
 use crate::error::ApiError;
 use crate::jobs::JobAction;
 use crate::response::{Page, list_body};
-use crate::state::{Owner, State, new_id};
+use crate::state::{CertBinding, Owner, SslCert, State, new_id};
 use serde_json::{Map, Value, json};
 
 use super::access::Caller;

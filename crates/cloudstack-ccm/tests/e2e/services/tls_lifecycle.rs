@@ -111,3 +111,47 @@ async fn dropping_the_annotation_serves_plain_tcp_and_deletes_the_certificate() 
     );
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_of_tls_services_lists_certificates_once_and_changes_nothing() {
+    if common::skip_in_remote_mode("counts with the simulator") {
+        return;
+    }
+    let t = LbTest::start(
+        Scenario::small(),
+        &NODES,
+        std::time::Duration::from_millis(300),
+    )
+    .await;
+    put_secret(&t, "shop-tls", "leaf-a").await;
+    for (i, name) in ["web-a", "web-b", "web-c"].into_iter().enumerate() {
+        let port = 30443 + i as i32;
+        t.create(&with_annotations(
+            lb_service(name, &[("TCP", 443, port)]),
+            &[(annotations::TLS_SECRET.key, "shop-tls")],
+        ))
+        .await;
+    }
+    common::eventually("three certificates attached", t.h.wait(), || async {
+        let certs = certificates(&t);
+        (certs.len() == 3 && certs.iter().all(|c| c.3.len() == 1)).then_some(())
+    })
+    .await;
+    settle().await;
+    t.h.reset_cloudstack_counts();
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let counts = t.h.sim.call_counts();
+    let views = counts.get("listLoadBalancerRules").copied().unwrap_or(0);
+    let lists = counts.get("listSslCerts").copied().unwrap_or(0);
+    assert!(views >= 2, "resyncs ran: {counts:?}");
+    assert!(
+        lists <= views,
+        "one certificate list per view, not per Service: {counts:?}"
+    );
+    assert!(
+        mutating_counts(&t.h).is_empty(),
+        "{:?}",
+        mutating_counts(&t.h)
+    );
+    t.stop().await;
+}

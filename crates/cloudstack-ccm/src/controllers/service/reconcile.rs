@@ -252,7 +252,8 @@ async fn ensure(
         Some(hostname) => IngressTarget::Hostname(hostname.clone()),
         None => IngressTarget::Ip {
             address: ensured.public_ip.to_string(),
-            proxy: spec.proxy_protocol,
+            // TLS ends at the load balancer: in-cluster clients must go through it too.
+            proxy: spec.proxy_protocol || tls_secrets::terminates_tls(spec),
         },
     };
     status::patch_if_changed(api, service, &target.ingress())

@@ -83,6 +83,14 @@ pub fn material(secret: &Secret, now: jiff::Timestamp) -> Result<CertificateMate
     Ok(CertificateMaterial { pem, inspected })
 }
 
+/// Whether the Service has ports whose TLS ends at the load balancer (`ssl` rules): its
+/// status then says `ipMode: Proxy`, so kube-proxy does not short-circuit in-cluster
+/// traffic to the load balancer's IP straight to pods that speak no TLS.
+pub fn terminates_tls(spec: &LbSpec) -> bool {
+    use crate::cloud::loadbalancer::vocabulary::LbProtocol;
+    spec.rules.iter().any(|r| r.protocol == LbProtocol::Ssl)
+}
+
 /// A Kubernetes error without anything a response body might carry.
 fn redact(error: &kube::Error) -> String {
     match error {

@@ -159,6 +159,14 @@ async fn a_secret_becomes_an_https_rule_and_its_renewal_is_swapped_in() {
         "{protocols:?}"
     );
     let (first_id, name) = wait_bound(&t, LEAF_A).await;
+    let service = t
+        .wait_for("web", "has its ingress", |s| ingress_ip(s).is_some())
+        .await;
+    assert_eq!(
+        ingress_ip_mode(&service).as_deref(),
+        Some("Proxy"),
+        "TLS ends at the load balancer: in-cluster clients go through it"
+    );
     let uid = t.uid("web").await;
     assert!(name.contains(&uid), "named after the Service: {name}");
     assert!(

@@ -232,6 +232,7 @@ fn a_renewal_uploads_swaps_in_one_job_then_deletes_the_old_one() {
         s,
         Step::AssignCertificate {
             forced: true,
+            replaces: true,
             certificate: CertRef::Uploaded(_),
             ..
         }
@@ -347,7 +348,7 @@ fn a_certificate_given_by_id_is_attached_and_never_deleted() {
     )
     .unwrap();
     assert!(p.steps().any(|s| matches!(s,
-        Step::AssignCertificate { certificate: CertRef::Existing(id), forced: false, .. }
+        Step::AssignCertificate { certificate: CertRef::Existing(id), replaces: false, .. }
             if id == "1d3a7c2e-5b4f-4e8a-9c61-2f0b8d7e6a15")));
     assert!(!p.steps().any(|s| matches!(
         s,

@@ -489,14 +489,38 @@ async fn a_controller_killed_at_each_certificate_step_leaks_nothing() {
     t.create(&web("shop-tls")).await;
     wait_calls(&t, "uploadSslCert", 1).await;
     first.kill();
+    // Killed while the attach job runs (slow jobs: the next controller sees the rule
+    // without its certificate yet): it attaches again, forced, without a failure.
+    t.h.sim.set_job_duration(Duration::from_millis(800));
     let second = OwnController::start(&t, RESYNC);
+    wait_calls(&t, "assignCertToLoadBalancer", 1).await;
+    second.kill();
+    let since = sim_now_ms();
+    let after_attach = OwnController::start(&t, RESYNC);
+    wait_calls(&t, "assignCertToLoadBalancer", 2).await;
+    t.h.sim.set_job_duration(Duration::from_millis(300));
     wait_bound(&t, LEAF_A).await;
     assert_eq!(
         t.h.sim.call_counts().get("uploadSslCert"),
         Some(&1),
         "not uploaded twice"
     );
-    second.kill();
+    common::eventually("the certificate jobs ended", t.h.wait(), || async {
+        t.h.sim
+            .with_state(|st| {
+                st.jobs
+                    .iter()
+                    .all(|j| !j.command.contains("Cert") || j.status != 0)
+            })
+            .then_some(())
+    })
+    .await;
+    let failed: Vec<String> = failing_calls(&t.h, since)
+        .into_iter()
+        .filter(|c| c.contains("Cert"))
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    after_attach.kill();
 
     // Renewal killed after the new upload, then during the swap job.
     let third = OwnController::start(&t, RESYNC);
@@ -505,7 +529,7 @@ async fn a_controller_killed_at_each_certificate_step_leaks_nothing() {
     third.kill();
     let fourth = OwnController::start(&t, RESYNC);
     // the renewal is picked up again by a resync-free start (the Service is reconciled)
-    wait_calls(&t, "assignCertToLoadBalancer", 2).await;
+    wait_calls(&t, "assignCertToLoadBalancer", 3).await;
     fourth.kill();
     let last = OwnController::start(&t, RESYNC);
     wait_bound(&t, &fingerprint_of("leaf-b")).await;

@@ -322,6 +322,7 @@ pub(super) fn request(step: &Step, done: &Applied) -> Result<StepRequest, ApplyE
             rule,
             certificate,
             forced,
+            ..
         } => Call::Job(Queued::of(&AssignCertToLoadBalancer {
             lbid: rule_id(rule)?,
             certid: resolve_certificate(step, certificate, done)?,

@@ -267,14 +267,18 @@ pub enum Step {
         /// The PEM material.
         material: Box<super::super::certificates::PemMaterial>,
     },
-    /// `assignCertToLoadBalancer`; `forced` replaces the bound certificate in the same job.
+    /// `assignCertToLoadBalancer`. With `forced` (4.17+, sent whenever the server has it)
+    /// a bound certificate is replaced in the same job, and a repeat after a crash does not
+    /// fail on the binding the first one made.
     AssignCertificate {
         /// The rule (protocol `ssl`).
         rule: RuleRef,
         /// The certificate.
         certificate: CertRef,
-        /// Replace the certificate already bound (`forced`, 4.17+).
+        /// Send `forced=true` (4.17+).
         forced: bool,
+        /// A certificate is bound to the rule now (a swap).
+        replaces: bool,
     },
     /// `removeCertFromLoadBalancer` (before 4.17, where a bound certificate cannot be
     /// replaced in one job).
@@ -548,13 +552,14 @@ impl fmt::Display for Step {
             Step::AssignCertificate {
                 rule,
                 certificate,
-                forced,
+                replaces,
+                ..
             } => {
                 let what = match certificate {
                     CertRef::Existing(id) => format!("certificate {id}"),
                     CertRef::Uploaded(print) => format!("the uploaded certificate {print}"),
                 };
-                let verb = if *forced { "swap in" } else { "attach" };
+                let verb = if *replaces { "swap in" } else { "attach" };
                 write!(f, "{verb} {what} on rule {}", rule_label(rule))
             }
             Step::RemoveCertificate { rule } => {

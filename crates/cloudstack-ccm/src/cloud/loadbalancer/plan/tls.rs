@@ -9,9 +9,10 @@
 //!   Service (unless the controller's certificate with the same fingerprint is there),
 //!   in the first phase; it is attached to each `ssl` rule in a phase of its own after the
 //!   rules stand and before their members are assigned; a rule that carries another
-//!   certificate gets the new one with `forced=true` (4.17+: CloudStack swaps them in one
-//!   job; before, the old one is removed first); certificates of ours that no rule keeps
-//!   are deleted in a last phase. A certificate given by id is attached, never deleted.
+//!   certificate gets the new one with `forced=true` (sent whenever the server has it,
+//!   4.17+: CloudStack swaps them in one job, and a repeat after a crash does not fail on
+//!   the binding; before 4.17 the old one is removed first); certificates of ours that no
+//!   rule keeps are deleted in a last phase. A certificate given by id is attached, never deleted.
 //!   An unchanged certificate costs no step.
 
 use super::*;
@@ -140,7 +141,7 @@ pub(super) fn certificate_steps(
                 kept_ids.insert(b.id.clone());
                 continue;
             }
-            let forced = bound.is_some() && ctx.server.lb_cert_forced;
+            let forced = ctx.server.lb_cert_forced;
             if bound.is_some() && !forced {
                 build_extra.push(Step::RemoveCertificate { rule: r.clone() });
             }
@@ -149,6 +150,7 @@ pub(super) fn certificate_steps(
                 rule: r,
                 certificate: cert.clone(),
                 forced,
+                replaces: bound.is_some(),
             });
         }
         if let CertRef::Existing(id) = cert {

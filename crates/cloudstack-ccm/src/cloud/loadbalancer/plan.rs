@@ -237,6 +237,13 @@ pub enum PlanError {
         /// What cannot be read.
         what: &'static str,
     },
+    /// No port of a new load balancer can be served (TLS ports without TLS termination
+    /// or without a usable certificate): no address is taken for nothing.
+    #[error("no port can be served: {reasons}")]
+    NoPortServed {
+        /// Why, per port.
+        reasons: String,
+    },
     /// A rule we do not own holds a public port we need.
     #[error(
         "public port {port} on IP {address} is used by load-balancer rule {rule}, which belongs to something else"
@@ -262,6 +269,14 @@ pub fn plan(
     let resolved = with_last_applied_access(spec, observed, ctx)?;
     let spec = resolved.as_ref().unwrap_or(spec);
     let gated = tls::gate(spec, observed, ctx, &mut warnings);
+    if gated.as_ref().is_some_and(|g| g.rules.is_empty())
+        && observed.rules.is_empty()
+        && observed.ip.is_none()
+    {
+        return Err(PlanError::NoPortServed {
+            reasons: warnings.join("; "),
+        });
+    }
     let spec = gated.as_ref().unwrap_or(spec);
     check_capabilities(spec, ctx, &mut warnings)?;
     let (ip, associate) = plan_ip(spec, observed, ctx)?;

@@ -361,3 +361,25 @@ fn a_certificate_given_by_id_is_attached_and_never_deleted() {
             .any(|s| matches!(s, Step::DeleteCertificate { .. }))
     );
 }
+
+#[test]
+fn a_tls_only_service_without_ssl_termination_plans_no_address() {
+    let mut s = spec(
+        json!({ann::TLS_SECRET.key: "shop-tls"}),
+        &[("TCP", 443, 30443)],
+        json!({}),
+    );
+    s.tls.as_mut().expect("tls").material = Some(material("leaf-a"));
+    let err = plan(
+        &s,
+        &ObservedLb::default(),
+        &backends(&["vm1"]),
+        &network(false, (4, 21, 0)),
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.starts_with("no port can be served: port 443: no rule"),
+        "{text}"
+    );
+}

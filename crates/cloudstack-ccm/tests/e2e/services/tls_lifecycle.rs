@@ -155,3 +155,33 @@ async fn a_resync_of_tls_services_lists_certificates_once_and_changes_nothing() 
     );
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_only_service_without_ssl_termination_takes_no_address() {
+    if common::skip_in_remote_mode("needs a CloudStack version below 4.22") {
+        return;
+    }
+    let mut scenario = Scenario::small();
+    scenario.version = cloudstack_sim::Version::parse("4.21").unwrap();
+    let t = LbTest::start(scenario, &NODES, RESYNC).await;
+    put_secret(&t, "shop-tls", "leaf-a").await;
+    t.h.reset_cloudstack_counts();
+    t.create(&with_annotations(
+        lb_service("secure", &[("TCP", 443, 30443)]),
+        &[(annotations::TLS_SECRET.key, "shop-tls")],
+    ))
+    .await;
+    let event = t
+        .wait_event("secure", "SyncLoadBalancerFailed", "port 443")
+        .await;
+    assert_eq!(event["type"], "Warning");
+    settle().await;
+    assert!(
+        mutating_counts(&t.h).is_empty(),
+        "{:?}",
+        mutating_counts(&t.h)
+    );
+    assert!(t.rules("secure").await.is_empty());
+    assert_eq!(ingress_ip(&t.get("secure").await.expect("exists")), None);
+    t.stop().await;
+}

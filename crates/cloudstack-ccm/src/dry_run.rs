@@ -137,7 +137,15 @@ pub(crate) async fn plan_context(ctx: &Context) -> Result<PlanReport, ToolError>
     } else {
         EndpointSnapshot::default()
     };
-    let plans = plan_services(&engine, &services.items, &nodes.items, &endpoints, &options).await;
+    let plans = plan_services(
+        &engine,
+        Some(&ctx.kube),
+        &services.items,
+        &nodes.items,
+        &endpoints,
+        &options,
+    )
+    .await;
     Ok(PlanReport { plans })
 }
 

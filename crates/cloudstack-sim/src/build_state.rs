@@ -40,6 +40,8 @@ impl State {
             policies: vec![],
             private_gateways: vec![],
             static_routes: vec![],
+            ssl_certs: vec![],
+            cert_bindings: vec![],
             jobs: vec![],
         };
         for a in &scenario.accounts {

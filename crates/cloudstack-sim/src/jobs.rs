@@ -132,6 +132,20 @@ pub enum JobAction {
         /// Rule id.
         rule_id: String,
     },
+    /// Assign a certificate to an LB rule.
+    AssignCert {
+        /// Rule id.
+        rule_id: String,
+        /// Certificate id.
+        cert_id: String,
+        /// `forced` (4.17): replace a bound certificate.
+        forced: bool,
+    },
+    /// Remove the certificate from an LB rule.
+    RemoveCert {
+        /// Rule id.
+        rule_id: String,
+    },
 }
 
 /// A VM named by `virtualmachineids` or `vmidipmap` of assign/removeFromLoadBalancerRule,

@@ -97,6 +97,14 @@
 //! `job.cancel.threshold.minutes` cancels it ("Job is cancelled as it has been blocking
 //! others for too long", result code 0), without undoing its create phase.
 //!
+//! **SSL certificates** (`CertServiceImpl`, `LoadBalancingRulesManagerImpl`; `certs.rs` and
+//! `commands/ssl_certs.rs`): `uploadSslCert`, `listSslCerts` and `deleteSslCert` are
+//! synchronous, every upload failure a 530 with the validation message; an assigned
+//! certificate cannot be deleted; `assignCertToLoadBalancer` and `removeCertFromLoadBalancer`
+//! are jobs queued on the rule's network with every check inside the job. The Virtual
+//! Router advertises `SslTermination` from 4.22 (apache/cloudstack#11468), NetScaler always;
+//! certificates are not a taggable resource type.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), cloudstack_sim::SimError> {
 //! let sim = cloudstack_sim::SimServer::start(cloudstack_sim::Scenario::small()).await?;
@@ -108,6 +116,7 @@
 
 mod admin;
 mod build_state;
+pub mod certs;
 pub mod commands;
 pub mod error;
 pub mod faults;

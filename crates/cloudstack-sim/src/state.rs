@@ -7,6 +7,9 @@ use crate::version::Version;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod ssl_certs;
+pub use ssl_certs::{CertBinding, SslCert};
+
 /// Who owns a resource.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -470,6 +473,12 @@ pub struct State {
     /// VPC static routes.
     #[serde(default)]
     pub static_routes: Vec<StaticRoute>,
+    /// Uploaded SSL certificates.
+    #[serde(default)]
+    pub ssl_certs: Vec<SslCert>,
+    /// Certificates assigned to LB rules (`load_balancer_cert_map`).
+    #[serde(default)]
+    pub cert_bindings: Vec<CertBinding>,
     /// Async jobs.
     pub jobs: Vec<Job>,
 }

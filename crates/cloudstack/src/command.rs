@@ -15,6 +15,7 @@ const PROJECT_SCOPED: &[&str] = &[
     "listNetworkACLs",
     "listTags",
     "associateIpAddress",
+    "uploadSslCert",
 ];
 
 /// Whether a command only reads: `list*` (including `listCapabilities`) and `query*`

@@ -106,6 +106,19 @@ pub static RESOURCES: &[ResourceKind] = &[
     ResourceKind {
         group: "",
         version: "v1",
+        plural: "secrets",
+        singular: "secret",
+        kind: "Secret",
+        namespaced: true,
+        short_names: &[],
+        has_status: false,
+        create_on_update: false,
+        // `type` as kube-apiserver's `SecretToSelectableFields` offers it
+        extra_field_labels: &["type"],
+    },
+    ResourceKind {
+        group: "",
+        version: "v1",
         plural: "pods",
         singular: "pod",
         kind: "Pod",

@@ -4,7 +4,9 @@
 //!
 //! [`find`] lists, with one tag-filtered list call per kind, the public IPs, load-balancer
 //! rules, firewall rules, network ACL items and static routes carrying this cluster's tag,
-//! and says why each one whose owner no longer exists is an orphan. [`delete`] removes
+//! and the SSL certificates the controller uploaded for this cluster (certificates take no
+//! tags: they are found by name, one `listSslCerts`), and says why each one whose owner no
+//! longer exists is an orphan. [`delete`] removes
 //! them — rules and routes first, then addresses — but never an address the user brought
 //! (only addresses the controller associated carry its tag), never one its Service keeps
 //! (`cloudstack-ccm/keep-ip`), never one without rules of a gone Service (it may have been
@@ -37,15 +39,18 @@ pub enum OrphanKind {
     AclItem,
     /// A VPC static route.
     StaticRoute,
+    /// An SSL certificate the controller uploaded.
+    Certificate,
 }
 
 impl OrphanKind {
     /// Every kind, in deletion order (addresses last).
-    pub const ALL: [OrphanKind; 5] = [
+    pub const ALL: [OrphanKind; 6] = [
         OrphanKind::LoadBalancerRule,
         OrphanKind::FirewallRule,
         OrphanKind::AclItem,
         OrphanKind::StaticRoute,
+        OrphanKind::Certificate,
         OrphanKind::PublicIp,
     ];
 
@@ -57,6 +62,7 @@ impl OrphanKind {
             OrphanKind::FirewallRule => "firewall_rule",
             OrphanKind::AclItem => "acl_item",
             OrphanKind::StaticRoute => "static_route",
+            OrphanKind::Certificate => "certificate",
         }
     }
 }
@@ -132,6 +138,10 @@ pub struct Tagged {
     pub routes: Vec<cloudstack::StaticRoute>,
     /// Public IP addresses.
     pub ips: Vec<cloudstack::PublicIpAddress>,
+    /// The account's SSL certificates (those of the cluster are told by name).
+    pub certificates: Vec<cloudstack::SslCert>,
+    /// The cluster listed for (certificate names carry it).
+    pub cluster: String,
 }
 
 /// Lists what is tagged for `cluster`. Read this before the Services and Nodes
@@ -177,6 +187,10 @@ pub(crate) async fn observe(
                 ..Default::default()
             })
             .await?,
+        certificates: client
+            .list_ssl_certs(&cloudstack::ListSslCerts::default())
+            .await?,
+        cluster: cluster.to_string(),
     })
 }
 
@@ -187,6 +201,25 @@ pub async fn find(
     owners: &Owners,
 ) -> Result<Vec<Orphan>, cloudstack::Error> {
     Ok(classify(&observe(client, cluster).await?, owners))
+}
+
+/// The certificates uploaded for Services of `cluster` that no longer exist.
+fn certificates(listed: &[cloudstack::SslCert], cluster: &str, owners: &Owners) -> Vec<Orphan> {
+    use crate::cloud::loadbalancer::certificates::parse_certificate_name;
+    listed
+        .iter()
+        .filter_map(|cert| {
+            let name = cert.name.as_deref().unwrap_or_default();
+            let uid = parse_certificate_name(cluster, name)?;
+            (!owners.service_uids.contains(uid)).then(|| Orphan {
+                kind: OrphanKind::Certificate,
+                id: cert.id.clone().unwrap_or_default(),
+                what: name.to_string(),
+                reason: format!("Service {uid} no longer exists"),
+                deletable: true,
+            })
+        })
+        .collect()
 }
 
 /// The orphans among `tagged`, judged against what exists.
@@ -312,6 +345,7 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
             deletable,
         });
     }
+    out.extend(certificates(&tagged.certificates, &tagged.cluster, owners));
     out
 }
 
@@ -339,6 +373,11 @@ pub async fn delete(
                 OrphanKind::AclItem => client.delete_network_acl(&DeleteNetworkAcl { id }).await,
                 OrphanKind::StaticRoute => {
                     client.delete_static_route(&DeleteStaticRoute { id }).await
+                }
+                OrphanKind::Certificate => {
+                    client
+                        .delete_ssl_cert(&cloudstack::DeleteSslCert { id })
+                        .await
                 }
                 OrphanKind::PublicIp => {
                     client

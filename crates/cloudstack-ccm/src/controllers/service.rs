@@ -22,6 +22,7 @@ mod planning;
 mod reconcile;
 pub mod settings;
 pub mod status;
+mod tls_secrets;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -155,8 +156,20 @@ pub async fn run_with(
         shutdown.clone(),
     ));
     let stop = shutdown.clone();
-    Controller::new(Api::<Service>::all(client), watcher::Config::default())
+    let controller = Controller::new(
+        Api::<Service>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    // A changed TLS Secret re-runs the Services naming it (a renewal follows on its own).
+    // Without permission to watch Secrets the watch backs off quietly; the Services still
+    // get their Warning when reconciled.
+    let services = controller.store();
+    let secrets = tls_secrets::watch_when_named(client, controller.store());
+    controller
         .with_config(ControllerConfig::default().concurrency(settings.concurrency))
+        .watches_stream(secrets, move |secret| {
+            tls_secrets::services_naming(&services, &secret)
+        })
         .reconcile_all_on(futures::stream::select(node_changes, resync))
         .reconcile_on(endpoint_changes)
         .graceful_shutdown_on(async move { stop.wait().await })

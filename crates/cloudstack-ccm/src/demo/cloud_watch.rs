@@ -170,6 +170,15 @@ impl CloudWatch {
             JobAction::DeleteLbRule { rule_id } => {
                 format!("rule {} deleted", self.previous_name(state, rule_id))
             }
+            JobAction::AssignCert { rule_id, .. } => {
+                format!("certificate assigned to {}", self.rule(state, rule_id).name)
+            }
+            JobAction::RemoveCert { rule_id } => {
+                format!(
+                    "certificate removed from {}",
+                    self.rule(state, rule_id).name
+                )
+            }
             JobAction::AssignToLbRule { rule_id, members } => format!(
                 "members assigned to {}: {}",
                 self.rule(state, rule_id).name,

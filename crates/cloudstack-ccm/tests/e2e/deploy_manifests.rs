@@ -146,6 +146,7 @@ fn expected_cluster_permissions() -> BTreeSet<Permission> {
             "endpointslices",
             &["get", "list", "watch"],
         ),
+        expand("", "secrets", &["get", "list", "watch"]),
     ]
     .concat()
     .into_iter()

@@ -49,8 +49,19 @@ pub fn stickiness_methods(provider: LbProvider) -> &'static [&'static str] {
     }
 }
 
+/// Whether the network's LB provider has the `SslTermination` capability
+/// (`LoadBalancingRulesManagerImpl.getLBCapability`): NetScaler since 4.3, the Virtual
+/// Router from 4.22 (apache/cloudstack#11468 added it to `VirtualRouterElement
+/// .setCapabilities`; `SupportedProtocols` stayed `tcp, udp, tcp-proxy`).
+pub fn ssl_termination(state: &State, network: &Network) -> bool {
+    match network.lb_provider {
+        LbProvider::VirtualRouter => state.version.at_least(4, 22),
+        LbProvider::Netscaler => true,
+    }
+}
+
 /// The `service[]` array of a network, as `listNetworks` shows it.
-pub fn services(network: &Network) -> Value {
+pub fn services(state: &State, network: &Network) -> Value {
     let router = if network.is_tier() {
         "VpcVirtualRouter"
     } else {
@@ -65,7 +76,6 @@ pub fn services(network: &Network) -> Value {
     let lb_provider = match network.lb_provider {
         LbProvider::VirtualRouter => {
             lb_caps.push(capability("SupportedProtocols", "tcp, udp, tcp-proxy"));
-            lb_caps.push(capability("SslTermination", "true"));
             router
         }
         LbProvider::Netscaler => {
@@ -74,6 +84,9 @@ pub fn services(network: &Network) -> Value {
             "Netscaler"
         }
     };
+    if ssl_termination(state, network) {
+        lb_caps.push(capability("SslTermination", "true"));
+    }
     let plain = |name: &str| json!({"name": name, "provider": [{"name": router}]});
     let mut list = vec![
         json!({"name": "Lb", "capability": lb_caps, "provider": [{"name": lb_provider}]}),
@@ -144,7 +157,7 @@ pub fn render_network(state: &State, n: &Network) -> Value {
         ("restartrequired", json!(false)),
         ("acltype", json!("Account")),
         ("issystem", json!(false)),
-        ("service", services(n)),
+        ("service", services(state, n)),
         ("tags", embedded_tags(state, "Network", &n.id)),
     ] {
         out.insert(k.into(), v);

@@ -16,7 +16,11 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
 const ALGORITHMS: &[&str] = &["roundrobin", "leastconn", "source"];
-const PROTOCOLS: &[&str] = &["tcp", "udp", "tcp-proxy"];
+/// Protocols of `createLoadBalancerRule` (`NetUtils`: `tcp`, `udp`, `tcp-proxy`, `ssl`). Every
+/// version accepts `ssl` on the Virtual Router; without the `SslTermination` capability
+/// (before 4.22) HAProxy serves such a rule as plain TCP, and only `assignCertToLoadBalancer`
+/// fails.
+const PROTOCOLS: &[&str] = &["tcp", "udp", "tcp-proxy", "ssl"];
 
 /// The `loadbalancer`/`loadbalancerrule` object.
 pub fn render_rule(state: &State, rule: &LbRule) -> Value {
@@ -423,6 +427,10 @@ pub fn finish_update(
     let reapply = updated.algorithm != rule.algorithm
         || updated.protocol != rule.protocol
         || updated.cidrs != rule.cidrs;
+    if updated.protocol != "ssl" {
+        // `removeCertMapIfExists`: a rule that no longer speaks ssl loses its certificate
+        state.cert_bindings.retain(|b| b.rule_id != rule_id);
+    }
     if let Some(slot) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
         *slot = updated;
     }
@@ -485,4 +493,5 @@ pub fn remove_rule(state: &mut State, rule_id: &str) {
     }
     state.policies.retain(|p| p.rule_id != rule_id);
     state.tags.retain(|t| t.resource_id != rule_id);
+    state.cert_bindings.retain(|b| b.rule_id != rule_id);
 }

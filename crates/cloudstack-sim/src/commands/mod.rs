@@ -13,6 +13,7 @@ mod lb_members;
 mod policies;
 mod port_forwarding;
 mod routes;
+mod ssl_certs;
 mod tags;
 mod vm_lifecycle;
 mod vms;
@@ -246,6 +247,17 @@ pub const COMMANDS: &[Command] = &[
     sync("listStaticRoutes", routes::list_static_routes),
     job("createStaticRoute", routes::create_static_route),
     job("deleteStaticRoute", routes::delete_static_route),
+    sync("uploadSslCert", ssl_certs::upload_ssl_cert),
+    sync("listSslCerts", ssl_certs::list_ssl_certs),
+    sync("deleteSslCert", ssl_certs::delete_ssl_cert),
+    job(
+        "assignCertToLoadBalancer",
+        ssl_certs::assign_cert_to_load_balancer,
+    ),
+    job(
+        "removeCertFromLoadBalancer",
+        ssl_certs::remove_cert_from_load_balancer,
+    ),
     sync("queryAsyncJobResult", jobs_cmd::query_async_job_result),
     sync("listAsyncJobs", jobs_cmd::list_async_jobs),
 ];
@@ -312,6 +324,12 @@ pub fn run_job_action(
         JobAction::DeleteStaticRoute { route_id } => routes::finish_delete(state, route_id),
         JobAction::CreatePfRule { rule_id } => port_forwarding::finish_create(state, rule_id),
         JobAction::DeletePfRule { rule_id } => port_forwarding::finish_delete(state, rule_id),
+        JobAction::AssignCert {
+            rule_id,
+            cert_id,
+            forced,
+        } => ssl_certs::finish_assign(state, &caller, rule_id, cert_id, *forced),
+        JobAction::RemoveCert { rule_id } => ssl_certs::finish_remove(state, &caller, rule_id),
     }
 }
 

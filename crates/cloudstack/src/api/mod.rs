@@ -4,6 +4,7 @@
 //! return `()` once their job succeeded.
 
 mod address;
+mod certs;
 mod lb;
 mod network;
 mod policy;

@@ -6,6 +6,7 @@
 use crate::Params;
 
 mod address;
+mod certs;
 mod lb;
 mod network;
 mod policy;
@@ -15,6 +16,10 @@ mod server;
 mod tags;
 
 pub use address::{AssociateIpAddress, DisassociateIpAddress, ListPublicIpAddresses};
+pub use certs::{
+    AssignCertToLoadBalancer, DeleteSslCert, ListSslCerts, RemoveCertFromLoadBalancer,
+    UploadSslCert,
+};
 pub use lb::{
     AssignToLoadBalancerRule, CreateLoadBalancerRule, DeleteLoadBalancerRule,
     ListLoadBalancerRuleInstances, ListLoadBalancerRules, RemoveFromLoadBalancerRule,
@@ -72,6 +77,20 @@ macro_rules! optional_scalar {
     )*};
 }
 optional_scalar!(String, bool, u32, i32, u64);
+
+impl ParamValue for crate::Secret {
+    fn put(&self, name: &str, params: &mut Params) {
+        params.insert(name, self.expose().to_owned());
+    }
+}
+
+impl ParamValue for Option<crate::Secret> {
+    fn put(&self, name: &str, params: &mut Params) {
+        if let Some(value) = self {
+            value.put(name, params);
+        }
+    }
+}
 
 impl ParamValue for Vec<String> {
     fn put(&self, name: &str, params: &mut Params) {

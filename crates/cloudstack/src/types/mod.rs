@@ -5,6 +5,7 @@
 pub(crate) mod de;
 
 mod address;
+mod certs;
 mod network;
 mod policy;
 mod routes;
@@ -15,6 +16,7 @@ mod vm;
 mod zone;
 
 pub use address::{AddressSummary, PublicIpAddress};
+pub use certs::SslCert;
 pub use network::{Network, NetworkServiceCapability, NetworkServiceInfo, NetworkServiceProvider};
 pub use policy::{HealthCheckPolicies, HealthCheckPolicy, StickinessPolicies, StickinessPolicy};
 pub use routes::StaticRoute;

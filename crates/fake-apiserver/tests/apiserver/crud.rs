@@ -397,3 +397,42 @@ async fn label_and_field_selectors_filter_lists() {
         .unwrap();
     assert_eq!(names(rest), ["c"]);
 }
+
+/// Secrets as the kube-apiserver serves them: namespaced, and selectable by `type`
+/// (`SecretToSelectableFields`), which a controller watching only `kubernetes.io/tls`
+/// Secrets uses; another field is refused.
+#[tokio::test]
+async fn secrets_are_served_and_selected_by_type() {
+    let (_server, client) = start().await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, "default");
+    for (name, kind) in [("tls", "kubernetes.io/tls"), ("plain", "Opaque")] {
+        let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "type": kind,
+            "data": { "k": "dmFsdWU=" }
+        }))
+        .unwrap();
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+    let tls = secrets
+        .list(&ListParams::default().fields("type=kubernetes.io/tls"))
+        .await
+        .unwrap();
+    let names: Vec<_> = tls
+        .items
+        .iter()
+        .filter_map(|s| s.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["tls"]);
+    assert_eq!(
+        secrets.get("plain").await.unwrap().data.unwrap()["k"].0,
+        b"value".to_vec()
+    );
+    let refused = secrets
+        .list(&ListParams::default().fields("data.k=x"))
+        .await;
+    assert_eq!(api_error(refused).0, 400);
+}

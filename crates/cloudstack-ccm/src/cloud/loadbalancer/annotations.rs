@@ -12,6 +12,10 @@ use std::net::IpAddr;
 use super::vocabulary::{Algorithm, StickinessMethod};
 use crate::cloud::cidr::Cidr;
 
+mod tls;
+pub use tls::{TLS_CERTIFICATE_ID, TLS_PORTS, TLS_SECRET};
+pub(crate) use tls::{parse_port_list, parse_secret_name};
+
 /// An invalid annotation value. The message names the annotation and the value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("annotation {key}: invalid value {value:?}: {reason}")]
@@ -105,6 +109,10 @@ pub enum AnnotationKind {
     KeyValueList,
     /// A CloudStack UUID.
     Uuid,
+    /// The name of a Secret in the Service's namespace.
+    SecretName,
+    /// Comma-separated ports.
+    PortList,
 }
 
 impl AnnotationKind {
@@ -124,6 +132,8 @@ impl AnnotationKind {
             }
             AnnotationKind::KeyValueList => "comma-separated `key=value`".into(),
             AnnotationKind::Uuid => "UUID".into(),
+            AnnotationKind::SecretName => "Secret name".into(),
+            AnnotationKind::PortList => "comma-separated ports".into(),
         }
     }
 
@@ -142,6 +152,8 @@ impl AnnotationKind {
             AnnotationKind::StickinessMethod => parse_stickiness_method(key, value).map(drop),
             AnnotationKind::KeyValueList => parse_key_values(key, value).map(drop),
             AnnotationKind::Uuid => parse_uuid(key, value).map(drop),
+            AnnotationKind::SecretName => parse_secret_name(key, value).map(drop),
+            AnnotationKind::PortList => parse_port_list(key, value).map(drop),
         }
     }
 }
@@ -399,6 +411,9 @@ pub static ALL: &[&Annotation] = &[
     &HEALTH_CHECK_UNHEALTHY_THRESHOLD,
     &STICKINESS_METHOD,
     &STICKINESS_PARAMS,
+    &TLS_SECRET,
+    &TLS_CERTIFICATE_ID,
+    &TLS_PORTS,
     &IP_ASSOCIATED_BY_CONTROLLER,
     &IP_ID,
     &IP_CLAIM,

@@ -38,6 +38,8 @@ pub struct Applied {
     pub created_rules: HashMap<String, String>,
     /// Ids of existing rules whose members or policies changed (or that were deleted).
     pub touched_rules: BTreeSet<String>,
+    /// Certificates uploaded by the plan: fingerprint → id.
+    pub uploaded_certificates: HashMap<String, String>,
     /// Number of steps that succeeded.
     pub steps_done: usize,
 }
@@ -227,6 +229,28 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
         // Tags do not queue on the network.
         Call::CreateTags(request) => run.client.create_tags(&request).await.map_err(failed(step)),
         Call::DeleteTags(request) => run.client.delete_tags(&request).await.map_err(failed(step)),
+        // Certificates are not network objects: their calls are synchronous.
+        Call::UploadCertificate {
+            fingerprint,
+            request,
+        } => {
+            let uploaded = run
+                .client
+                .upload_ssl_cert(&request)
+                .await
+                .map_err(failed(step))?;
+            let id = uploaded.id.ok_or_else(|| ApplyError::Unresolved {
+                step: step.to_string(),
+                detail: "the reply carried no certificate id".into(),
+            })?;
+            lock(&run.state)
+                .uploaded_certificates
+                .insert(fingerprint, id);
+            Ok(())
+        }
+        Call::DeleteCertificate(request) => {
+            gone_is_fine(run.client.delete_ssl_cert(&request).await).map_err(failed(step))
+        }
     }
 }
 

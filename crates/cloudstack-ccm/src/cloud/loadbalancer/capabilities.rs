@@ -128,6 +128,11 @@ pub struct NetworkCapabilities {
     /// for its statistics on `network.loadbalancer.haproxy.stats.port` (8081 unless an
     /// operator changed it) and refuses rules there (`validateHAProxyLBRule`).
     pub reserved_ports: BTreeSet<u16>,
+    /// Whether the provider terminates TLS with a certificate (`SslTermination`, which
+    /// `assignCertToLoadBalancer` requires): NetScaler, and the Virtual Router from 4.22
+    /// (apache/cloudstack#11468). Below 4.22 the Virtual Router takes protocol `ssl` and
+    /// serves it as plain TCP, so the capability is read together with the version.
+    pub ssl_termination: bool,
 }
 
 /// The HAProxy statistics port of the Virtual Router (CloudStack's default).
@@ -177,6 +182,13 @@ impl NetworkCapabilities {
             Some(list) => split_list(list).filter_map(Algorithm::parse).collect(),
             None => Algorithm::ALL.into(),
         };
+        let ssl_termination = lb
+            .and_then(|s| s.capability("SslTermination"))
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+            && (!virtual_router || server.virtual_router_ssl_termination);
+        if ssl_termination {
+            lb_protocols.insert(LbProtocol::Ssl);
+        }
         let stickiness_methods = lb
             .and_then(|s| s.capability("SupportedStickinessMethods"))
             .map(parse_stickiness_methods)
@@ -197,6 +209,7 @@ impl NetworkCapabilities {
             } else {
                 BTreeSet::new()
             },
+            ssl_termination,
         }
     }
 
@@ -241,6 +254,11 @@ pub struct ServerFeatures {
     pub disassociate_by_address: bool,
     /// The Virtual Router accepts UDP load-balancer rules (< 4.15).
     pub virtual_router_udp_lb: bool,
+    /// The Virtual Router terminates TLS (≥ 4.22, apache/cloudstack#11468).
+    pub virtual_router_ssl_termination: bool,
+    /// `assignCertToLoadBalancer` takes `forced`, replacing a bound certificate in one
+    /// job (≥ 4.17).
+    pub lb_cert_forced: bool,
 }
 
 impl ServerFeatures {
@@ -253,6 +271,8 @@ impl ServerFeatures {
             lb_cidrlist_update: at_least(4, 22),
             disassociate_by_address: at_least(4, 19),
             virtual_router_udp_lb: !at_least(4, 15),
+            virtual_router_ssl_termination: at_least(4, 22),
+            lb_cert_forced: at_least(4, 17),
         }
     }
 }

@@ -205,6 +205,8 @@ pub struct Engine {
     picked: PickedAddresses,
     /// Set by a resync: the next view read drops cached details of vanished rules.
     prune_details: AtomicBool,
+    /// The account's SSL certificates, once per view.
+    certificates: super::certificates::CertificateCache,
     /// Backends resolved lately, reused while the eligible Nodes and the inventory's view
     /// are the same objects (every Service of a resync shares one set of VM ids).
     resolved: std::sync::Mutex<Vec<ResolvedMemo>>,
@@ -243,6 +245,7 @@ impl Engine {
             views: AccountViewCache::new(settings.view_max_age),
             details: RuleDetailsCache::new(settings.details_max_age),
             queues: NetworkQueues::default(),
+            certificates: Default::default(),
             picked: PickedAddresses::default(),
             prune_details: AtomicBool::new(false),
             resolved: std::sync::Mutex::default(),
@@ -473,7 +476,7 @@ impl Engine {
 
     async fn observe(
         &self,
-        view: &AccountView,
+        view: &Arc<AccountView>,
         spec: &LbSpec,
         network: &NetworkCapabilities,
     ) -> Result<ObservedLb, EnsureError> {
@@ -490,9 +493,20 @@ impl Engine {
             },
             acl_id,
         };
-        observe(&inputs, view, spec)
+        let mut observed = observe(&inputs, view, spec)
             .await
-            .map_err(EnsureError::Observe)
+            .map_err(EnsureError::Observe)?;
+        super::certificates::observe_for(
+            &self.certificates,
+            &self.client,
+            view,
+            (&self.settings.cluster_name, &spec.service.uid),
+            spec.tls.is_some(),
+            &mut observed,
+        )
+        .await
+        .map_err(EnsureError::Observe)?;
+        Ok(observed)
     }
 
     /// Runs a prepared plan (its jobs queued on its network) and returns the public IP.
@@ -562,6 +576,10 @@ impl Engine {
             .chain(applied.created_rules.values())
         {
             self.details.forget(id);
+        }
+        if !ran || change_of(plan) != Change::MembersOnly {
+            // certificates and their rules may have changed
+            self.certificates.invalidate().await;
         }
         if !ran {
             self.views.invalidate();

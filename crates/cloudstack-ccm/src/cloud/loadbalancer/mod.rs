@@ -7,12 +7,14 @@
 pub mod annotations;
 pub mod apply;
 pub mod capabilities;
+pub mod certificates;
 pub mod ensure;
 pub mod ip_claim;
 pub mod members;
 pub mod observe;
 pub mod plan;
 pub mod spec;
+pub mod tls_spec;
 pub mod vocabulary;
 
 /// A simulator of `scenario` and a client of its account `alice`, for unit tests that

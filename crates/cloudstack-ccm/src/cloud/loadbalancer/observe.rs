@@ -199,6 +199,33 @@ pub struct ObservedLb {
     /// Service's ACL list (VPC tiers): an unmarked ACL item for one of these ports may
     /// serve them.
     pub acl_ports_of_others: BTreeSet<(IpProtocol, u16)>,
+    /// The certificates on the Service's rules and those the controller uploaded for it
+    /// (read only for Services with TLS rules or asking for TLS).
+    pub certificates: ObservedCertificates,
+}
+
+/// A certificate as `listSslCerts` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObservedCertificate {
+    /// Certificate id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Fingerprint (SHA-256, upper-case, colon-separated).
+    pub fingerprint: String,
+    /// The rules it is assigned to.
+    pub rule_ids: Vec<String>,
+}
+
+/// The certificates that matter to one Service.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObservedCertificates {
+    /// The account's certificates were read; when not, nothing is planned for them.
+    pub listed: bool,
+    /// The certificate assigned to each of the Service's rules (by rule id).
+    pub bound: BTreeMap<String, ObservedCertificate>,
+    /// The certificates the controller uploaded for the Service (found by name).
+    pub ours: Vec<ObservedCertificate>,
 }
 
 impl ObservedLb {

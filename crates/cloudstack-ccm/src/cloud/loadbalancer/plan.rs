@@ -54,9 +54,12 @@ use crate::cloud::tags::{
 
 mod planner;
 mod step;
+mod tls;
 
 use planner::{Planner, Stage};
-pub use step::{AssociateTarget, IpRef, ResourceRef, RuleRef, Step, TagResourceType, VmIds};
+pub use step::{
+    AssociateTarget, CertRef, IpRef, ResourceRef, RuleRef, Step, TagResourceType, VmIds,
+};
 
 /// Description put on the policies the controller creates (the Go CCM's text, so its
 /// policies are recognised and adopted).
@@ -241,6 +244,13 @@ pub enum PlanError {
         /// What cannot be read.
         what: &'static str,
     },
+    /// No port of a new load balancer can be served (TLS ports without TLS termination
+    /// or without a usable certificate): no address is taken for nothing.
+    #[error("no port can be served: {reasons}")]
+    NoPortServed {
+        /// Why, per port.
+        reasons: String,
+    },
     /// A rule we do not own holds a public port we need.
     #[error(
         "public port {port} on IP {address} is used by load-balancer rule {rule}, which belongs to something else"
@@ -265,6 +275,16 @@ pub fn plan(
     let mut warnings = Vec::new();
     let resolved = with_last_applied_access(spec, observed, ctx)?;
     let spec = resolved.as_ref().unwrap_or(spec);
+    let gated = tls::gate(spec, observed, ctx, &mut warnings);
+    if gated.as_ref().is_some_and(|g| g.rules.is_empty())
+        && observed.rules.is_empty()
+        && observed.ip.is_none()
+    {
+        return Err(PlanError::NoPortServed {
+            reasons: warnings.join("; "),
+        });
+    }
+    let spec = gated.as_ref().unwrap_or(spec);
     check_capabilities(spec, ctx, &mut warnings)?;
     let (ip, associate) = plan_ip(spec, observed, ctx)?;
     if let Some(address) = ip_address(observed) {
@@ -297,7 +317,8 @@ pub fn plan(
     p.rules();
     p.ports(&mut warnings);
     p.tags();
-    let phases = firewall_deletes_first(p.into_stages(), observed);
+    let stages = tls::certificate_steps(spec, observed, ctx, p.into_stages());
+    let phases = firewall_deletes_first(stages, observed);
     Ok(Plan::from_phases(phases, warnings))
 }
 
@@ -447,6 +468,7 @@ pub(crate) fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanCo
             });
         }
     }
+    release.extend(tls::delete_steps(observed));
     let phases = firewall_deletes_first(vec![first, release], observed);
     Plan::from_phases(phases, warnings)
 }

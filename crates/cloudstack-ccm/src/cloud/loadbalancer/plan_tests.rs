@@ -231,11 +231,18 @@ fn kinds(plan: &Plan) -> Vec<Vec<&'static str>> {
                     Step::TagResources { .. } => "tag",
                     Step::UntagResources { .. } => "untag",
                     Step::ReleaseIp { .. } => "release",
+                    Step::UploadCertificate { .. } => "upload-cert",
+                    Step::AssignCertificate { .. } => "assign-cert",
+                    Step::RemoveCertificate { .. } => "remove-cert",
+                    Step::DeleteCertificate { .. } => "delete-cert",
                 })
                 .collect()
         })
         .collect()
 }
+
+#[path = "plan_tls_tests.rs"]
+mod tls;
 
 const THREE_PORTS: [(&str, u16, u16); 3] = [
     ("TCP", 80, 30080),

@@ -193,6 +193,9 @@ pub struct LbSpec {
     pub health_check: Option<HealthCheck>,
     /// Stickiness policy, if any.
     pub stickiness: Option<Stickiness>,
+    /// TLS termination (`…-tls-secret` / `…-tls-certificate-id`): its ports' rules use
+    /// protocol `ssl`. The controller fills in the Secret's certificate.
+    pub tls: Option<super::tls_spec::TlsTermination>,
     /// What the Service asks for that is replaced or questionable (a bad annotation
     /// value and what is used instead, source ranges that admit no IPv4 client), for
     /// Warning Events.
@@ -244,13 +247,23 @@ impl LbSpec {
         let annotations = Annotations::new(meta.annotations.as_ref());
         let spec = service.spec.clone().unwrap_or_default();
         let mut read = Lenient::default();
+        let tls = super::tls_spec::read_tls(&annotations)?;
 
         let recorded_ip_id = read.or(annotations.get(&ann::IP_ID, ann::parse_uuid), None, "none");
         let applied = recorded_ip_id.is_some();
 
         let proxy_protocol = read.or(annotations.flag(&ann::PROXY_PROTOCOL), false, "false");
         let lb_name = default_lb_name(&uid);
-        let rules = port_rules(&spec, &lb_name, proxy_protocol)?;
+        let mut rules = port_rules(&spec, &lb_name, proxy_protocol)?;
+        if let Some(tls) = &tls {
+            let ports: Vec<(u16, LbProtocol)> =
+                rules.iter().map(|r| (r.public_port, r.protocol)).collect();
+            let ssl = super::tls_spec::ssl_ports(&ports, &tls.ports, &mut read.warnings);
+            for rule in rules.iter_mut().filter(|r| ssl.contains(&r.public_port)) {
+                rule.protocol = LbProtocol::Ssl;
+                rule.name = rule_name(&lb_name, LbProtocol::Ssl, rule.public_port);
+            }
+        }
 
         let from_annotation = read.or(
             annotations.get(&ann::ALGORITHM, ann::parse_algorithm),
@@ -362,6 +375,10 @@ impl LbSpec {
             proxy_protocol,
             health_check: health_check(&annotations, &mut read),
             stickiness,
+            tls: tls.map(|spec| super::tls_spec::TlsTermination {
+                spec,
+                material: None,
+            }),
             warnings: read.warnings,
         })
     }
@@ -412,6 +429,7 @@ impl LbSpec {
             proxy_protocol: false,
             health_check: None,
             stickiness: None,
+            tls: None,
             warnings: Vec::new(),
         })
     }

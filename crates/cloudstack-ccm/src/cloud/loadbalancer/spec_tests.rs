@@ -542,3 +542,56 @@ fn deletion_spec_survives_bad_input() {
     let clean = LbSpec::for_deletion(&service(json!({}), json!({})), &options()).unwrap();
     assert!(!clean.keep_ip);
 }
+
+#[test]
+fn tls_ports_become_ssl_rules_and_the_others_stay() {
+    let spec = build(
+        json!({"service.beta.kubernetes.io/cloudstack-load-balancer-tls-secret": "shop-tls",
+               "service.beta.kubernetes.io/cloudstack-load-balancer-tls-ports": "443,8443,53"}),
+        json!({"ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"},
+                         {"port": 443, "nodePort": 30443, "protocol": "TCP"},
+                         {"port": 53, "nodePort": 30053, "protocol": "UDP"}]}),
+    )
+    .unwrap();
+    let protocols: Vec<(u16, LbProtocol)> = spec
+        .rules
+        .iter()
+        .map(|r| (r.public_port, r.protocol))
+        .collect();
+    assert_eq!(
+        protocols,
+        vec![
+            (80, LbProtocol::Tcp),
+            (443, LbProtocol::Ssl),
+            (53, LbProtocol::Udp)
+        ]
+    );
+    assert!(
+        spec.rules[1].name.ends_with("-ssl-443"),
+        "{}",
+        spec.rules[1].name
+    );
+    let tls = spec.tls.as_ref().expect("tls");
+    assert_eq!(tls.spec.ports, vec![443, 8443, 53]);
+    assert!(tls.material.is_none(), "the controller fills it in");
+    assert!(
+        spec.warnings.iter().any(|w| w.contains("no port 8443")),
+        "{:?}",
+        spec.warnings
+    );
+    assert!(
+        spec.warnings.iter().any(|w| w.contains("port 53 is UDP")),
+        "{:?}",
+        spec.warnings
+    );
+    let bad = build(
+        json!({"service.beta.kubernetes.io/cloudstack-load-balancer-tls-ports": "443,x",
+               "service.beta.kubernetes.io/cloudstack-load-balancer-tls-secret": "shop-tls"}),
+        json!({}),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(bad, SpecError::Annotation(ref a) if a.value == "443,x"),
+        "{bad}"
+    );
+}

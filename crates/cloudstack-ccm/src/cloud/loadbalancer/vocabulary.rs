@@ -15,18 +15,27 @@ pub enum LbProtocol {
     Udp,
     /// TCP with the PROXY protocol header sent to the backends.
     TcpProxy,
+    /// TLS terminated at the load balancer with the rule's certificate, plain TCP to the
+    /// backends (only providers with the `SslTermination` capability).
+    Ssl,
 }
 
 impl LbProtocol {
     /// All protocols, in a stable order.
-    pub const ALL: [LbProtocol; 3] = [LbProtocol::Tcp, LbProtocol::Udp, LbProtocol::TcpProxy];
+    pub const ALL: [LbProtocol; 4] = [
+        LbProtocol::Tcp,
+        LbProtocol::Udp,
+        LbProtocol::TcpProxy,
+        LbProtocol::Ssl,
+    ];
 
-    /// The CloudStack spelling (`tcp`, `udp`, `tcp-proxy`), also used in rule names.
+    /// The CloudStack spelling (`tcp`, `udp`, `tcp-proxy`, `ssl`), also used in rule names.
     pub fn as_str(self) -> &'static str {
         match self {
             LbProtocol::Tcp => "tcp",
             LbProtocol::Udp => "udp",
             LbProtocol::TcpProxy => "tcp-proxy",
+            LbProtocol::Ssl => "ssl",
         }
     }
 
@@ -43,7 +52,7 @@ impl LbProtocol {
     /// rules and ACL items use this.
     pub fn ip_protocol(self) -> IpProtocol {
         match self {
-            LbProtocol::Tcp | LbProtocol::TcpProxy => IpProtocol::Tcp,
+            LbProtocol::Tcp | LbProtocol::TcpProxy | LbProtocol::Ssl => IpProtocol::Tcp,
             LbProtocol::Udp => IpProtocol::Udp,
         }
     }

@@ -19,6 +19,7 @@ use super::events::Reason;
 use super::finalizer;
 use super::local;
 use super::reconcile::{LEFT_AS_IT_IS, key_of};
+use super::tls_secrets;
 
 /// At most this many Node names are printed per rule.
 const NAMES_SHOWN: usize = 10;
@@ -77,9 +78,11 @@ pub struct ServicePlan {
 
 /// The plan of each Service that wants a load balancer, without applying it (the `plan`
 /// dry run), for the eligible Nodes of `nodes` and, for `Local` Services, the endpoints
-/// of `endpoints`.
+/// of `endpoints`; with `secrets`, the TLS Secrets the Services name are read (so the
+/// plan shows the certificate steps).
 pub async fn plan_services(
     engine: &Engine,
+    secrets: Option<&kube::Client>,
     services: &[Service],
     nodes: &[CachedNode],
     endpoints: &EndpointSnapshot,
@@ -98,10 +101,17 @@ pub async fn plan_services(
         };
         let (plan, members) = match LbSpec::from_service(service, options) {
             Err(err) => (Err(err.to_string()), Vec::new()),
-            Ok(spec) => match plan_one(engine, &spec, &eligible, &selection).await {
-                Ok((plan, members)) => (Ok(plan), members),
-                Err(err) => (Err(err.to_string()), Vec::new()),
-            },
+            Ok(mut spec) => {
+                if let Some(kube) = secrets
+                    && let Some(warning) = tls_secrets::fill(kube, &mut spec).await
+                {
+                    tracing::warn!(service = %key_of(service), "{warning}");
+                }
+                match plan_one(engine, &spec, &eligible, &selection).await {
+                    Ok((plan, members)) => (Ok(plan), members),
+                    Err(err) => (Err(err.to_string()), Vec::new()),
+                }
+            }
         };
         plans.push(ServicePlan {
             key: key_of(service),

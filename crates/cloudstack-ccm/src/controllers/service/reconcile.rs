@@ -21,6 +21,7 @@ use super::ip_record::AnnotationIpRecorder;
 use super::local::{self, KeptRules};
 use super::node_watch::EligibleNodes;
 use super::status::{self, IngressTarget};
+use super::tls_secrets;
 use crate::controllers::backoff::RetryBackoff;
 
 /// The controller name in metrics.
@@ -154,7 +155,7 @@ async fn reconcile_service(
         }
         return Ok(Action::await_change());
     }
-    let spec = match LbSpec::from_service(service, &state.spec_options) {
+    let mut spec = match LbSpec::from_service(service, &state.spec_options) {
         Ok(spec) => spec,
         Err(err) => {
             // Bad input: nothing is created; a change of the Service re-runs this.
@@ -163,6 +164,10 @@ async fn reconcile_service(
             return Ok(Action::await_change());
         }
     };
+    if let Some(warning) = tls_secrets::fill(&state.ctx.kube, &mut spec).await {
+        tracing::warn!(service = %key_of(service), "{warning}");
+        events::publish_warnings(&state.recorder, service, [warning]).await;
+    }
     // The finalizer goes on before anything exists in CloudStack.
     let service = if finalizer::has_finalizer(service) {
         service.clone()
@@ -296,7 +301,8 @@ async fn ensure(
         Some(hostname) => IngressTarget::Hostname(hostname.clone()),
         None => IngressTarget::Ip {
             address: ensured.public_ip.to_string(),
-            proxy: spec.proxy_protocol,
+            // TLS ends at the load balancer: in-cluster clients must go through it too.
+            proxy: spec.proxy_protocol || tls_secrets::terminates_tls(spec),
         },
     };
     status::patch_if_changed(api, service, &target.ingress())

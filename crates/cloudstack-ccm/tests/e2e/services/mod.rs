@@ -18,5 +18,7 @@ mod plan;
 mod protocols;
 mod refused_ports;
 mod several_networks;
+mod tls;
+mod tls_lifecycle;
 mod traffic_local;
 mod vpc_acl;

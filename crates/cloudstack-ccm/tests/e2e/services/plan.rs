@@ -57,6 +57,7 @@ async fn the_dry_run_plans_without_changing_anything() {
     let endpoints = EndpointSnapshot::read(&ctx.kube).await.expect("endpoints");
     let plans = plan_services(
         &engine,
+        None,
         &services,
         &nodes,
         &endpoints,

@@ -502,6 +502,7 @@ async fn the_dry_run_shows_each_rules_members_and_why() {
     let endpoints = EndpointSnapshot::read(&ctx.kube).await.expect("endpoints");
     let plans = plan_services(
         &engine,
+        None,
         &services,
         &nodes,
         &endpoints,

@@ -4,6 +4,9 @@
 use std::net::IpAddr;
 
 use cloudstack::{
+    AssignCertToLoadBalancer, DeleteSslCert, RemoveCertFromLoadBalancer, UploadSslCert,
+};
+use cloudstack::{
     AssignToLoadBalancerRule, CreateFirewallRule, CreateLbHealthCheckPolicy,
     CreateLbStickinessPolicy, CreateLoadBalancerRule, CreateNetworkAcl, CreateTags,
     DeleteFirewallRule, DeleteLbHealthCheckPolicy, DeleteLbStickinessPolicy,
@@ -11,7 +14,9 @@ use cloudstack::{
     UpdateLoadBalancerRule,
 };
 
-use super::super::plan::{AssociateTarget, IpRef, POLICY_DESCRIPTION, ResourceRef, RuleRef, Step};
+use super::super::plan::{
+    AssociateTarget, CertRef, IpRef, POLICY_DESCRIPTION, ResourceRef, RuleRef, Step,
+};
 use super::{Applied, ApplyError};
 use crate::cloud::cidr::Cidr;
 
@@ -86,6 +91,15 @@ pub(super) enum Call {
     CreateTags(CreateTags),
     /// `deleteTags` (tags do not queue on the network).
     DeleteTags(DeleteTags),
+    /// `uploadSslCert` (synchronous): the new id is kept under the fingerprint.
+    UploadCertificate {
+        /// The certificate's fingerprint.
+        fingerprint: String,
+        /// The request (its `Debug` hides the key).
+        request: Box<UploadSslCert>,
+    },
+    /// `deleteSslCert` (synchronous): finding nothing to delete is fine.
+    DeleteCertificate(DeleteSslCert),
 }
 
 /// What one step sends, and the existing rule it changes (whose caches are renewed after
@@ -290,6 +304,36 @@ pub(super) fn request(step: &Step, done: &Applied) -> Result<StepRequest, ApplyE
             id: Some(id.clone()),
             ..Default::default()
         })),
+        Step::UploadCertificate {
+            name,
+            fingerprint,
+            material,
+        } => Call::UploadCertificate {
+            fingerprint: fingerprint.clone(),
+            request: Box::new(UploadSslCert {
+                certificate: material.certificate.clone(),
+                privatekey: material.key.clone(),
+                name: name.clone(),
+                certchain: material.chain.clone(),
+                ..Default::default()
+            }),
+        },
+        Step::AssignCertificate {
+            rule,
+            certificate,
+            forced,
+            ..
+        } => Call::Job(Queued::of(&AssignCertToLoadBalancer {
+            lbid: rule_id(rule)?,
+            certid: resolve_certificate(step, certificate, done)?,
+            forced: forced.then_some(true),
+        })),
+        Step::RemoveCertificate { rule } => Call::Job(Queued::of(&RemoveCertFromLoadBalancer {
+            lbid: rule_id(rule)?,
+        })),
+        Step::DeleteCertificate { id, .. } => {
+            Call::DeleteCertificate(DeleteSslCert { id: id.clone() })
+        }
     };
     Ok(StepRequest { call, touches })
 }
@@ -309,6 +353,25 @@ fn resolve_ip(step: &Step, ip: &IpRef, done: &Applied) -> Result<String, ApplyEr
             .ok_or_else(|| ApplyError::Unresolved {
                 step: step.to_string(),
                 detail: "no IP was associated".into(),
+            }),
+    }
+}
+
+/// The id of a certificate a step assigns.
+fn resolve_certificate(
+    step: &Step,
+    certificate: &CertRef,
+    done: &Applied,
+) -> Result<String, ApplyError> {
+    match certificate {
+        CertRef::Existing(id) => Ok(id.clone()),
+        CertRef::Uploaded(fingerprint) => done
+            .uploaded_certificates
+            .get(fingerprint)
+            .cloned()
+            .ok_or_else(|| ApplyError::Unresolved {
+                step: step.to_string(),
+                detail: format!("no certificate {fingerprint} was uploaded"),
             }),
     }
 }

@@ -365,6 +365,7 @@ pub(crate) async fn observe(
         acl_items,
         foreign_rules,
         acl_ports_of_others,
+        certificates: Default::default(),
     })
 }
 

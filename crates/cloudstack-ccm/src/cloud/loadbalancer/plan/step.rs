@@ -42,6 +42,15 @@ pub enum RuleRef {
     },
 }
 
+/// A certificate a step assigns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertRef {
+    /// A certificate that exists in CloudStack.
+    Existing(String),
+    /// The certificate uploaded by this plan's `UploadCertificate` (by fingerprint).
+    Uploaded(String),
+}
+
 /// A resource to tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResourceRef {
@@ -248,6 +257,42 @@ pub enum Step {
         /// Tag keys to remove.
         keys: Vec<String>,
     },
+    /// `uploadSslCert` (synchronous, does not queue on the network). The material's `Debug`
+    /// hides the key.
+    UploadCertificate {
+        /// Name (cluster, Service UID, fingerprint).
+        name: String,
+        /// Fingerprint of the certificate.
+        fingerprint: String,
+        /// The PEM material.
+        material: Box<super::super::certificates::PemMaterial>,
+    },
+    /// `assignCertToLoadBalancer`. With `forced` (4.17+, sent whenever the server has it)
+    /// a bound certificate is replaced in the same job, and a repeat after a crash does not
+    /// fail on the binding the first one made.
+    AssignCertificate {
+        /// The rule (protocol `ssl`).
+        rule: RuleRef,
+        /// The certificate.
+        certificate: CertRef,
+        /// Send `forced=true` (4.17+).
+        forced: bool,
+        /// A certificate is bound to the rule now (a swap).
+        replaces: bool,
+    },
+    /// `removeCertFromLoadBalancer` (before 4.17, where a bound certificate cannot be
+    /// replaced in one job).
+    RemoveCertificate {
+        /// The rule.
+        rule: RuleRef,
+    },
+    /// `deleteSslCert` (synchronous) of a certificate the controller uploaded.
+    DeleteCertificate {
+        /// Certificate id.
+        id: String,
+        /// Its name (for display).
+        name: String,
+    },
     /// `disassociateIpAddress`.
     ReleaseIp {
         /// IP id.
@@ -342,6 +387,13 @@ impl fmt::Display for ResourceRef {
             ResourceRef::CreatedRule(name) => f.write_str(name),
             ResourceRef::AssociatedIp => f.write_str("the new IP"),
         }
+    }
+}
+
+/// A rule's name for display.
+fn rule_label(rule: &RuleRef) -> &str {
+    match rule {
+        RuleRef::Existing { name, .. } | RuleRef::Created { name } => name,
     }
 }
 
@@ -494,6 +546,26 @@ impl fmt::Display for Step {
                 keys.join(",")
             ),
             Step::ReleaseIp { address, .. } => write!(f, "release IP {address}"),
+            Step::UploadCertificate {
+                name, fingerprint, ..
+            } => write!(f, "upload certificate {name} (fingerprint {fingerprint})"),
+            Step::AssignCertificate {
+                rule,
+                certificate,
+                replaces,
+                ..
+            } => {
+                let what = match certificate {
+                    CertRef::Existing(id) => format!("certificate {id}"),
+                    CertRef::Uploaded(print) => format!("the uploaded certificate {print}"),
+                };
+                let verb = if *replaces { "swap in" } else { "attach" };
+                write!(f, "{verb} {what} on rule {}", rule_label(rule))
+            }
+            Step::RemoveCertificate { rule } => {
+                write!(f, "remove the certificate of rule {}", rule_label(rule))
+            }
+            Step::DeleteCertificate { id, name } => write!(f, "delete certificate {name} ({id})"),
         }
     }
 }

@@ -1,0 +1,100 @@
+//! Tests of the certificate checks and names, with the simulator crate's test certificates.
+
+use super::*;
+
+const LEAF_A: &str = include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/leaf-a-cert.pem");
+const KEY_A: &str = include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/leaf-a-key.pem");
+const LEAF_B: &str = include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/leaf-b-cert.pem");
+const KEY_B: &str = include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/leaf-b-key.pem");
+const CA: &str = include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/ca-cert.pem");
+const EXPIRED: &str =
+    include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/expired-cert.pem");
+const EXPIRED_KEY: &str =
+    include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/expired-key.pem");
+const EC_KEY: &str = include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/ec-key.pem");
+
+/// `openssl x509 -in leaf-a-cert.pem -noout -fingerprint -sha256`.
+const LEAF_A_FINGERPRINT: &str = "3E:13:1F:83:04:B3:68:D9:7D:24:59:46:F4:1D:2A:9B:6F:D4:4A:8B:98:8F:03:8A:08:81:4C:88:77:A0:10:12";
+
+fn material(crt: &str, key: &str) -> PemMaterial {
+    PemMaterial::from_tls_secret(crt, Secret::new(key)).expect("a certificate")
+}
+
+#[test]
+fn a_matching_current_certificate_passes_with_its_fingerprint() {
+    let inspected = material(LEAF_A, KEY_A)
+        .inspect(jiff::Timestamp::now())
+        .expect("valid");
+    assert_eq!(inspected.fingerprint, LEAF_A_FINGERPRINT);
+    assert_eq!(inspected.not_after.strftime("%Y").to_string(), "2126");
+    material(LEAF_B, KEY_B)
+        .inspect(jiff::Timestamp::now())
+        .expect("a PKCS#8 key");
+}
+
+#[test]
+fn tls_crt_splits_into_certificate_and_chain() {
+    let both = format!("{LEAF_A}{CA}");
+    let m = material(&both, KEY_A);
+    assert_eq!(m.certificate, LEAF_A);
+    assert_eq!(m.chain.as_deref(), Some(CA));
+    assert_eq!(material(LEAF_A, KEY_A).chain, None);
+    assert_eq!(
+        PemMaterial::from_tls_secret("no pem here", Secret::new(KEY_A)),
+        Err(CertificateProblem::NoCertificate)
+    );
+}
+
+#[test]
+fn bad_material_is_named_without_the_key() {
+    let now = jiff::Timestamp::now();
+    let cases = [
+        (material(LEAF_A, KEY_B), CertificateProblem::KeyMismatch),
+        (material(LEAF_A, EC_KEY), CertificateProblem::KeyMismatch),
+        (material(LEAF_A, "garbage"), CertificateProblem::NoKey),
+        (
+            material(EXPIRED, EXPIRED_KEY),
+            CertificateProblem::Expired("2021-01-01T00:00:00Z".parse().unwrap()),
+        ),
+    ];
+    for (m, problem) in cases {
+        let err = m.inspect(now).expect_err("refused");
+        assert_eq!(err, problem);
+        let text = err.to_string();
+        assert!(
+            !text.contains("PRIVATE KEY") && !text.contains("MII"),
+            "{text}"
+        );
+    }
+    let early = "2000-01-01T00:00:00Z".parse().unwrap();
+    assert!(matches!(
+        material(LEAF_A, KEY_A).inspect(early),
+        Err(CertificateProblem::NotYetValid(_))
+    ));
+}
+
+#[test]
+fn debug_shows_the_fingerprint_and_never_the_key() {
+    let m = material(LEAF_A, KEY_A);
+    let shown = format!("{m:?}");
+    assert!(shown.contains(LEAF_A_FINGERPRINT), "{shown}");
+    let body = KEY_A.lines().nth(1).expect("a base64 line");
+    assert!(
+        !shown.contains(body) && !shown.contains("PRIVATE KEY"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn names_carry_cluster_uid_and_fingerprint_and_parse_back() {
+    let uid = "5f0c2a8e-1b7d-4c3e-9a6f-0d1e2f3a4b5c";
+    let name = certificate_name("prod", uid, LEAF_A_FINGERPRINT);
+    assert_eq!(name, format!("cloudstack-ccm.prod.{uid}.3e131f8304b368d9"));
+    assert_eq!(parse_certificate_name("prod", &name), Some(uid));
+    assert_eq!(parse_certificate_name("staging", &name), None);
+    assert_eq!(parse_certificate_name("prod", "shop-cert"), None);
+    assert_eq!(
+        parse_certificate_name("prod", &format!("cloudstack-ccm.prod.{uid}.short")),
+        None
+    );
+}

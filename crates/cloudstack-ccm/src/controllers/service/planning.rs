@@ -8,7 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 
 use crate::cloud::loadbalancer::ensure::{Engine, EnsureError};
-use crate::cloud::loadbalancer::members::{MemberSelection, RuleMembers};
+use crate::cloud::loadbalancer::members::{self, MemberSelection, RuleMembers};
 use crate::cloud::loadbalancer::plan::{Backends, Plan};
 use crate::cloud::loadbalancer::spec::{LbSpec, SpecOptions};
 use crate::controllers::node_cache::CachedNode;
@@ -17,7 +17,6 @@ use super::eligible::eligible_set;
 use super::endpoints::{EndpointSnapshot, is_local};
 use super::events::Reason;
 use super::finalizer;
-use super::local;
 use super::reconcile::{LEFT_AS_IT_IS, key_of};
 
 /// At most this many Node names are printed per rule.
@@ -137,7 +136,7 @@ async fn plan_one(
         .await?;
     let mut backends = resolved.backends;
     // Rules without a Node to serve them keep their members (shown as kept).
-    local::per_rule(&mut backends, &resolved.vm_of_node, selection, spec);
+    members::per_rule(&mut backends, &resolved.vm_of_node, selection, spec);
     if backends.vm_ids.is_empty() {
         // As the controller does: nothing changes without a Node to serve.
         return Err(DryRunError::NoBackends);

@@ -18,9 +18,10 @@ use super::endpoint_watch::{EndpointWatch, EndpointsNotRead};
 use super::events::{self, Reason};
 use super::finalizer;
 use super::ip_record::AnnotationIpRecorder;
-use super::local::{self, KeptRules};
+use super::local;
 use super::node_watch::EligibleNodes;
 use super::status::{self, IngressTarget};
+use crate::cloud::loadbalancer::members::{self, KeptRules};
 use crate::controllers::backoff::RetryBackoff;
 
 /// The controller name in metrics.
@@ -200,7 +201,7 @@ async fn ensure(
     }
     let selection = local::member_selection(service, &state.endpoints).await?;
     let mut backends = resolved.backends;
-    match local::per_rule(&mut backends, &resolved.vm_of_node, &selection, spec) {
+    match members::per_rule(&mut backends, &resolved.vm_of_node, &selection, spec) {
         KeptRules::None => {}
         KeptRules::Some(warning) => {
             events::publish_warnings(&state.recorder, service, [warning]).await;

@@ -25,6 +25,7 @@ use crate::cloud::provider_id::ProviderId;
 
 mod backends;
 mod caches;
+mod for_service;
 mod interrupted;
 mod outcome;
 
@@ -112,14 +113,14 @@ impl Engine {
         })
     }
 
-    /// Observes and plans, without changing anything (the dry run uses this alone).
-    pub async fn prepare(
-        &self,
-        spec: &LbSpec,
-        backends: &Backends,
-    ) -> Result<Prepared, EnsureError> {
+    /// Observes and plans on the backends' network, without changing anything.
+    async fn prepare(&self, spec: &LbSpec, backends: &Backends) -> Result<Prepared, EnsureError> {
         let mut view = self.view().await?;
-        let network_id = self.network_of(&view, spec, backends)?;
+        // Decided by `plan_service` (the backends' network).
+        let network_id = backends.network_id.clone();
+        if network_id.is_empty() {
+            return Err(EnsureError::Network(NetworkError::Unknown));
+        }
         if view.network(&network_id).is_none() {
             // A network the view has not seen (Nodes joined on a new tier since it was
             // read): read the view again once.
@@ -149,24 +150,10 @@ impl Engine {
         })
     }
 
-    /// Which network the Service's rules live in: the backends' network, else the one
-    /// recorded on the Service, else the one of its existing rules.
-    fn network_of(
-        &self,
-        view: &AccountView,
-        spec: &LbSpec,
-        backends: &Backends,
-    ) -> Result<String, EnsureError> {
-        if !backends.network_id.is_empty() {
-            return Ok(backends.network_id.clone());
-        }
-        known_network(view, spec).ok_or(EnsureError::Network(NetworkError::Unknown))
-    }
-
     /// The network the Service's load balancer is bound to already: the one recorded on
     /// (or asked for by) the Service, else the one of its existing rules; `None` for a
     /// new load balancer.
-    pub async fn network_in_use(&self, spec: &LbSpec) -> Result<Option<String>, EnsureError> {
+    async fn network_in_use(&self, spec: &LbSpec) -> Result<Option<String>, EnsureError> {
         let view = self.view().await?;
         Ok(known_network(&view, spec))
     }
@@ -247,7 +234,7 @@ impl Engine {
     /// and the IP when the controller associated it and nothing else uses it).
     pub async fn ensure_deleted(&self, spec: &LbSpec) -> Result<Deleted, EnsureError> {
         let view = self.view().await?;
-        let network_id = self.network_of(&view, spec, &Backends::default()).ok();
+        let network_id = known_network(&view, spec);
         let ctx = match network_id.as_deref().map(|id| self.plan_context(&view, id)) {
             Some(Ok(ctx)) => ctx,
             // No rules and no recorded network: nothing opens ports, only the IP may go.

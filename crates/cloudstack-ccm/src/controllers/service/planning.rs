@@ -8,7 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Service;
 
 use crate::cloud::loadbalancer::ensure::{Engine, EnsureError};
-use crate::cloud::loadbalancer::members::{self, MemberSelection, RuleMembers};
+use crate::cloud::loadbalancer::members::{MemberSelection, RuleMembers};
 use crate::cloud::loadbalancer::plan::{Backends, Plan};
 use crate::cloud::loadbalancer::spec::{LbSpec, SpecOptions};
 use crate::controllers::node_cache::CachedNode;
@@ -130,19 +130,14 @@ async fn plan_one(
     eligible: &Arc<Vec<(String, String)>>,
     selection: &MemberSelection,
 ) -> Result<(Plan, Vec<RuleMemberSet>), DryRunError> {
-    let network = engine.network_in_use(spec).await?;
-    let resolved = engine
-        .resolve_backends(eligible, network.as_deref())
-        .await?;
-    let mut backends = resolved.backends;
     // Rules without a Node to serve them keep their members (shown as kept).
-    members::per_rule(&mut backends, &resolved.vm_of_node, selection, spec);
-    if backends.vm_ids.is_empty() {
+    let planned = engine.plan_service(spec, eligible, selection).await?;
+    let Some(prepared) = planned.prepared? else {
         // As the controller does: nothing changes without a Node to serve.
         return Err(DryRunError::NoBackends);
-    }
-    let prepared = engine.prepare(spec, &backends).await?;
-    let members = member_sets(spec, &backends, &resolved.vm_of_node, selection);
+    };
+    let resolved = &planned.resolved;
+    let members = member_sets(spec, &resolved.backends, &resolved.vm_of_node, selection);
     Ok((prepared.plan().clone(), members))
 }
 

@@ -66,7 +66,7 @@ impl Engine {
     ///
     /// The result is reused while `nodes` and the inventory's view are the same objects
     /// (and every VM was found): the Services of a resync share one set of VM ids.
-    pub async fn resolve_backends(
+    pub(super) async fn resolve_backends(
         &self,
         nodes: &Arc<Vec<(String, String)>>,
         network_id: Option<&str>,

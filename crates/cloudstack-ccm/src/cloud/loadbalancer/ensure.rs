@@ -31,6 +31,7 @@ mod outcome;
 
 use backends::ResolvedMemo;
 pub use backends::{NodeElsewhere, ResolvedBackends};
+pub(crate) use for_service::KeptRules;
 use outcome::change_of;
 pub use outcome::{Change, Deleted, EnsureError, Ensured, NetworkError, Prepared};
 

@@ -20,8 +20,6 @@ use std::time::Duration;
 
 use super::observe::ObservedLb;
 use super::observe::details::RuleDetailsCache;
-use super::plan::Backends;
-use super::spec::LbSpec;
 use super::vocabulary::IpProtocol;
 use crate::cloud::inventory::{Inventory, InventoryError, ListedVms};
 
@@ -168,51 +166,6 @@ pub(crate) async fn gone_members(
         }
     }
     Ok(gone)
-}
-
-/// Rules that keep their members for want of a Node with an endpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum KeptRules {
-    /// None: every rule gets its members.
-    None,
-    /// Some rules; the Warning naming them.
-    Some(String),
-    /// Every rule; the note of the `UnAvailableLoadBalancer` Warning.
-    All(String),
-}
-
-/// Sets the per-rule members of `backends` for `selection` (from `vm_of_node`, the
-/// eligible Nodes' VMs on the network) and says which rules keep their members.
-pub(crate) fn per_rule(
-    backends: &mut Backends,
-    vm_of_node: &BTreeMap<String, String>,
-    selection: &MemberSelection,
-    spec: &LbSpec,
-) -> KeptRules {
-    let keys = spec
-        .rules
-        .iter()
-        .map(|rule| (rule.protocol.ip_protocol(), rule.public_port));
-    backends.per_rule = per_rule_members(vm_of_node, selection, keys);
-    if all_kept(&backends.per_rule) {
-        return KeptRules::All(
-            "no eligible node holds a ready endpoint of the Service (externalTrafficPolicy: Local): the load balancer keeps its members until one does".to_string(),
-        );
-    }
-    let kept: Vec<String> = backends
-        .per_rule
-        .iter()
-        .filter(|(_, members)| **members == RuleMembers::Keep)
-        .map(|((protocol, port), _)| format!("{}/{port}", protocol.as_str()))
-        .collect();
-    if kept.is_empty() {
-        KeptRules::None
-    } else {
-        KeptRules::Some(format!(
-            "port(s) {}: no eligible node holds a ready endpoint (externalTrafficPolicy: Local); their rules keep their members",
-            kept.join(", ")
-        ))
-    }
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use super::ip_record::AnnotationIpRecorder;
 use super::local;
 use super::node_watch::EligibleNodes;
 use super::status::{self, IngressTarget};
-use crate::cloud::loadbalancer::members::KeptRules;
+use crate::cloud::loadbalancer::ensure::KeptRules;
 use crate::controllers::backoff::RetryBackoff;
 
 /// The controller name in metrics.

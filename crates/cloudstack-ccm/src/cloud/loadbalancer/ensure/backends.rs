@@ -26,7 +26,7 @@ pub struct NodeElsewhere {
 
 impl ResolvedBackends {
     /// The Warning naming the Nodes left out, if any.
-    pub fn elsewhere_warning(&self) -> Option<String> {
+    pub(crate) fn elsewhere_warning(&self) -> Option<String> {
         if self.elsewhere.is_empty() {
             return None;
         }

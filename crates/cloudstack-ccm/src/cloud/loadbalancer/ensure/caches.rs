@@ -5,7 +5,7 @@ use super::*;
 
 impl Engine {
     /// Starts a resync: the next reads renew the shared view of CloudStack.
-    pub fn start_resync(&self) {
+    pub(crate) fn start_resync(&self) {
         self.views.invalidate();
         self.prune_details.store(true, Ordering::SeqCst);
     }

@@ -41,7 +41,7 @@ impl EnsureError {
     /// Whether retrying without a change of the Service cannot help (bad input, an IP
     /// owned by someone else, an unsupported protocol): no backoff retry needed, the
     /// periodic resync still re-checks it.
-    pub fn is_permanent(&self) -> bool {
+    pub(crate) fn is_permanent(&self) -> bool {
         matches!(self, EnsureError::Plan(_))
     }
 }

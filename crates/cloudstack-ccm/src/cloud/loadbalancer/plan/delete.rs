@@ -119,7 +119,7 @@ impl DeleteSpec {
     ///   `…-ip-associated-by-controller` annotation);
     /// * the leaseweb fork releases the address of its rules (named by it) unless
     ///   `keep-ip` is set.
-    pub fn associated_by_predecessor(&self, observed: &ObservedLb) -> bool {
+    pub(crate) fn associated_by_predecessor(&self, observed: &ObservedLb) -> bool {
         let Some(ip) = &observed.ip else {
             return false;
         };
@@ -142,7 +142,7 @@ impl DeleteSpec {
 
 impl LbSpec {
     /// The part of the spec deletion needs.
-    pub fn delete_spec(&self) -> DeleteSpec {
+    pub(crate) fn delete_spec(&self) -> DeleteSpec {
         DeleteSpec {
             lb_name: self.lb_name.clone(),
             service_uid: self.service.uid.clone(),

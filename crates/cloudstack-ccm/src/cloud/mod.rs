@@ -3,7 +3,7 @@
 pub mod cidr;
 pub mod instances;
 pub mod inventory;
-pub(crate) mod job_queue;
+pub mod job_queue;
 pub mod loadbalancer;
 pub mod orphans;
 pub mod provider_id;

@@ -329,7 +329,7 @@ impl NodeCache {
     /// Every Node in the cache when called (once the first list is in, if it is not yet),
     /// then every Node the watch applies (again after each re-list), as the cache holds it
     /// when the stream is read. Deleted Nodes are not sent.
-    pub(crate) fn subscribe(&self) -> impl Stream<Item = Arc<CachedNode>> + Send + 'static {
+    pub fn subscribe(&self) -> impl Stream<Item = Arc<CachedNode>> + Send + 'static {
         self.start();
         let (sender, receiver) = mpsc::unbounded_channel();
         {

@@ -1,6 +1,7 @@
-//! The [`Engine`]: for one Service, [`Engine::prepare`] (observe → plan) and
-//! [`Engine::apply`], or [`Engine::ensure_deleted`]; every Service shares one view of the
-//! account ([`AccountView`]), one per-rule cache of members and policies, and the
+//! The [`Engine`], the engine's front door: for one Service, `Engine::plan_service`
+//! (network, backends, members; observe → plan) and [`Engine::apply`], or
+//! [`Engine::ensure_deleted`]; every Service shares one view of the
+//! account (`AccountView`), one per-rule cache of members and policies, and the
 //! networks' job queues.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -6,7 +6,7 @@
 //! (and the [`plan`] types the engine returns) are public for the tools and tests.
 //!
 //! [`vocabulary`] holds the words every step shares (protocols, algorithms, stickiness
-//! methods, rule names); [`capabilities`] what a network's load-balancer provider and
+//! methods, rule names); `capabilities` what a network's load-balancer provider and
 //! the server allow.
 
 pub mod annotations;

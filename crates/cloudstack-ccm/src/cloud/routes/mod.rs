@@ -11,7 +11,7 @@
 //! cluster's tag are never changed.
 
 pub mod apply;
-pub(crate) mod observe;
+pub mod observe;
 pub mod plan;
 
 use std::net::IpAddr;

@@ -96,7 +96,7 @@ pub struct DeleteSpec {
     pub keep_ip: bool,
     /// `…-ip-associated-by-controller`.
     pub ip_associated_by_controller: bool,
-    /// The claimed address while no IP id is recorded ([`LbSpec::pending_claim`]): when
+    /// The claimed address while no IP id is recorded (`LbSpec::pending_claim`): when
     /// observed as ours, we associated it.
     pub pending_claim: Option<IpAddr>,
     /// The Service asks for an address (`spec.loadBalancerIP` or `…-address`).

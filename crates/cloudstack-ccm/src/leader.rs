@@ -131,7 +131,7 @@ impl LeaderStatus {
     }
 
     /// Whether this replica leads.
-    pub fn is_leading(&self) -> bool {
+    pub(crate) fn is_leading(&self) -> bool {
         self.state() == ElectionState::Leading
     }
 

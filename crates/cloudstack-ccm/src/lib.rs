@@ -18,3 +18,9 @@ pub mod orphans;
 pub mod reload;
 pub mod server;
 pub mod tool;
+
+pub use cli::ManagerArgs;
+pub use cloud::loadbalancer::ensure::Engine;
+pub use config::CloudConfig;
+pub use controllers::Context;
+pub use metrics::Metrics;

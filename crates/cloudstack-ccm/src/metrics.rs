@@ -203,7 +203,7 @@ impl Metrics {
     }
 
     /// Sets the number of orphaned objects of `kind` (`public_ip`, `static_route`, …).
-    pub fn set_orphans(&self, kind: &'static str, count: usize) {
+    pub(crate) fn set_orphans(&self, kind: &'static str, count: usize) {
         self.orphans
             .get_or_create(&KindLabel { kind })
             .set(i64::try_from(count).unwrap_or(i64::MAX));
@@ -220,7 +220,7 @@ impl Metrics {
     }
 
     /// Records how long one reconciliation of `controller` took.
-    pub fn reconcile_duration(&self, controller: &str, duration: Duration) {
+    pub(crate) fn reconcile_duration(&self, controller: &str, duration: Duration) {
         let labels = ControllerLabel {
             controller: controller.to_owned(),
         };
@@ -230,7 +230,7 @@ impl Metrics {
     }
 
     /// Counts one inventory refresh, successful or not.
-    pub fn inventory_refresh(&self, succeeded: bool) {
+    pub(crate) fn inventory_refresh(&self, succeeded: bool) {
         let result = if succeeded { RESULT_OK } else { RESULT_ERROR };
         self.inventory_refreshes
             .get_or_create(&ResultLabel { result })
@@ -238,26 +238,26 @@ impl Metrics {
     }
 
     /// Counts one lookup answered from the inventory cache.
-    pub fn inventory_hit(&self) {
+    pub(crate) fn inventory_hit(&self) {
         self.inventory_lookups
             .get_or_create(&ResultLabel { result: "hit" })
             .inc();
     }
 
     /// Counts one lookup the inventory cache could not answer.
-    pub fn inventory_miss(&self) {
+    pub(crate) fn inventory_miss(&self) {
         self.inventory_lookups
             .get_or_create(&ResultLabel { result: "miss" })
             .inc();
     }
 
     /// Sets the leader gauge.
-    pub fn set_leader(&self, leading: bool) {
+    pub(crate) fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
     }
 
     /// Counts one CloudStack HTTP call and records its latency.
-    pub fn cloudstack_call(&self, command: &str, result: &str, latency: Duration) {
+    pub(crate) fn cloudstack_call(&self, command: &str, result: &str, latency: Duration) {
         let labels = CommandResult {
             command: command.to_owned(),
             result: result.to_owned(),
@@ -272,7 +272,7 @@ impl Metrics {
     }
 
     /// Records one finished CloudStack async job.
-    pub fn cloudstack_job(&self, command: &str, succeeded: bool, duration: Duration) {
+    pub(crate) fn cloudstack_job(&self, command: &str, succeeded: bool, duration: Duration) {
         let result = if succeeded { "succeeded" } else { "failed" };
         let labels = CommandResult {
             command: command.to_owned(),

@@ -60,7 +60,7 @@ impl Readiness {
     }
 
     /// Whether the controllers' caches are synced.
-    pub fn caches_synced(&self) -> bool {
+    pub(crate) fn caches_synced(&self) -> bool {
         self.caches_synced.load(Ordering::Acquire)
     }
 
@@ -70,7 +70,7 @@ impl Readiness {
     }
 
     /// Ready when standing by, or leading with caches synced.
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         match self.leader.state() {
             ElectionState::Standby => true,
             ElectionState::Leading => self.caches_synced(),

@@ -38,12 +38,12 @@ impl Cidr {
     }
 
     /// True when the two networks overlap (one contains the other).
-    pub fn overlaps(&self, other: &Cidr) -> bool {
+    pub(crate) fn overlaps(&self, other: &Cidr) -> bool {
         self.contains(other) || other.contains(self)
     }
 
     /// `0.0.0.0/0`, everything.
-    pub const ANY_V4: Cidr = Cidr {
+    pub(crate) const ANY_V4: Cidr = Cidr {
         addr: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
         prefix: 0,
     };
@@ -69,7 +69,7 @@ impl Cidr {
 
     /// Parses a CIDR list as CloudStack returns it: separated by commas and/or spaces.
     /// Entries that do not parse are skipped.
-    pub fn parse_lenient_list(text: &str) -> Vec<Cidr> {
+    pub(crate) fn parse_lenient_list(text: &str) -> Vec<Cidr> {
         text.split(|c: char| c == ',' || c.is_whitespace())
             .filter(|s| !s.is_empty())
             .filter_map(Cidr::parse)

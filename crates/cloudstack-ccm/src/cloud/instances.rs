@@ -149,7 +149,7 @@ impl Instances {
     }
 
     /// The node's VM, `None` when there is none (after one refresh on a miss).
-    pub async fn find_vm(
+    pub(crate) async fn find_vm(
         &self,
         node: &NodeRef<'_>,
     ) -> Result<Option<Arc<VmRecord>>, InstanceError> {
@@ -166,7 +166,7 @@ impl Instances {
 
     /// The node's VM in `snapshot` as it is (no refresh): for questions about many nodes
     /// at once that must all be answered from the same list.
-    pub fn find_vm_in(
+    pub(crate) fn find_vm_in(
         &self,
         snapshot: &ListedVms,
         node: &NodeRef<'_>,

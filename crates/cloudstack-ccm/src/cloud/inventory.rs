@@ -44,7 +44,7 @@ pub struct VmRecord {
 
 impl VmRecord {
     /// True when the VM is stopped or on its way there (`Stopped`, `Stopping`, `Shutdown`).
-    pub fn is_shut_down(&self) -> bool {
+    pub(crate) fn is_shut_down(&self) -> bool {
         matches!(self.state.as_str(), "Stopped" | "Stopping" | "Shutdown")
     }
 
@@ -203,12 +203,12 @@ impl ListedVms {
     }
 
     /// The VM with this id (compared case-insensitively).
-    pub fn by_id(&self, id: &str) -> Option<&Arc<VmRecord>> {
+    pub(crate) fn by_id(&self, id: &str) -> Option<&Arc<VmRecord>> {
         self.by_id.get(&id.to_ascii_lowercase())
     }
 
     /// The VMs whose name equals `name`, ignoring ASCII case (several when names repeat).
-    pub fn by_name(&self, name: &str) -> &[Arc<VmRecord>] {
+    pub(crate) fn by_name(&self, name: &str) -> &[Arc<VmRecord>] {
         self.by_name
             .get(&name.to_ascii_lowercase())
             .map(Vec::as_slice)
@@ -221,7 +221,7 @@ impl ListedVms {
     }
 
     /// When the list call was answered; `None` before the first refresh.
-    pub fn fetched_at(&self) -> Option<Instant> {
+    pub(crate) fn fetched_at(&self) -> Option<Instant> {
         self.fetched_at
     }
 
@@ -355,7 +355,7 @@ impl Inventory {
     /// leave freshness to the node controllers' refreshes. When it lacks any VM of `ids`
     /// (a VM newer than the view), it is refreshed once, as [`Inventory::lookup`] does on
     /// a miss; a VM still missing after that is not there.
-    pub async fn view_holding<'a>(
+    pub(crate) async fn view_holding<'a>(
         &self,
         ids: impl IntoIterator<Item = &'a str> + Clone,
     ) -> Result<Arc<ListedVms>, InventoryError> {
@@ -375,7 +375,7 @@ impl Inventory {
     /// The view, listed again first when it still holds one of `ids` and is older than
     /// `max_age` (or was never listed): VMs about to be removed from a load balancer may
     /// have been expunged since, and CloudStack refuses to remove those.
-    pub async fn view_confirming<'a>(
+    pub(crate) async fn view_confirming<'a>(
         &self,
         ids: impl IntoIterator<Item = &'a str> + Clone,
         max_age: Duration,

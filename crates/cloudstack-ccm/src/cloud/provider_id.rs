@@ -52,7 +52,7 @@ pub enum ProviderIdError {
 
 impl ProviderId {
     /// Builds a providerID for a VM id; the id must be a UUID.
-    pub fn from_vm_id(vm_id: &str) -> Result<Self, ProviderIdError> {
+    pub(crate) fn from_vm_id(vm_id: &str) -> Result<Self, ProviderIdError> {
         if is_uuid(vm_id) {
             Ok(Self {
                 vm_id: vm_id.to_ascii_lowercase(),

@@ -26,7 +26,7 @@ impl RetryBackoff {
     }
 
     /// Records one more failure of `key` and returns how long to wait before retrying.
-    pub fn next_delay(&self, key: &str) -> Duration {
+    pub(crate) fn next_delay(&self, key: &str) -> Duration {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let count = failures.entry(key.to_string()).or_insert(0);
         let exponent = (*count).min(20);

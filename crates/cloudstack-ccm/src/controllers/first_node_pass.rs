@@ -99,7 +99,7 @@ impl FirstNodePass {
     }
 
     /// True once the gate is open.
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         *self.open.borrow()
     }
 

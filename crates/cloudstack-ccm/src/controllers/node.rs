@@ -154,7 +154,7 @@ impl CloudNode {
 
     /// Opens `first_pass` once the Nodes awaiting initialisation when the Node cache
     /// first fills have each been tried once.
-    pub fn with_first_pass(mut self, first_pass: FirstNodePass) -> Self {
+    pub(crate) fn with_first_pass(mut self, first_pass: FirstNodePass) -> Self {
         self.first_pass = first_pass;
         self
     }

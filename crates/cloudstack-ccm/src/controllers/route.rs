@@ -71,7 +71,7 @@ impl Default for RouteSettings {
 
 impl RouteSettings {
     /// The settings of the command line.
-    pub fn from_args(args: &ManagerArgs) -> Self {
+    pub(crate) fn from_args(args: &ManagerArgs) -> Self {
         RouteSettings {
             configure_cloud_routes: args.configure_cloud_routes,
             allocate_node_cidrs: args.allocate_node_cidrs,

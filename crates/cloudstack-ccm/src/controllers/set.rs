@@ -133,7 +133,7 @@ impl ControllerSet {
     }
 
     /// Whether `name` is enabled.
-    pub fn is_enabled(&self, name: ControllerName) -> bool {
+    pub(crate) fn is_enabled(&self, name: ControllerName) -> bool {
         self.enabled[Self::index(name)]
     }
 

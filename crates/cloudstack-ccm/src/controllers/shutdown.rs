@@ -36,7 +36,7 @@ impl Shutdown {
     }
 
     /// Whether shutdown has been requested.
-    pub fn is_triggered(&self) -> bool {
+    pub(crate) fn is_triggered(&self) -> bool {
         *self.0.borrow() || self.0.has_changed().is_err()
     }
 }

@@ -70,7 +70,7 @@ impl<W: Write> Progress<W> {
     }
 
     /// The styling in use.
-    pub fn style(&self) -> Style {
+    pub(crate) fn style(&self) -> Style {
         self.style
     }
 
@@ -154,7 +154,7 @@ impl<W: Write> Progress<W> {
     }
 
     /// Ticks until `stop` completes (the `--serve` mode), printing what changes.
-    pub async fn follow_until(
+    pub(crate) async fn follow_until(
         &mut self,
         world: &mut World,
         stop: impl std::future::Future<Output = ()>,

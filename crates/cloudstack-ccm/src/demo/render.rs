@@ -121,7 +121,7 @@ impl Style {
     }
 
     /// What the marks at the start of the lines mean.
-    pub fn legend(&self) -> String {
+    pub(crate) fn legend(&self) -> String {
         let mark = |fancy: &str, plain: &str| if self.fancy { fancy } else { plain }.to_string();
         format!(
             "Marks: {} the demo acts (creates, changes, deletes)   {} a change the controllers made, \
@@ -134,7 +134,7 @@ impl Style {
     }
 
     /// A phase heading.
-    pub fn heading(&self, title: &str) -> String {
+    pub(crate) fn heading(&self, title: &str) -> String {
         if self.fancy {
             format!("\n{BOLD}── {title} ──{RESET}")
         } else {

@@ -90,7 +90,7 @@ impl World {
     }
 
     /// An error when the controllers have stopped (they should run until [`World::stop`]).
-    pub async fn check_controllers(&mut self) -> Result<(), DemoError> {
+    pub(crate) async fn check_controllers(&mut self) -> Result<(), DemoError> {
         if !self
             .controllers
             .as_ref()

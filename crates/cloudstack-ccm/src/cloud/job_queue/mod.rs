@@ -48,7 +48,7 @@ pub struct NetworkQueues {
 impl NetworkQueues {
     /// Enters the queue of `network_id` with a new plan: its jobs go before those of plans
     /// that enter later.
-    pub fn enter(&self, network_id: &str) -> PlanTicket {
+    pub(crate) fn enter(&self, network_id: &str) -> PlanTicket {
         let queue = self
             .queues
             .lock()
@@ -200,7 +200,7 @@ struct InFlight {
 
 /// A plan's place in the order of its network's queue.
 #[derive(Debug)]
-pub struct PlanTicket {
+pub(crate) struct PlanTicket {
     queue: Arc<NetworkQueue>,
     ticket: u64,
 }
@@ -208,7 +208,7 @@ pub struct PlanTicket {
 impl PlanTicket {
     /// Waits for a place on the network, then submits `command`. The place is held until
     /// the job is waited for ([`QueuedJob::wait`]) or dropped.
-    pub async fn submit(
+    pub(crate) async fn submit(
         &self,
         client: &cloudstack::Client,
         command: &str,
@@ -240,7 +240,7 @@ impl PlanTicket {
 
 /// A submitted job holding its place on the network.
 #[derive(Debug)]
-pub struct QueuedJob {
+pub(crate) struct QueuedJob {
     command: String,
     start: AsyncStart,
     place: JobPlace,

@@ -19,7 +19,7 @@ const VIRTUAL_ROUTER_PROVIDERS: [&str; 3] = ["VirtualRouter", "VpcVirtualRouter"
 
 /// One entry of a network's `service[]`: its name, capabilities and providers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NetworkService {
+pub(crate) struct NetworkService {
     /// Service name (`Lb`, `Firewall`, `NetworkACL`, ...).
     pub name: String,
     /// Capabilities as `(name, value)` pairs.
@@ -30,7 +30,7 @@ pub struct NetworkService {
 
 impl NetworkService {
     /// The value of a capability, if listed.
-    pub fn capability(&self, name: &str) -> Option<&str> {
+    pub(crate) fn capability(&self, name: &str) -> Option<&str> {
         self.capabilities
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -41,7 +41,7 @@ impl NetworkService {
 /// The facts about a network that capabilities are derived from (the `listNetworks`
 /// fields `id`, `name`, `vpcid`, `aclid`, `aclname`, `service[]`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NetworkFacts {
+pub(crate) struct NetworkFacts {
     /// Network id.
     pub id: String,
     /// Network name.
@@ -59,7 +59,7 @@ pub struct NetworkFacts {
 impl NetworkFacts {
     /// The facts of a network as `listNetworks` returns it (an empty `vpcid`, `aclid` or
     /// `aclname` counts as none).
-    pub fn from_network(network: &cloudstack::Network) -> NetworkFacts {
+    pub(crate) fn from_network(network: &cloudstack::Network) -> NetworkFacts {
         NetworkFacts {
             id: network.id.clone().unwrap_or_default(),
             name: network.name.clone().unwrap_or_default(),
@@ -140,7 +140,10 @@ pub(crate) const HAPROXY_STATS_PORT: u16 = 8081;
 
 impl NetworkCapabilities {
     /// Derives the capabilities of a network on a server.
-    pub fn from_facts(network: &NetworkFacts, server: &ServerFeatures) -> NetworkCapabilities {
+    pub(crate) fn from_facts(
+        network: &NetworkFacts,
+        server: &ServerFeatures,
+    ) -> NetworkCapabilities {
         let service = |name: &str| {
             network
                 .services
@@ -214,7 +217,7 @@ impl NetworkCapabilities {
     }
 
     /// A readable name for messages: `name (id)`.
-    pub fn network_label(&self) -> String {
+    pub(crate) fn network_label(&self) -> String {
         if self.network_name.is_empty() {
             self.network_id.clone()
         } else {
@@ -263,7 +266,7 @@ pub struct ServerFeatures {
 
 impl ServerFeatures {
     /// The features of a server version.
-    pub fn for_version(major: u32, minor: u32, patch: u32) -> ServerFeatures {
+    pub(crate) fn for_version(major: u32, minor: u32, patch: u32) -> ServerFeatures {
         let at_least = |ma: u32, mi: u32| (major, minor) >= (ma, mi);
         ServerFeatures {
             version: (major, minor, patch),

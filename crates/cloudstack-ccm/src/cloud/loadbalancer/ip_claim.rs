@@ -76,7 +76,7 @@ pub trait IpRecorder: Send + Sync {
 /// provisioned at once do not pick the same free address (the second association would
 /// be refused and that Service would wait for its retry).
 #[derive(Debug, Default)]
-pub struct PickedAddresses(Mutex<HashSet<IpAddr>>);
+pub(crate) struct PickedAddresses(Mutex<HashSet<IpAddr>>);
 
 impl PickedAddresses {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<IpAddr>> {

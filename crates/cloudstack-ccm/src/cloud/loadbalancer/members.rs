@@ -24,12 +24,12 @@ use super::vocabulary::IpProtocol;
 use crate::cloud::inventory::{Inventory, InventoryError, ListedVms};
 
 /// A rule of a Service by what decides its members: its IP protocol and public port.
-pub type RuleKey = (IpProtocol, u16);
+pub(crate) type RuleKey = (IpProtocol, u16);
 
 /// How the members of a Service's rules are chosen: the engine's input, free of
 /// Kubernetes types.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum MemberSelection {
+pub(crate) enum MemberSelection {
     /// Every eligible Node's VM, for every rule (`externalTrafficPolicy: Cluster`).
     #[default]
     AllEligible,
@@ -63,7 +63,7 @@ impl MemberSelection {
 /// The members of each rule of `keys` for `selection`, from the VMs of the eligible Nodes
 /// on the load balancer's network (`vm_of_node`: Node name → VM id); empty for
 /// [`MemberSelection::AllEligible`] (every rule gets the backends' `vm_ids`).
-pub fn per_rule_members(
+pub(crate) fn per_rule_members(
     vm_of_node: &BTreeMap<String, String>,
     selection: &MemberSelection,
     keys: impl IntoIterator<Item = RuleKey>,
@@ -98,13 +98,13 @@ pub fn per_rule_members(
 }
 
 /// Whether every rule keeps its members (no rule has a Node to serve it).
-pub fn all_kept(per_rule: &BTreeMap<RuleKey, RuleMembers>) -> bool {
+pub(crate) fn all_kept(per_rule: &BTreeMap<RuleKey, RuleMembers>) -> bool {
     !per_rule.is_empty() && per_rule.values().all(|m| *m == RuleMembers::Keep)
 }
 
 /// The members of `observed`'s rules that are not wanted there (`per_rule`, else
 /// `vm_ids`: the backends' members): what the plan would remove.
-pub fn removal_candidates(
+pub(crate) fn removal_candidates(
     observed: &ObservedLb,
     vm_ids: &BTreeSet<String>,
     per_rule: &BTreeMap<RuleKey, RuleMembers>,
@@ -124,7 +124,7 @@ pub fn removal_candidates(
 
 /// The VMs of `candidates` that the VM inventory `listed` does not hold (expunged);
 /// none while the inventory has never listed.
-pub fn gone_among(candidates: BTreeSet<String>, listed: &ListedVms) -> BTreeSet<String> {
+pub(crate) fn gone_among(candidates: BTreeSet<String>, listed: &ListedVms) -> BTreeSet<String> {
     if listed.fetched_at().is_none() {
         return BTreeSet::new();
     }

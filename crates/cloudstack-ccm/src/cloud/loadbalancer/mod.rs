@@ -1,19 +1,24 @@
 //! The load-balancer engine: spec -> observe -> plan -> apply.
 //!
+//! Its front door is [`ensure::Engine`]: `plan_service` (network, backends, members,
+//! plan), `apply` and `ensure_deleted`, used by the service controller and the dry run
+//! alike. The other modules are the engine's own; [`annotations`] and [`vocabulary`]
+//! (and the [`plan`] types the engine returns) are public for the tools and tests.
+//!
 //! [`vocabulary`] holds the words every step shares (protocols, algorithms, stickiness
-//! methods, rule names); [`capabilities`] what a network's load-balancer provider and
+//! methods, rule names); `capabilities` what a network's load-balancer provider and
 //! the server allow.
 
 pub mod annotations;
-pub mod apply;
-pub mod capabilities;
+pub(crate) mod apply;
+pub(crate) mod capabilities;
 pub mod certificates;
 pub mod ensure;
-pub mod ip_claim;
-pub mod members;
-pub mod observe;
+pub(crate) mod ip_claim;
+pub(crate) mod members;
+pub(crate) mod observe;
 pub mod plan;
-pub mod spec;
+pub(crate) mod spec;
 pub mod tls_spec;
 pub mod vocabulary;
 

@@ -53,7 +53,7 @@ pub struct ObservedIp {
 
 impl ObservedIp {
     /// Whether the controller associated this IP (ownership tag).
-    pub fn associated_by_us(&self) -> bool {
+    pub(crate) fn associated_by_us(&self) -> bool {
         self.tags.get(TAG_ASSOCIATED).is_some_and(|v| v == "true")
     }
 }
@@ -235,6 +235,6 @@ impl ObservedLb {
     }
 }
 
-pub mod account_view;
-pub mod assemble;
+pub(crate) mod account_view;
+pub(crate) mod assemble;
 pub mod details;

@@ -81,3 +81,35 @@ fn removal_candidates_are_unwanted_members_and_gone_ones_those_not_listed() {
         "an inventory never listed says nothing is gone"
     );
 }
+
+#[test]
+fn members_are_added_and_removed_in_one_call_each() {
+    let s = simple(&THREE_PORTS[..2]);
+    let observed = applied(&s, &["vm1", "vm2"]);
+    let p = plan(
+        &s,
+        &observed,
+        &backends(&["vm2", "vm3", "vm4"]),
+        &isolated((4, 18, 0)),
+    )
+    .unwrap();
+    assert_eq!(
+        kinds(&p),
+        vec![vec!["assign", "remove", "assign", "remove"]]
+    );
+    let Step::AssignMembers { rule, vm_ids } = &p.phases[0].steps[0] else {
+        panic!("{p}")
+    };
+    assert_eq!(
+        rule,
+        &RuleRef::Existing {
+            id: format!("rule-{LB}-tcp-80"),
+            name: format!("{LB}-tcp-80")
+        }
+    );
+    assert_eq!(vm_ids, &vec!["vm3".to_string(), "vm4".to_string()]);
+    let Step::RemoveMembers { vm_ids, .. } = &p.phases[0].steps[1] else {
+        panic!("{p}")
+    };
+    assert_eq!(vm_ids, &vec!["vm1".to_string()]);
+}

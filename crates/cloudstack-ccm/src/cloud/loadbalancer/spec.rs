@@ -14,6 +14,16 @@ use super::vocabulary::{
 };
 use crate::cloud::cidr::Cidr;
 
+mod health_check;
+mod lenient;
+mod ports;
+mod source_ranges;
+
+use health_check::health_check;
+use lenient::{Kept, Lenient};
+use ports::port_rules;
+use source_ranges::source_ranges;
+
 /// A Service that cannot be turned into a load balancer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
@@ -462,210 +472,6 @@ impl LbSpec {
                         && port.parse::<u16>().is_ok_and(|n| n.to_string() == port)
                 })
         })
-    }
-}
-
-/// Builds one rule per Service port.
-fn port_rules(
-    spec: &k8s_openapi::api::core::v1::ServiceSpec,
-    lb_name: &str,
-    proxy_protocol: bool,
-) -> Result<Vec<RuleSpec>, SpecError> {
-    let ports = spec.ports.as_deref().unwrap_or_default();
-    if ports.is_empty() {
-        return Err(SpecError::NoPorts);
-    }
-    let mut seen: BTreeMap<u16, String> = BTreeMap::new();
-    let mut rules = Vec::with_capacity(ports.len());
-    for (i, port) in ports.iter().enumerate() {
-        let field = format!("spec.ports[{i}]");
-        let protocol = match port.protocol.as_deref().unwrap_or("TCP") {
-            "TCP" if proxy_protocol => LbProtocol::TcpProxy,
-            "TCP" => LbProtocol::Tcp,
-            "UDP" => LbProtocol::Udp,
-            other => {
-                return Err(SpecError::UnsupportedProtocol {
-                    field: format!("{field}.protocol"),
-                    protocol: other.to_string(),
-                });
-            }
-        };
-        let public_port = valid_port(port.port, || format!("{field}.port"))?;
-        let node_port = match port.node_port {
-            None | Some(0) => {
-                return Err(SpecError::MissingNodePort {
-                    field: format!("{field}.nodePort"),
-                });
-            }
-            Some(n) => valid_port(n, || format!("{field}.nodePort"))?,
-        };
-        if let Some(first) = seen.get(&public_port) {
-            return Err(SpecError::DuplicatePort {
-                field: format!("{field}.port"),
-                port: public_port,
-                first: first.clone(),
-            });
-        }
-        seen.insert(public_port, format!("{field}.port"));
-        rules.push(RuleSpec {
-            name: rule_name(lb_name, protocol, public_port),
-            protocol,
-            public_port,
-            node_port,
-        });
-    }
-    Ok(rules)
-}
-
-fn valid_port(value: i32, field: impl Fn() -> String) -> Result<u16, SpecError> {
-    u16::try_from(value)
-        .ok()
-        .filter(|p| *p != 0)
-        .ok_or_else(|| SpecError::InvalidPort {
-            field: field(),
-            value,
-        })
-}
-
-/// `spec.loadBalancerSourceRanges`, else the standard annotation, else `0.0.0.0/0`.
-fn source_ranges(
-    spec: &k8s_openapi::api::core::v1::ServiceSpec,
-    annotations: &Annotations<'_>,
-    read: &mut Lenient,
-    applied: bool,
-) -> Result<Kept<Vec<Cidr>>, SpecError> {
-    let from_spec = spec
-        .load_balancer_source_ranges
-        .as_deref()
-        .unwrap_or_default();
-    let mut ranges = Vec::new();
-    for (i, text) in from_spec.iter().enumerate() {
-        let cidr = Cidr::parse(text)
-            .filter(|_| text.contains('/'))
-            .ok_or_else(|| SpecError::InvalidSourceRange {
-                field: format!("spec.loadBalancerSourceRanges[{i}]"),
-                value: text.clone(),
-            })?;
-        if !ranges.contains(&cidr) {
-            ranges.push(cidr);
-        }
-    }
-    if ranges.is_empty() {
-        match read.keep_applied(
-            annotations.get(&ann::K8S_SOURCE_RANGES, ann::parse_cidr_list),
-            applied,
-            "the source ranges last applied",
-        )? {
-            Kept::Read(from_annotation) => ranges = from_annotation.unwrap_or_default(),
-            Kept::Applied => return Ok(Kept::Applied),
-        }
-    }
-    if ranges.is_empty() {
-        ranges.push(Cidr::ANY_V4);
-    }
-    Ok(Kept::Read(ranges))
-}
-
-/// The health check asked for by annotation (`…-health-check-path`); bad numbers fall
-/// back to their defaults, a bad path to no check.
-fn health_check(annotations: &Annotations<'_>, read: &mut Lenient) -> Option<HealthCheck> {
-    let path = read.or(
-        annotations.get(&ann::HEALTH_CHECK_PATH, ann::parse_http_path),
-        None,
-        "no health check",
-    )?;
-    let mut number = |annotation: &ann::Annotation| {
-        let default = annotation.default.parse().unwrap_or_default();
-        read.or(annotations.number(annotation), default, annotation.default)
-    };
-    let mut interval_secs = number(&ann::HEALTH_CHECK_INTERVAL);
-    let mut timeout_secs = number(&ann::HEALTH_CHECK_TIMEOUT);
-    let healthy_threshold = number(&ann::HEALTH_CHECK_HEALTHY_THRESHOLD);
-    let unhealthy_threshold = number(&ann::HEALTH_CHECK_UNHEALTHY_THRESHOLD);
-    if timeout_secs >= interval_secs {
-        let defaults = (
-            ann::HEALTH_CHECK_INTERVAL
-                .default
-                .parse()
-                .unwrap_or_default(),
-            ann::HEALTH_CHECK_TIMEOUT
-                .default
-                .parse()
-                .unwrap_or_default(),
-        );
-        read.warnings.push(format!(
-            "{}; using the defaults (interval {}s, timeout {}s)",
-            SpecError::HealthCheckTimeout {
-                timeout_key: ann::HEALTH_CHECK_TIMEOUT.key,
-                timeout: timeout_secs,
-                interval: interval_secs,
-            },
-            defaults.0,
-            defaults.1
-        ));
-        (interval_secs, timeout_secs) = defaults;
-    }
-    Some(HealthCheck {
-        path,
-        interval_secs,
-        timeout_secs,
-        healthy_threshold,
-        unhealthy_threshold,
-    })
-}
-
-/// An annotation read where a fallback would open access: the value read, or "keep what
-/// was last applied".
-enum Kept<T> {
-    /// The value (or its absence) as read.
-    Read(T),
-    /// Unreadable: the value last applied stays.
-    Applied,
-}
-
-/// Collects the annotation values replaced by a fallback, as warnings naming the
-/// annotation, the value and what is used instead.
-#[derive(Debug, Default)]
-struct Lenient {
-    warnings: Vec<String>,
-}
-
-impl Lenient {
-    /// The value read, or `fallback` (described as `used`) when it is unreadable.
-    fn or<T>(&mut self, read: Result<T, AnnotationError>, fallback: T, used: &str) -> T {
-        read.unwrap_or_else(|err| {
-            self.warnings.push(format!("{err}; using {used} instead"));
-            fallback
-        })
-    }
-
-    /// The value read; when unreadable, the value last applied (`what`) if the load
-    /// balancer was applied, else the error.
-    fn keep_applied<T>(
-        &mut self,
-        read: Result<T, AnnotationError>,
-        applied: bool,
-        what: &str,
-    ) -> Result<Kept<T>, SpecError> {
-        match read {
-            Ok(value) => Ok(Kept::Read(value)),
-            Err(err) if applied => {
-                self.warnings.push(format!("{err}; keeping {what}"));
-                Ok(Kept::Applied)
-            }
-            Err(err) => Err(err.into()),
-        }
-    }
-
-    /// Warns when `ranges` admit no IPv4 client (the load balancer's address is IPv4).
-    fn warn_without_ipv4(&mut self, what: &str, ranges: &[Cidr]) {
-        if !ranges.iter().any(|c| c.addr.is_ipv4()) {
-            let listed: Vec<String> = ranges.iter().map(Cidr::to_string).collect();
-            self.warnings.push(format!(
-                "{what} {} hold no IPv4 range: the load balancer's IPv4 address accepts no client",
-                listed.join(",")
-            ));
-        }
     }
 }
 

@@ -72,12 +72,12 @@ pub struct ObservedRoute {
 
 impl ObservedRoute {
     /// Whether this route carries `cluster`'s tag.
-    pub fn is_owned_by(&self, cluster: &str) -> bool {
+    pub(crate) fn is_owned_by(&self, cluster: &str) -> bool {
         self.cluster.as_deref() == Some(cluster)
     }
 
     /// The parsed destination.
-    pub fn destination(&self) -> Option<Cidr> {
+    pub(crate) fn destination(&self) -> Option<Cidr> {
         Cidr::parse(&self.cidr)
     }
 }

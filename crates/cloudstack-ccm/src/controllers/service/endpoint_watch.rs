@@ -107,7 +107,7 @@ impl EndpointWatch {
     /// Per rule of `service` (protocol, port), the Nodes holding an endpoint that
     /// counts; from now on a change of them reconciles the Service. Starts the watch on
     /// first use and waits for its first complete list.
-    pub async fn nodes_by_rule(
+    pub(crate) async fn nodes_by_rule(
         &self,
         service: &Service,
     ) -> Result<BTreeMap<RuleKey, BTreeSet<String>>, EndpointsNotRead> {
@@ -125,7 +125,7 @@ impl EndpointWatch {
     }
 
     /// Stops reconciling `service` on endpoint changes (it is no longer `Local`).
-    pub fn forget(&self, service: &Service) {
+    pub(crate) fn forget(&self, service: &Service) {
         let key = service_key(service);
         let mut state = self.state();
         if state.interested.remove(&key) {

@@ -48,7 +48,7 @@ impl Reason {
     }
 
     /// Warning for failures, Normal otherwise.
-    pub fn event_type(self) -> EventType {
+    pub(crate) fn event_type(self) -> EventType {
         match self {
             Self::SyncLoadBalancerFailed
             | Self::DeleteLoadBalancerFailed
@@ -59,7 +59,7 @@ impl Reason {
     }
 
     /// The message the Kubernetes service controller shows for a successful step.
-    pub fn default_note(self) -> &'static str {
+    pub(crate) fn default_note(self) -> &'static str {
         match self {
             Self::EnsuringLoadBalancer => "Ensuring load balancer",
             Self::EnsuredLoadBalancer => "Ensured load balancer",

@@ -17,7 +17,6 @@ use super::eligible::eligible_set;
 use super::endpoints::{EndpointSnapshot, is_local};
 use super::events::Reason;
 use super::finalizer;
-use super::local;
 use super::reconcile::{LEFT_AS_IT_IS, key_of};
 use super::tls_secrets;
 
@@ -141,19 +140,14 @@ async fn plan_one(
     eligible: &Arc<Vec<(String, String)>>,
     selection: &MemberSelection,
 ) -> Result<(Plan, Vec<RuleMemberSet>), DryRunError> {
-    let network = engine.network_in_use(spec).await?;
-    let resolved = engine
-        .resolve_backends(eligible, network.as_deref())
-        .await?;
-    let mut backends = resolved.backends;
     // Rules without a Node to serve them keep their members (shown as kept).
-    local::per_rule(&mut backends, &resolved.vm_of_node, selection, spec);
-    if backends.vm_ids.is_empty() {
+    let planned = engine.plan_service(spec, eligible, selection).await?;
+    let Some(prepared) = planned.prepared? else {
         // As the controller does: nothing changes without a Node to serve.
         return Err(DryRunError::NoBackends);
-    }
-    let prepared = engine.prepare(spec, &backends).await?;
-    let members = member_sets(spec, &backends, &resolved.vm_of_node, selection);
+    };
+    let resolved = &planned.resolved;
+    let members = member_sets(spec, &resolved.backends, &resolved.vm_of_node, selection);
     Ok((prepared.plan().clone(), members))
 }
 

@@ -18,10 +18,11 @@ use super::endpoint_watch::{EndpointWatch, EndpointsNotRead};
 use super::events::{self, Reason};
 use super::finalizer;
 use super::ip_record::AnnotationIpRecorder;
-use super::local::{self, KeptRules};
+use super::local;
 use super::node_watch::EligibleNodes;
 use super::status::{self, IngressTarget};
 use super::tls_secrets;
+use crate::cloud::loadbalancer::ensure::KeptRules;
 use crate::controllers::backoff::RetryBackoff;
 
 /// The controller name in metrics.
@@ -220,18 +221,17 @@ async fn ensure(
         }
         return Ok(());
     }
-    let network = state.engine.network_in_use(spec).await?;
-    let resolved = state
+    let selection = local::member_selection(service, &state.endpoints).await?;
+    let planned = state
         .engine
-        .resolve_backends(&eligible, network.as_deref())
+        .plan_service(spec, &eligible, &selection)
         .await?;
-    if let Some(warning) = resolved.elsewhere_warning() {
+    if let Some(warning) = planned.resolved.elsewhere_warning() {
         tracing::warn!(service = %key_of(service), "{warning}");
         events::publish_warnings(&state.recorder, service, [warning]).await;
     }
-    let selection = local::member_selection(service, &state.endpoints).await?;
-    let mut backends = resolved.backends;
-    match local::per_rule(&mut backends, &resolved.vm_of_node, &selection, spec) {
+    let backends = &planned.resolved.backends;
+    match planned.kept_rules {
         KeptRules::None => {}
         KeptRules::Some(warning) => {
             events::publish_warnings(&state.recorder, service, [warning]).await;
@@ -248,7 +248,7 @@ async fn ensure(
             .await;
         }
     }
-    if backends.vm_ids.is_empty() {
+    let Some(prepared) = planned.prepared? else {
         // Never empty a load balancer for want of Nodes (a stale view, Nodes elsewhere).
         let on = match backends.network_id.as_str() {
             "" => String::new(),
@@ -266,8 +266,7 @@ async fn ensure(
         )
         .await;
         return Ok(());
-    }
-    let prepared = state.engine.prepare(spec, &backends).await?;
+    };
     let change = prepared.change();
     if change == Change::Other {
         events::publish(&state.recorder, service, Reason::EnsuringLoadBalancer, None).await;

@@ -35,7 +35,7 @@ pub struct Settings {
 
 impl Settings {
     /// The production settings from the shared context.
-    pub fn from_context(ctx: &Context) -> Settings {
+    pub(crate) fn from_context(ctx: &Context) -> Settings {
         let resync_period = ctx.service_resync_period;
         Settings {
             resync_period,

@@ -99,7 +99,7 @@ impl AccountView {
     }
 
     /// A view made of the given lists, read now.
-    pub fn from_parts(
+    pub(crate) fn from_parts(
         rules: Vec<LoadBalancerRule>,
         ips: Vec<PublicIpAddress>,
         firewall_rules: Vec<FirewallRule>,
@@ -167,7 +167,7 @@ impl AccountView {
     }
 
     /// The allocated IP with this id.
-    pub fn ip_by_id(&self, id: &str) -> Option<&PublicIpAddress> {
+    pub(crate) fn ip_by_id(&self, id: &str) -> Option<&PublicIpAddress> {
         self.ips
             .iter()
             .find(|ip| ip.id.as_deref() == Some(id))
@@ -175,7 +175,7 @@ impl AccountView {
     }
 
     /// The allocated IP with this address.
-    pub fn ip_by_address(&self, address: &str) -> Option<&PublicIpAddress> {
+    pub(crate) fn ip_by_address(&self, address: &str) -> Option<&PublicIpAddress> {
         self.ips
             .iter()
             .find(|ip| ip.ipaddress.as_deref() == Some(address))
@@ -188,7 +188,7 @@ impl AccountView {
     }
 
     /// Rules on the public IP `ip_id`.
-    pub fn rules_on_ip<'a>(
+    pub(crate) fn rules_on_ip<'a>(
         &'a self,
         ip_id: &'a str,
     ) -> impl Iterator<Item = &'a LoadBalancerRule> + 'a {
@@ -199,7 +199,7 @@ impl AccountView {
     }
 
     /// Firewall rules on the public IP `ip_id`.
-    pub fn firewall_rules_on_ip<'a>(
+    pub(crate) fn firewall_rules_on_ip<'a>(
         &'a self,
         ip_id: &'a str,
     ) -> impl Iterator<Item = &'a FirewallRule> + 'a {
@@ -333,14 +333,14 @@ impl AccountViewCache {
     }
 
     /// Forgets the view; the next [`AccountViewCache::get`] reads CloudStack again.
-    pub fn invalidate(&self) {
+    pub(crate) fn invalidate(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Reads the public IPs `ip_ids` again (after a change of the controller's own that
     /// succeeded, so every change on them is visible) and splices them into the current
     /// view. A read that fails forgets the view instead (the next reader reads it all).
-    pub async fn renew_ips(&self, client: &cloudstack::Client, ip_ids: &BTreeSet<String>) {
+    pub(crate) async fn renew_ips(&self, client: &cloudstack::Client, ip_ids: &BTreeSet<String>) {
         if ip_ids.is_empty() {
             return;
         }

@@ -70,7 +70,7 @@ impl PolicyKinds {
     };
 
     /// Whether details read for `self` tell everything `wanted` asks for.
-    pub fn covers(self, wanted: PolicyKinds) -> bool {
+    pub(crate) fn covers(self, wanted: PolicyKinds) -> bool {
         (self.health_check || !wanted.health_check) && (self.stickiness || !wanted.stickiness)
     }
 }
@@ -179,7 +179,7 @@ impl RuleDetailsCache {
 
     /// Drops the VMs of `gone` (expunged: CloudStack dropped their mappings) from the
     /// cached members of rule `rule_id`, keeping the entry's age.
-    pub fn drop_members(&self, rule_id: &str, gone: &BTreeSet<String>) {
+    pub(crate) fn drop_members(&self, rule_id: &str, gone: &BTreeSet<String>) {
         let mut entries = self.lock();
         let Some((read_at, cached)) = entries.by_rule.get(rule_id).cloned() else {
             return;
@@ -200,7 +200,7 @@ impl RuleDetailsCache {
     }
 
     /// Forgets rule `rule_id` (after the controller changed it).
-    pub fn forget(&self, rule_id: &str) {
+    pub(crate) fn forget(&self, rule_id: &str) {
         let mut entries = self.lock();
         entries.by_rule.remove(rule_id);
         entries.member_sets.prune();

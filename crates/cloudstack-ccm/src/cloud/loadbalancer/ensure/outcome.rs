@@ -1,0 +1,118 @@
+//! What the engine returns: the errors, the prepared plan, and the results of ensuring
+//! and deleting a load balancer.
+
+use super::*;
+
+/// Why a Service's load balancer could not be ensured or deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum EnsureError {
+    /// Reading CloudStack failed.
+    #[error("reading CloudStack: {0}")]
+    Observe(#[source] cloudstack::Error),
+    /// Listing the VMs (the node inventory) failed.
+    #[error("reading CloudStack: {0}")]
+    Inventory(#[source] InventoryError),
+    /// The spec cannot be reached on this network (nothing was changed).
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A step failed.
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    /// The load balancer's network could not be determined.
+    #[error(transparent)]
+    Network(#[from] NetworkError),
+    /// The plan ran, yet the load balancer has no public IP.
+    #[error("the load balancer has no public IP")]
+    NoPublicIp,
+}
+
+/// Why the network of a Service's load balancer is not known.
+#[derive(Debug, thiserror::Error)]
+pub enum NetworkError {
+    /// CloudStack's view holds no network of this id.
+    #[error("network {0} not found")]
+    NotFound(String),
+    /// No eligible node has a VM, and neither the Service nor a rule names a network.
+    #[error("no eligible node with a VM, so the load balancer's network is unknown")]
+    Unknown,
+}
+
+impl EnsureError {
+    /// Whether retrying without a change of the Service cannot help (bad input, an IP
+    /// owned by someone else, an unsupported protocol): no backoff retry needed, the
+    /// periodic resync still re-checks it.
+    pub(crate) fn is_permanent(&self) -> bool {
+        matches!(self, EnsureError::Plan(_))
+    }
+}
+
+/// How a plan changes the load balancer, for Events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing to do.
+    None,
+    /// Only members are added or removed (the backend nodes changed).
+    MembersOnly,
+    /// Anything else.
+    Other,
+}
+
+/// A plan ready to run, with what it was made from.
+#[derive(Debug)]
+pub struct Prepared {
+    pub(super) plan: Plan,
+    pub(super) observed: ObservedLb,
+    pub(super) network_id: String,
+    /// Zone of the network (where a new address is claimed).
+    pub(super) zone_id: Option<String>,
+}
+
+impl Prepared {
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// What the plan changes.
+    pub fn change(&self) -> Change {
+        change_of(&self.plan)
+    }
+}
+
+/// What `plan` changes.
+pub(super) fn change_of(plan: &Plan) -> Change {
+    if plan.is_empty() {
+        Change::None
+    } else if plan
+        .steps()
+        .all(|s| matches!(s, Step::AssignMembers { .. } | Step::RemoveMembers { .. }))
+    {
+        Change::MembersOnly
+    } else {
+        Change::Other
+    }
+}
+
+/// The result of running a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ensured {
+    /// The load balancer's public address.
+    pub public_ip: IpAddr,
+    /// Its id.
+    pub ip_id: String,
+    /// The network the rules live in.
+    pub network_id: String,
+    /// Warnings of the plan (for a Warning Event).
+    pub warnings: Vec<String>,
+    /// Steps of the plan run (most are one async job; see [`Step`]).
+    pub steps: usize,
+}
+
+/// The result of deleting a load balancer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deleted {
+    /// Steps of the plan run (0: there was nothing).
+    pub steps: usize,
+    /// Warnings (e.g. the IP was kept).
+    pub warnings: Vec<String>,
+}

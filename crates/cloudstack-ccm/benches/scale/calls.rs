@@ -21,6 +21,16 @@ impl Calls {
         }
     }
 
+    /// The calls of the simulator's call log that arrived at or before `until_ms` (ms
+    /// since the Unix epoch); the log must hold only the calls of interest (reset before).
+    pub fn logged_until(sim: &SimServer, until_ms: u64) -> Self {
+        let mut by_command = BTreeMap::new();
+        for call in sim.call_log().iter().filter(|c| c.at_ms <= until_ms) {
+            *by_command.entry(call.command.clone()).or_default() += 1;
+        }
+        Calls { by_command }
+    }
+
     /// Every call.
     pub fn total(&self) -> u64 {
         self.by_command.values().sum()

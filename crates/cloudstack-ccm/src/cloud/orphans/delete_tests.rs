@@ -87,12 +87,12 @@ fn the_orphans_of_each_network_make_one_plan_rules_before_addresses() {
         [
             (
                 "net-a".to_string(),
-                "phase 1:\n  - delete firewall rule udp/53 (fw-1)\nphase 2:\n  - delete rule agone-tcp-80\nphase 3:\n  - release IP 203.0.113.5\n  - delete certificate k8s-kubernetes-gone-uid (cert-1)\n"
+                "phase 1:\n  - delete firewall rule fw-1 (udp 53)\nphase 2:\n  - delete rule agone-tcp-80\nphase 3:\n  - release IP 203.0.113.5\n  - delete certificate k8s-kubernetes-gone-uid (cert-1)\n"
                     .to_string()
             ),
             (
                 "tier-b".to_string(),
-                "phase 1:\n  - delete ACL item tcp/443 (acl-1)\nphase 2:\n  - delete rule agone-tcp-443\n"
+                "phase 1:\n  - delete ACL item acl-1 (tcp 443)\nphase 2:\n  - delete rule agone-tcp-443\n"
                     .to_string()
             ),
         ]

@@ -31,8 +31,8 @@ use crate::cloud::tags::{TAG_ASSOCIATED, TAG_CLUSTER, TAG_KEEP_IP, TAG_NODE, TAG
 
 mod delete;
 
-pub use delete::{DeleteError, delete, plans};
 pub(crate) use delete::delete_queued;
+pub use delete::{DeleteError, delete, plans};
 
 /// The kind of an orphaned object (the `kind` label of the orphan metric).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -255,7 +255,9 @@ impl<'a> RuleNetworks<'a> {
 
 /// A port as a step names it (0 when missing or out of range: display only).
 fn port(value: Option<u32>) -> u16 {
-    value.and_then(|p| u16::try_from(p).ok()).unwrap_or_default()
+    value
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or_default()
 }
 
 /// The certificates uploaded for Services of `cluster` that no longer exist.

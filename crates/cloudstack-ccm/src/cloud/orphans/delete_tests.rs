@@ -43,7 +43,12 @@ fn the_orphans_of_each_network_make_one_plan_rules_before_addresses() {
                 address: "203.0.113.5".parse().expect("address"),
             }),
         ),
-        orphan(OrphanKind::LoadBalancerRule, "80", Some("net-a"), Some(rule("80"))),
+        orphan(
+            OrphanKind::LoadBalancerRule,
+            "80",
+            Some("net-a"),
+            Some(rule("80")),
+        ),
         orphan(
             OrphanKind::FirewallRule,
             "fw-1",
@@ -63,7 +68,12 @@ fn the_orphans_of_each_network_make_one_plan_rules_before_addresses() {
                 name: "k8s-kubernetes-gone-uid".into(),
             }),
         ),
-        orphan(OrphanKind::LoadBalancerRule, "443", Some("tier-b"), Some(rule("443"))),
+        orphan(
+            OrphanKind::LoadBalancerRule,
+            "443",
+            Some("tier-b"),
+            Some(rule("443")),
+        ),
         orphan(
             OrphanKind::AclItem,
             "acl-1",
@@ -100,7 +110,10 @@ fn the_orphans_of_each_network_make_one_plan_rules_before_addresses() {
 }
 
 /// The small scenario's isolated network, and a rule on a new address of it.
-async fn rule_on_network(client: &cloudstack::Client, sim: &cloudstack_sim::SimServer) -> (String, String) {
+async fn rule_on_network(
+    client: &cloudstack::Client,
+    sim: &cloudstack_sim::SimServer,
+) -> (String, String) {
     let network = sim.with_state(|state| {
         state
             .networks
@@ -177,7 +190,10 @@ async fn an_orphan_delete_waits_in_the_networks_queue_behind_our_running_jobs() 
             .is_err(),
         "the delete waits for a place in the network's queue"
     );
-    assert!(rule_exists(), "nothing is sent while the Service's jobs run");
+    assert!(
+        rule_exists(),
+        "nothing is sent while the Service's jobs run"
+    );
 
     for job in running {
         job.wait(&client).await.expect("the Service's job");

@@ -26,13 +26,14 @@ use cloudstack::{
 use crate::cloud::cidr::Cidr;
 use crate::cloud::loadbalancer::plan::Step;
 use crate::cloud::loadbalancer::vocabulary::IpProtocol;
+use crate::cloud::routes::plan::RouteStep;
 use crate::cloud::routes::within_cluster_cidrs;
 use crate::cloud::tags::{TAG_ASSOCIATED, TAG_CLUSTER, TAG_KEEP_IP, TAG_NODE, TAG_SERVICE_UID};
 
 mod delete;
 
 pub(crate) use delete::delete_queued;
-pub use delete::{DeleteError, delete, plans};
+pub use delete::{DeleteError, delete, plans, route_plan};
 
 /// The kind of an orphaned object (the `kind` label of the orphan metric).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -110,9 +111,18 @@ pub struct Orphan {
     /// The network whose job queue its deletion waits in (a load balancer's objects;
     /// for a static route its VPC), when known.
     pub network_id: Option<String>,
-    /// Its step in the deletion plan of its network (`None` for a static route, and for
-    /// an object a step cannot name, e.g. a firewall rule of another protocol).
-    pub step: Option<Step>,
+    /// Its step in the deletion plan of its network or VPC (`None` for an object no step
+    /// can name, e.g. a firewall rule of another protocol).
+    pub step: Option<OrphanStep>,
+}
+
+/// The step that deletes an orphan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrphanStep {
+    /// A load balancer's object: a step of a load-balancer [`Plan`](crate::cloud::loadbalancer::plan::Plan).
+    LoadBalancer(Step),
+    /// A static route: a step of a [`RoutePlan`](crate::cloud::routes::plan::RoutePlan).
+    Route(RouteStep),
 }
 
 impl fmt::Display for Orphan {
@@ -281,10 +291,10 @@ fn certificates(
                 reason: format!("Service {uid} no longer exists"),
                 deletable: true,
                 network_id: networks.by_service.get(uid).map(|n| n.to_string()),
-                step: Some(Step::DeleteCertificate {
+                step: Some(OrphanStep::LoadBalancer(Step::DeleteCertificate {
                     id,
                     name: name.to_string(),
-                }),
+                })),
             })
         })
         .collect()
@@ -311,7 +321,7 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
                     reason,
                     deletable: true,
                     network_id: rule.networkid.clone(),
-                    step: Some(Step::DeleteRule { id, name }),
+                    step: Some(OrphanStep::LoadBalancer(Step::DeleteRule { id, name })),
                 });
             }
             None => {
@@ -331,7 +341,8 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
                     id: id.clone(),
                     protocol,
                     port: port(rule.startport),
-                });
+                })
+                .map(OrphanStep::LoadBalancer);
             out.push(Orphan {
                 kind: OrphanKind::FirewallRule,
                 id,
@@ -364,7 +375,8 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
                     id: id.clone(),
                     protocol,
                     port: port(item.startport),
-                });
+                })
+                .map(OrphanStep::LoadBalancer);
             out.push(Orphan {
                 kind: OrphanKind::AclItem,
                 id,
@@ -387,22 +399,31 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
         if !owners.nodes.contains(node) {
             let destination = route.cidr.as_deref().and_then(Cidr::parse);
             let managed = within_cluster_cidrs(&owners.cluster_cidrs, destination);
+            let id = route.id.clone().unwrap_or_default();
+            let reason = format!("Node {node} no longer exists");
+            let step = route.vpcid.clone().map(|vpc_id| RouteStep::Delete {
+                id: id.clone(),
+                vpc_id,
+                cidr: route.cidr.clone().unwrap_or_default(),
+                next_hop: route.nexthop.clone(),
+                reason: reason.clone(),
+            });
             out.push(Orphan {
                 kind: OrphanKind::StaticRoute,
-                id: route.id.clone().unwrap_or_default(),
+                id,
                 what: format!(
                     "{} via {}",
                     route.cidr.as_deref().unwrap_or_default(),
                     route.nexthop.as_deref().unwrap_or("a private gateway")
                 ),
                 reason: if managed {
-                    format!("Node {node} no longer exists")
+                    reason
                 } else {
-                    format!("Node {node} no longer exists; the route is outside --cluster-cidr")
+                    format!("{reason}; the route is outside --cluster-cidr")
                 },
                 deletable: managed,
                 network_id: route.vpcid.clone(),
-                step: None,
+                step: step.map(OrphanStep::Route),
             });
         }
     }
@@ -440,9 +461,11 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
                 false,
             )
         };
-        let step = address.parse().ok().map(|parsed| Step::ReleaseIp {
-            id: id.clone(),
-            address: parsed,
+        let step = address.parse().ok().map(|parsed| {
+            OrphanStep::LoadBalancer(Step::ReleaseIp {
+                id: id.clone(),
+                address: parsed,
+            })
         });
         out.push(Orphan {
             kind: OrphanKind::PublicIp,

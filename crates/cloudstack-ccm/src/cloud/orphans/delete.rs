@@ -8,20 +8,23 @@
 //! addresses and certificates (once nothing stands on them). Each step of a phase runs as
 //! its own one-step plan on the network's ticket, so that every orphan gets its own
 //! result; a failed step stops the network's later phases (the next pass plans again from
-//! what is there). A delete that finds nothing has done its job. Static routes are not a
-//! load balancer's: they are deleted one by one, after the plans.
+//! what is there). Static routes go the route controller's way: one [`RoutePlan`] of
+//! deletions run by its apply step, each VPC's jobs in line in a queue keyed by the VPC
+//! (a queue of the deletion's own: the route controller's lives with that controller). A
+//! delete that finds nothing has done its job.
 
 use std::collections::BTreeMap;
 
-use cloudstack::DeleteStaticRoute;
 use futures::future::join_all;
 
-use super::{Orphan, OrphanKind};
+use super::{Orphan, OrphanKind, OrphanStep};
 use crate::cloud::job_queue::{NetworkQueues, PlanTicket};
 use crate::cloud::loadbalancer::apply::{self, ApplyError};
 use crate::cloud::loadbalancer::ensure::NoRecording;
 use crate::cloud::loadbalancer::ip_claim::PickedAddresses;
 use crate::cloud::loadbalancer::plan::{Phase, Plan, Step};
+use crate::cloud::routes;
+use crate::cloud::routes::plan::{RoutePlan, RouteStep};
 
 /// Why an orphan was not deleted.
 #[derive(Debug, thiserror::Error)]
@@ -56,7 +59,9 @@ fn phase_of(step: &Step) -> usize {
 fn by_network(orphans: &[Orphan]) -> BTreeMap<String, Phases> {
     let mut networks: BTreeMap<String, Phases> = BTreeMap::new();
     for (index, orphan) in orphans.iter().enumerate() {
-        let Some(step) = orphan.step.as_ref().filter(|_| orphan.deletable) else {
+        let Some(OrphanStep::LoadBalancer(step)) =
+            orphan.step.as_ref().filter(|_| orphan.deletable)
+        else {
             continue;
         };
         networks
@@ -134,6 +139,46 @@ async fn run_network(
     results
 }
 
+/// The route plan deleting the deletable static routes among `orphans`.
+pub fn route_plan(orphans: &[Orphan]) -> RoutePlan {
+    RoutePlan {
+        steps: orphans
+            .iter()
+            .filter(|orphan| orphan.deletable)
+            .filter_map(|orphan| match &orphan.step {
+                Some(OrphanStep::Route(step)) => Some(step.clone()),
+                _ => None,
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// Runs [`route_plan`]; the result of each route orphan by index.
+async fn delete_routes(
+    client: &cloudstack::Client,
+    orphans: &[Orphan],
+) -> Vec<(usize, Result<(), DeleteError>)> {
+    let plan = route_plan(orphans);
+    if plan.is_empty() {
+        return Vec::new();
+    }
+    // The cluster name only tags created routes; a deletion plan creates none.
+    let outcomes = routes::apply::apply(client, &NetworkQueues::default(), "", &plan).await;
+    outcomes
+        .into_iter()
+        .filter_map(|outcome| {
+            let RouteStep::Delete { id, .. } = &outcome.step else {
+                return None;
+            };
+            let index = orphans
+                .iter()
+                .position(|orphan| orphan.kind == OrphanKind::StaticRoute && orphan.id == *id)?;
+            Some((index, outcome.result.map_err(DeleteError::Route)))
+        })
+        .collect()
+}
+
 /// Deletes the deletable `orphans` (see the module doc), the load balancers' plans in job
 /// queues of their own; an object already gone counts as deleted. The results come in
 /// [`OrphanKind::ALL`] order.
@@ -155,24 +200,17 @@ pub(crate) async fn delete_queued(
     let runs = networks
         .iter()
         .map(|(network, phases)| run_network(client, queues, network, phases));
-    let mut results: BTreeMap<usize, Result<(), DeleteError>> =
-        join_all(runs).await.into_iter().flatten().collect();
+    let (lb_results, route_results) =
+        futures::join!(join_all(runs), delete_routes(client, orphans));
+    let mut results: BTreeMap<usize, Result<(), DeleteError>> = lb_results
+        .into_iter()
+        .flatten()
+        .chain(route_results)
+        .collect();
     for (index, orphan) in orphans.iter().enumerate() {
-        if !orphan.deletable || results.contains_key(&index) {
-            continue;
+        if orphan.deletable && !results.contains_key(&index) {
+            results.insert(index, Err(DeleteError::NoStep));
         }
-        let result = if orphan.kind == OrphanKind::StaticRoute {
-            let request = DeleteStaticRoute {
-                id: orphan.id.clone(),
-            };
-            match client.delete_static_route(&request).await {
-                Err(error) if error.is_not_found() => Ok(()),
-                other => other.map_err(DeleteError::Route),
-            }
-        } else {
-            Err(DeleteError::NoStep)
-        };
-        results.insert(index, result);
     }
     let mut out = Vec::new();
     for kind in OrphanKind::ALL {

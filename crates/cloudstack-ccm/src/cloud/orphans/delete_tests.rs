@@ -13,7 +13,7 @@ fn orphan(kind: OrphanKind, id: &str, network: Option<&str>, step: Option<Step>)
         reason: "Service gone-uid no longer exists".into(),
         deletable: true,
         network_id: network.map(str::to_string),
-        step,
+        step: step.map(OrphanStep::LoadBalancer),
     }
 }
 
@@ -84,9 +84,22 @@ fn the_orphans_of_each_network_make_one_plan_rules_before_addresses() {
                 port: 443,
             }),
         ),
-        orphan(OrphanKind::StaticRoute, "route-1", Some("vpc-1"), None),
+        Orphan {
+            step: Some(OrphanStep::Route(RouteStep::Delete {
+                id: "route-1".into(),
+                vpc_id: "vpc-1".into(),
+                cidr: "10.244.9.0/24".into(),
+                next_hop: Some("10.100.1.99".into()),
+                reason: "Node gone no longer exists".into(),
+            })),
+            ..orphan(OrphanKind::StaticRoute, "route-1", Some("vpc-1"), None)
+        },
         kept_ip,
     ];
+    assert_eq!(
+        route_plan(&orphans).to_string(),
+        "delete static route route-1 (10.244.9.0/24 via 10.100.1.99) in VPC vpc-1: Node gone no longer exists\n"
+    );
     let plans = plans(&orphans);
     let printed: Vec<(String, String)> = plans
         .iter()

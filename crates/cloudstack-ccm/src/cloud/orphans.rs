@@ -33,7 +33,7 @@ use crate::cloud::tags::{TAG_ASSOCIATED, TAG_CLUSTER, TAG_KEEP_IP, TAG_NODE, TAG
 mod delete;
 
 pub(crate) use delete::delete_queued;
-pub use delete::{DeleteError, delete, plans, route_plan};
+pub use delete::{DeleteError, delete};
 
 /// The kind of an orphaned object (the `kind` label of the orphan metric).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -1,6 +1,6 @@
 //! Deleting orphans. The objects of a load balancer (rules, firewall rules, ACL items,
 //! addresses, certificates) go the way every change of a load balancer goes: a [`Plan`]
-//! per network ([`plans`]) run by the apply step with a [`PlanTicket`] of that network's
+//! per network run by the apply step with a [`PlanTicket`] of that network's
 //! job queue ([`NetworkQueues`]), so the deletions wait in line with the Services' jobs.
 //!
 //! A network's plan has three phases: firewall rules and ACL items (a firewall rule is
@@ -72,6 +72,7 @@ fn by_network(orphans: &[Orphan]) -> BTreeMap<String, Phases> {
     networks
 }
 
+/// The plan of one network's deletion (empty phases dropped).
 fn plan_of(phases: &Phases) -> Plan {
     Plan {
         phases: phases
@@ -83,15 +84,6 @@ fn plan_of(phases: &Phases) -> Plan {
             .collect(),
         warnings: Vec::new(),
     }
-}
-
-/// The deletion plan of the deletable load-balancer orphans of each network (the key;
-/// empty when the network is unknown).
-pub fn plans(orphans: &[Orphan]) -> BTreeMap<String, Plan> {
-    by_network(orphans)
-        .iter()
-        .map(|(network, phases)| (network.clone(), plan_of(phases)))
-        .collect()
 }
 
 /// Runs one network's plan on a ticket of its queue; the result of each orphan by index.
@@ -140,7 +132,7 @@ async fn run_network(
 }
 
 /// The route plan deleting the deletable static routes among `orphans`.
-pub fn route_plan(orphans: &[Orphan]) -> RoutePlan {
+pub(crate) fn route_plan(orphans: &[Orphan]) -> RoutePlan {
     RoutePlan {
         steps: orphans
             .iter()

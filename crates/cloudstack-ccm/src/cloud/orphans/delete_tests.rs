@@ -100,10 +100,9 @@ fn the_orphans_of_each_network_make_one_plan_rules_before_addresses() {
         route_plan(&orphans).to_string(),
         "delete static route route-1 (10.244.9.0/24 via 10.100.1.99) in VPC vpc-1: Node gone no longer exists\n"
     );
-    let plans = plans(&orphans);
-    let printed: Vec<(String, String)> = plans
+    let printed: Vec<(String, String)> = by_network(&orphans)
         .iter()
-        .map(|(network, plan)| (network.clone(), plan.to_string()))
+        .map(|(network, phases)| (network.clone(), plan_of(phases).to_string()))
         .collect();
     assert_eq!(
         printed,

@@ -12,6 +12,7 @@ use kube::api::ListParams;
 
 use crate::cli::ManagerArgs;
 use crate::cloud::cidr::Cidr;
+use crate::cloud::job_queue::NetworkQueues;
 use crate::cloud::loadbalancer::annotations as ann;
 use crate::cloud::orphans::{self, Orphan, Owners};
 use crate::config::CloudConfig;
@@ -115,21 +116,36 @@ pub struct Scope<'a> {
     pub cluster_cidrs: &'a [Cidr],
 }
 
-/// Finds the orphans in `scope` and, when `delete` is set, deletes them. CloudStack is
-/// read first, then the Services and Nodes (see [`owners`]).
+/// Finds the orphans in `scope` and, when `delete` is set, deletes them, their plans in
+/// job queues of their own. CloudStack is read first, then the Services and Nodes (see
+/// [`owners`]).
 pub async fn report(
     cloudstack: &cloudstack::Client,
     kube: &kube::Client,
     scope: Scope<'_>,
     delete: bool,
 ) -> Result<OrphanReport, ToolError> {
+    let queues = NetworkQueues::default();
+    let delete = delete.then_some(&queues);
+    report_queued(cloudstack, kube, scope, delete).await
+}
+
+/// [`report`], deleting (when `delete` is given) with the plans queued in `delete`: the
+/// service controller passes its engine's queues, so orphan deletions wait in line with
+/// the Services' jobs.
+pub(crate) async fn report_queued(
+    cloudstack: &cloudstack::Client,
+    kube: &kube::Client,
+    scope: Scope<'_>,
+    delete: Option<&NetworkQueues>,
+) -> Result<OrphanReport, ToolError> {
     let tagged = orphans::observe(cloudstack, scope.cluster)
         .await
         .map_err(ToolError::CloudStack)?;
     let owners = owners(kube, scope.node_cache, scope.cluster_cidrs).await?;
     let orphans = orphans::classify(&tagged, &owners);
-    let deleted = if delete {
-        orphans::delete(cloudstack, &orphans)
+    let deleted = if let Some(queues) = delete {
+        orphans::delete_queued(cloudstack, queues, &orphans)
             .await
             .into_iter()
             .map(|(orphan, result)| (orphan, result.err().map(|e| e.to_string())))

@@ -7,24 +7,33 @@
 //! and the SSL certificates the controller uploaded for this cluster (certificates take no
 //! tags: they are found by name, one `listSslCerts`), and says why each one whose owner no
 //! longer exists is an orphan. [`delete`] removes
-//! them — rules and routes first, then addresses — but never an address the user brought
+//! them — rules and routes first, then addresses; a load balancer's objects through a
+//! plan per network, run by the apply step in that network's job queue, as every change
+//! of a load balancer — but never an address the user brought
 //! (only addresses the controller associated carry its tag), never one its Service keeps
 //! (`cloudstack-ccm/keep-ip`), never one without rules of a gone Service (it may have been
 //! kept with `keep-ip` before the tag existed), and never a route outside
 //! `--cluster-cidr` (the route controller leaves those alone too).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use cloudstack::{
-    DeleteFirewallRule, DeleteLoadBalancerRule, DeleteNetworkAcl, DeleteStaticRoute,
-    DisassociateIpAddress, ListFirewallRules, ListLoadBalancerRules, ListNetworkAcls,
-    ListPublicIpAddresses, ListStaticRoutes, Tag, tag_value,
+    ListFirewallRules, ListLoadBalancerRules, ListNetworkAcls, ListPublicIpAddresses,
+    ListStaticRoutes, Tag, tag_value,
 };
 
 use crate::cloud::cidr::Cidr;
+use crate::cloud::loadbalancer::plan::Step;
+use crate::cloud::loadbalancer::vocabulary::IpProtocol;
+use crate::cloud::routes::plan::RouteStep;
 use crate::cloud::routes::within_cluster_cidrs;
 use crate::cloud::tags::{TAG_ASSOCIATED, TAG_CLUSTER, TAG_KEEP_IP, TAG_NODE, TAG_SERVICE_UID};
+
+mod delete;
+
+pub(crate) use delete::delete_queued;
+pub use delete::{DeleteError, delete};
 
 /// The kind of an orphaned object (the `kind` label of the orphan metric).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -99,6 +108,21 @@ pub struct Orphan {
     pub reason: String,
     /// Whether [`delete`] removes it (`false`: listed only, e.g. an address maybe kept).
     pub deletable: bool,
+    /// The network whose job queue its deletion waits in (a load balancer's objects;
+    /// for a static route its VPC), when known.
+    pub network_id: Option<String>,
+    /// Its step in the deletion plan of its network or VPC (`None` for an object no step
+    /// can name, e.g. a firewall rule of another protocol).
+    pub step: Option<OrphanStep>,
+}
+
+/// The step that deletes an orphan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrphanStep {
+    /// A load balancer's object: a step of a load-balancer [`Plan`](crate::cloud::loadbalancer::plan::Plan).
+    LoadBalancer(Step),
+    /// A static route: a step of a [`RoutePlan`](crate::cloud::routes::plan::RoutePlan).
+    Route(RouteStep),
 }
 
 impl fmt::Display for Orphan {
@@ -203,20 +227,74 @@ pub async fn find(
     Ok(classify(&observe(client, cluster).await?, owners))
 }
 
+/// The networks of the load-balancer rules tagged for the cluster: by the Service UID
+/// they are tagged with, and by their public IP's id. A firewall rule, ACL item,
+/// certificate or address of a gone Service queues on the network of its Service's rules.
+#[derive(Debug, Default)]
+struct RuleNetworks<'a> {
+    by_service: BTreeMap<&'a str, &'a str>,
+    by_ip: BTreeMap<&'a str, &'a str>,
+}
+
+impl<'a> RuleNetworks<'a> {
+    fn of(rules: &'a [cloudstack::LoadBalancerRule]) -> Self {
+        let mut networks = RuleNetworks::default();
+        for rule in rules {
+            let Some(network) = rule.networkid.as_deref() else {
+                continue;
+            };
+            if let Some(uid) = tag_value(&rule.tags, TAG_SERVICE_UID) {
+                networks.by_service.entry(uid).or_insert(network);
+            }
+            if let Some(ip) = rule.publicipid.as_deref() {
+                networks.by_ip.entry(ip).or_insert(network);
+            }
+        }
+        networks
+    }
+
+    fn of_service(&self, tags: &[Tag]) -> Option<String> {
+        let uid = tag_value(tags, TAG_SERVICE_UID)?;
+        self.by_service.get(uid).map(|n| n.to_string())
+    }
+
+    fn of_ip(&self, ip_id: Option<&str>) -> Option<String> {
+        self.by_ip.get(ip_id?).map(|n| n.to_string())
+    }
+}
+
+/// A port as a step names it (0 when missing or out of range: display only).
+fn port(value: Option<u32>) -> u16 {
+    value
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or_default()
+}
+
 /// The certificates uploaded for Services of `cluster` that no longer exist.
-fn certificates(listed: &[cloudstack::SslCert], cluster: &str, owners: &Owners) -> Vec<Orphan> {
+fn certificates(
+    listed: &[cloudstack::SslCert],
+    cluster: &str,
+    owners: &Owners,
+    networks: &RuleNetworks<'_>,
+) -> Vec<Orphan> {
     use crate::cloud::loadbalancer::certificates::parse_certificate_name;
     listed
         .iter()
         .filter_map(|cert| {
             let name = cert.name.as_deref().unwrap_or_default();
             let uid = parse_certificate_name(cluster, name)?;
+            let id = cert.id.clone().unwrap_or_default();
             (!owners.service_uids.contains(uid)).then(|| Orphan {
                 kind: OrphanKind::Certificate,
-                id: cert.id.clone().unwrap_or_default(),
+                id: id.clone(),
                 what: name.to_string(),
                 reason: format!("Service {uid} no longer exists"),
                 deletable: true,
+                network_id: networks.by_service.get(uid).map(|n| n.to_string()),
+                step: Some(OrphanStep::LoadBalancer(Step::DeleteCertificate {
+                    id,
+                    name: name.to_string(),
+                })),
             })
         })
         .collect()
@@ -226,6 +304,7 @@ fn certificates(listed: &[cloudstack::SslCert], cluster: &str, owners: &Owners) 
 pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
     let mut out = Vec::new();
     let rules = &tagged.rules;
+    let networks = RuleNetworks::of(rules);
     let mut ips_with_orphaned_rules = BTreeSet::new();
     let mut ips_with_live_rules = BTreeSet::new();
     for rule in rules {
@@ -233,12 +312,16 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
         match service_gone(&rule.tags, owners) {
             Some(reason) => {
                 ips_with_orphaned_rules.insert(ip);
+                let id = rule.id.clone().unwrap_or_default();
+                let name = rule.name.clone().unwrap_or_default();
                 out.push(Orphan {
                     kind: OrphanKind::LoadBalancerRule,
-                    id: rule.id.clone().unwrap_or_default(),
-                    what: rule.name.clone().unwrap_or_default(),
+                    id: id.clone(),
+                    what: name.clone(),
                     reason,
                     deletable: true,
+                    network_id: rule.networkid.clone(),
+                    step: Some(OrphanStep::LoadBalancer(Step::DeleteRule { id, name })),
                 });
             }
             None => {
@@ -249,9 +332,20 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
     let firewall = &tagged.firewall_rules;
     for rule in firewall {
         if let Some(reason) = service_gone(&rule.tags, owners) {
+            let id = rule.id.clone().unwrap_or_default();
+            let step = rule
+                .protocol
+                .as_deref()
+                .and_then(IpProtocol::parse)
+                .map(|protocol| Step::DeleteFirewallRule {
+                    id: id.clone(),
+                    protocol,
+                    port: port(rule.startport),
+                })
+                .map(OrphanStep::LoadBalancer);
             out.push(Orphan {
                 kind: OrphanKind::FirewallRule,
-                id: rule.id.clone().unwrap_or_default(),
+                id,
                 what: format!(
                     "{} {} on {}",
                     rule.protocol.as_deref().unwrap_or_default(),
@@ -260,15 +354,32 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
                 ),
                 reason,
                 deletable: true,
+                network_id: rule
+                    .networkid
+                    .clone()
+                    .or_else(|| networks.of_ip(rule.ipaddressid.as_deref()))
+                    .or_else(|| networks.of_service(&rule.tags)),
+                step,
             });
         }
     }
     let acl_items = &tagged.acl_items;
     for item in acl_items {
         if let Some(reason) = service_gone(&item.tags, owners) {
+            let id = item.id.clone().unwrap_or_default();
+            let step = item
+                .protocol
+                .as_deref()
+                .and_then(IpProtocol::parse)
+                .map(|protocol| Step::DeleteAclItem {
+                    id: id.clone(),
+                    protocol,
+                    port: port(item.startport),
+                })
+                .map(OrphanStep::LoadBalancer);
             out.push(Orphan {
                 kind: OrphanKind::AclItem,
-                id: item.id.clone().unwrap_or_default(),
+                id,
                 what: format!(
                     "{} {} in list {}",
                     item.protocol.as_deref().unwrap_or_default(),
@@ -277,6 +388,8 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
                 ),
                 reason,
                 deletable: true,
+                network_id: networks.of_service(&item.tags),
+                step,
             });
         }
     }
@@ -286,20 +399,31 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
         if !owners.nodes.contains(node) {
             let destination = route.cidr.as_deref().and_then(Cidr::parse);
             let managed = within_cluster_cidrs(&owners.cluster_cidrs, destination);
+            let id = route.id.clone().unwrap_or_default();
+            let reason = format!("Node {node} no longer exists");
+            let step = route.vpcid.clone().map(|vpc_id| RouteStep::Delete {
+                id: id.clone(),
+                vpc_id,
+                cidr: route.cidr.clone().unwrap_or_default(),
+                next_hop: route.nexthop.clone(),
+                reason: reason.clone(),
+            });
             out.push(Orphan {
                 kind: OrphanKind::StaticRoute,
-                id: route.id.clone().unwrap_or_default(),
+                id,
                 what: format!(
                     "{} via {}",
                     route.cidr.as_deref().unwrap_or_default(),
                     route.nexthop.as_deref().unwrap_or("a private gateway")
                 ),
                 reason: if managed {
-                    format!("Node {node} no longer exists")
+                    reason
                 } else {
-                    format!("Node {node} no longer exists; the route is outside --cluster-cidr")
+                    format!("{reason}; the route is outside --cluster-cidr")
                 },
                 deletable: managed,
+                network_id: route.vpcid.clone(),
+                step: step.map(OrphanStep::Route),
             });
         }
     }
@@ -337,65 +461,31 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
                 false,
             )
         };
+        let step = address.parse().ok().map(|parsed| {
+            OrphanStep::LoadBalancer(Step::ReleaseIp {
+                id: id.clone(),
+                address: parsed,
+            })
+        });
         out.push(Orphan {
             kind: OrphanKind::PublicIp,
+            network_id: networks
+                .of_ip(Some(&id))
+                .or_else(|| ip.associatednetworkid.clone()),
             id,
             what: address,
             reason,
             deletable,
+            step,
         });
     }
-    out.extend(certificates(&tagged.certificates, &tagged.cluster, owners));
+    out.extend(certificates(
+        &tagged.certificates,
+        &tagged.cluster,
+        owners,
+        &networks,
+    ));
     out
-}
-
-/// Deletes the deletable `orphans`, rules and routes before addresses; an object already
-/// gone counts as deleted.
-pub async fn delete(
-    client: &cloudstack::Client,
-    orphans: &[Orphan],
-) -> Vec<(Orphan, Result<(), cloudstack::Error>)> {
-    let mut results = Vec::new();
-    for kind in OrphanKind::ALL {
-        for orphan in orphans.iter().filter(|o| o.kind == kind && o.deletable) {
-            let id = orphan.id.clone();
-            let result = match kind {
-                OrphanKind::LoadBalancerRule => {
-                    client
-                        .delete_load_balancer_rule(&DeleteLoadBalancerRule { id })
-                        .await
-                }
-                OrphanKind::FirewallRule => {
-                    client
-                        .delete_firewall_rule(&DeleteFirewallRule { id })
-                        .await
-                }
-                OrphanKind::AclItem => client.delete_network_acl(&DeleteNetworkAcl { id }).await,
-                OrphanKind::StaticRoute => {
-                    client.delete_static_route(&DeleteStaticRoute { id }).await
-                }
-                OrphanKind::Certificate => {
-                    client
-                        .delete_ssl_cert(&cloudstack::DeleteSslCert { id })
-                        .await
-                }
-                OrphanKind::PublicIp => {
-                    client
-                        .disassociate_ip_address(&DisassociateIpAddress {
-                            id: Some(id),
-                            ..Default::default()
-                        })
-                        .await
-                }
-            };
-            let result = match result {
-                Err(error) if error.is_not_found() => Ok(()),
-                other => other,
-            };
-            results.push((orphan.clone(), result));
-        }
-    }
-    results
 }
 
 #[cfg(test)]
@@ -411,6 +501,8 @@ mod tests {
             what: "203.0.113.10".into(),
             reason: "no Service uses it".into(),
             deletable: false,
+            network_id: Some("net-1".into()),
+            step: None,
         };
         assert_eq!(
             orphan.to_string(),

@@ -150,6 +150,7 @@ pub async fn run_with(
     let mut orphans = tokio::task::JoinSet::new();
     orphans.spawn(orphan_count::run(
         ctx.clone(),
+        state.engine.clone(),
         caches.nodes,
         settings.resync_period,
         caches.service.orphan_passes.clone(),

@@ -99,6 +99,12 @@ impl Engine {
         }
     }
 
+    /// The networks' job queues every plan of the engine waits in (also the deletion
+    /// plans of orphans, so they queue with the Services' jobs).
+    pub(crate) fn queues(&self) -> &NetworkQueues {
+        &self.queues
+    }
+
     /// The capabilities of network `network_id` from the view.
     fn plan_context(
         &self,
@@ -301,8 +307,8 @@ fn known_network(view: &AccountView, spec: &LbSpec) -> Option<String> {
     })
 }
 
-/// Deletion never associates an IP, so nothing is recorded.
-struct NoRecording;
+/// Deletion never associates an IP, so nothing is recorded (also the orphans' plans).
+pub(crate) struct NoRecording;
 
 impl IpRecorder for NoRecording {
     fn record<'a>(

@@ -2,7 +2,8 @@
 //! once every five minutes, as it lists five kinds of objects), the objects
 //! tagged for this cluster whose Service or Node is gone are counted
 //! (`cloudstack_ccm_orphaned_resources{kind}`), one log line says so when the counts
-//! change, and with `--delete-orphans` they are deleted ([`crate::orphans::report`]).
+//! change, and with `--delete-orphans` they are deleted ([`crate::orphans::report`]),
+//! their plans in the engine's job queues, in line with the Services' jobs.
 //! The Node names come from the shared Node cache (no list of the Nodes of its own), read
 //! after CloudStack so that a route made for a Node that joined meanwhile finds it.
 //! When and what the last pass found is kept in [`OrphanPasses`] across leadership terms,
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::cloud::loadbalancer::ensure::Engine;
 use crate::cloud::orphans::OrphanKind;
 use crate::controllers::{Context, NodeCache, Shutdown};
 
@@ -35,9 +37,10 @@ struct LastPass {
 
 /// Runs the pass until `shutdown` (`resync_period`: the service controller's), once
 /// `nodes` holds its first complete list (before, every Node would look gone), and a
-/// period after the last pass of `passes`.
+/// period after the last pass of `passes`. Deletions queue in `engine`'s job queues.
 pub async fn run(
     ctx: Arc<Context>,
+    engine: Arc<Engine>,
     nodes: NodeCache,
     resync_period: Duration,
     passes: OrphanPasses,
@@ -62,7 +65,7 @@ pub async fn run(
             .unwrap_or_else(|e| e.into_inner())
             .counts
             .clone();
-        pass(&ctx, &nodes, &mut last).await;
+        pass(&ctx, &engine, &nodes, &mut last).await;
         *passes.0.lock().unwrap_or_else(|e| e.into_inner()) = LastPass {
             at: Some(Instant::now()),
             counts: last,
@@ -70,14 +73,20 @@ pub async fn run(
     }
 }
 
-async fn pass(ctx: &Context, nodes: &NodeCache, last: &mut Option<BTreeMap<OrphanKind, usize>>) {
+async fn pass(
+    ctx: &Context,
+    engine: &Engine,
+    nodes: &NodeCache,
+    last: &mut Option<BTreeMap<OrphanKind, usize>>,
+) {
     let scope = crate::orphans::Scope {
         cluster: &ctx.cluster_name,
         node_cache: Some(nodes),
         cluster_cidrs: &ctx.routes.cluster_cidrs,
     };
+    let delete = ctx.delete_orphans.then(|| engine.queues());
     let report =
-        match crate::orphans::report(&ctx.cloudstack, &ctx.kube, scope, ctx.delete_orphans).await {
+        match crate::orphans::report_queued(&ctx.cloudstack, &ctx.kube, scope, delete).await {
             Ok(report) => report,
             Err(error) => {
                 tracing::warn!(%error, "cannot look for orphaned CloudStack objects");

@@ -12,7 +12,7 @@ use crate::metrics::Metrics;
 
 /// The CloudStack client's observer in the controller manager.
 #[derive(Debug)]
-pub struct CloudObserver {
+pub(crate) struct CloudObserver {
     metrics: Arc<Metrics>,
 }
 

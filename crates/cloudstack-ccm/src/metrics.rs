@@ -192,13 +192,13 @@ impl Metrics {
     }
 
     /// Sets the refused-credentials gauge.
-    pub fn set_credentials_refused(&self, refused: bool) {
+    pub(crate) fn set_credentials_refused(&self, refused: bool) {
         self.credentials_refused.set(i64::from(refused));
     }
 
     /// Counts one cloud-config reload with `result` (`applied`, `unchanged`,
     /// `restart_required`, `invalid`, `rejected`).
-    pub fn cloud_config_reload(&self, result: &'static str) {
+    pub(crate) fn cloud_config_reload(&self, result: &'static str) {
         self.reloads.get_or_create(&ResultLabel { result }).inc();
     }
 

@@ -23,7 +23,7 @@ use crate::controllers::{FirstNodePass, Shutdown};
 use crate::metrics::Metrics;
 
 /// How often the file is read.
-pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// `cloud_config_reloads_total` results.
 const APPLIED: &str = "applied";
@@ -72,7 +72,7 @@ fn reloadable_changes(running: &CloudConfig, new: &CloudConfig) -> Vec<&'static 
 }
 
 /// Follows the cloud-config file and applies its run-time settings to the client.
-pub struct Reloader {
+pub(crate) struct Reloader {
     path: PathBuf,
     running: CloudConfig,
     client: cloudstack::Client,

@@ -119,7 +119,7 @@ impl FirstNodePass {
 impl FirstNodePass {
     /// Waits until the gate opens, at most [`MAX_WAIT`], without a word (a replica that
     /// does not lead never opens it); whether it opened.
-    pub async fn wait_quietly(&self) -> bool {
+    pub(crate) async fn wait_quietly(&self) -> bool {
         let mut open = self.open.subscribe();
         tokio::time::timeout(MAX_WAIT, open.wait_for(|open| *open))
             .await

@@ -73,7 +73,7 @@ impl Delegation {
     /// front proxy's request headers, then the certificate's own user. A front proxy whose
     /// CommonName is not allowed, or a certificate that names no one, is refused; `None`
     /// without a certificate (bearer tokens decide).
-    pub fn by_certificate(
+    pub(crate) fn by_certificate(
         &self,
         identity: &ConnectionIdentity,
         headers: &axum::http::HeaderMap,

@@ -21,7 +21,7 @@ use kube::api::{Api, PostParams};
 use super::cache::ExpiringCache;
 
 /// Time given to one review (the framework's `ClientTimeout`).
-pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Who sent a request.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -59,7 +59,7 @@ pub enum Authentication {
 }
 
 /// The bearer token of a request, as `bearertoken.Authenticator` reads it.
-pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let mut parts = value.trim().split(' ');
     let scheme = parts.next()?;

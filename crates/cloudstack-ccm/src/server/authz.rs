@@ -19,7 +19,7 @@ use super::authn::{REVIEW_TIMEOUT, User};
 use super::cache::ExpiringCache;
 
 /// The group allowed everything without a review (`AlwaysAllowGroups`).
-pub const PRIVILEGED_GROUP: &str = "system:masters";
+pub(crate) const PRIVILEGED_GROUP: &str = "system:masters";
 
 /// The outcome of authorising a request.
 #[derive(Debug, Clone, PartialEq, Eq)]

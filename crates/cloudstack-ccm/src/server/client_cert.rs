@@ -21,7 +21,7 @@ use crate::cli::serving::ServingArgs;
 
 /// Who a connection's client certificate says it is, attached to each of its requests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ConnectionIdentity {
+pub(crate) struct ConnectionIdentity {
     /// The user of a certificate a `--client-ca-file` authority signed.
     pub client_cert: Option<User>,
     /// A certificate of a `--requestheader-client-ca-file` authority: whether its
@@ -82,13 +82,13 @@ impl ClientAuth {
     }
 
     /// The verifier of the handshake: either authority, or no certificate.
-    pub fn handshake_verifier(&self) -> Arc<dyn ClientCertVerifier> {
+    pub(crate) fn handshake_verifier(&self) -> Arc<dyn ClientCertVerifier> {
         self.handshake.clone()
     }
 
     /// Who the verified certificate `chain` (end entity first; empty when none was
     /// presented) says the connection is.
-    pub fn identify(&self, chain: &[CertificateDer<'_>]) -> ConnectionIdentity {
+    pub(crate) fn identify(&self, chain: &[CertificateDer<'_>]) -> ConnectionIdentity {
         let Some((end_entity, intermediates)) = chain.split_first() else {
             return ConnectionIdentity::default();
         };
@@ -148,7 +148,7 @@ fn verifier(roots: RootCertStore) -> Result<Arc<dyn ClientCertVerifier>, String>
 /// The user of a verified client certificate: CommonName, Organizations as groups, and
 /// `system:authenticated` (the framework's `AuthenticatedGroupAdder`). `None` when the
 /// subject has no CommonName (the framework refuses it).
-pub fn user_of(cert: &CertificateDer<'_>) -> Option<User> {
+pub(crate) fn user_of(cert: &CertificateDer<'_>) -> Option<User> {
     let subject = subject(cert.as_ref())?;
     let mut name = None;
     let mut groups = Vec::new();

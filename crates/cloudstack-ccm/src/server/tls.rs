@@ -32,14 +32,14 @@ use super::client_cert::ClientAuth;
 use crate::cli::serving::{ServingArgs, TlsMinVersion};
 
 /// How often `--tls-cert-file` and its key are read again to see whether they changed.
-pub const CERT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const CERT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How long a self-signed certificate is valid.
 const SELF_SIGNED_VALIDITY_DAYS: i64 = 365;
 
 /// When a self-signed certificate made by this process is replaced by a new one (a month
 /// before it expires, so a process that runs for years never serves an expired one).
-pub const SELF_SIGNED_RENEWAL: Duration = Duration::from_secs(335 * 24 * 3600);
+pub(crate) const SELF_SIGNED_RENEWAL: Duration = Duration::from_secs(335 * 24 * 3600);
 
 /// The base name of the self-signed pair in `--cert-dir` (the framework's `PairName`).
 const PAIR_NAME: &str = "cloud-controller-manager";

@@ -31,7 +31,7 @@ use request::{Call, Queued, StepRequest};
 
 /// What a run changed, also when it stopped early.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Applied {
+pub(crate) struct Applied {
     /// The IP associated by the plan: id and address.
     pub associated_ip: Option<(String, IpAddr)>,
     /// Rules created by the plan: name → id.

@@ -17,7 +17,7 @@ use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// The prefix of every certificate name the controller uploads.
-pub const NAME_PREFIX: &str = "cloudstack-ccm.";
+pub(crate) const NAME_PREFIX: &str = "cloudstack-ccm.";
 
 /// A certificate with its private key and chain, as PEM text. `Debug` shows the
 /// certificate's fingerprint and never the key.
@@ -56,7 +56,7 @@ pub struct Inspected {
 
 /// Why a certificate cannot be used. The messages name the problem, never the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CertificateProblem {
+pub(crate) enum CertificateProblem {
     /// `tls.crt` holds no readable X.509 certificate.
     #[error("tls.crt holds no readable PEM certificate")]
     NoCertificate,
@@ -77,7 +77,10 @@ pub enum CertificateProblem {
 impl PemMaterial {
     /// Splits `tls.crt` into the certificate and its chain (the PEM blocks after the first)
     /// and pairs them with `tls.key`.
-    pub fn from_tls_secret(tls_crt: &str, tls_key: Secret) -> Result<Self, CertificateProblem> {
+    pub(crate) fn from_tls_secret(
+        tls_crt: &str,
+        tls_key: Secret,
+    ) -> Result<Self, CertificateProblem> {
         let blocks: Vec<&str> = pem_blocks(tls_crt);
         let (first, rest) = blocks
             .split_first()
@@ -92,7 +95,7 @@ impl PemMaterial {
     /// Checks the certificate at `now`: it parses, it is within its validity, and the key
     /// is its key (the public keys compared, whatever the algorithm — stricter than
     /// CloudStack, which compares only RSA keys).
-    pub fn inspect(&self, now: jiff::Timestamp) -> Result<Inspected, CertificateProblem> {
+    pub(crate) fn inspect(&self, now: jiff::Timestamp) -> Result<Inspected, CertificateProblem> {
         let der = first_certificate(&self.certificate).ok_or(CertificateProblem::NoCertificate)?;
         let (not_before, not_after, spki) =
             tbs_fields(der.as_ref()).ok_or(CertificateProblem::NoCertificate)?;
@@ -128,7 +131,7 @@ pub fn certificate_name(cluster: &str, service_uid: &str, fingerprint: &str) -> 
 }
 
 /// The Service UID in a certificate name this cluster's controller gave, if it is one.
-pub fn parse_certificate_name<'a>(cluster: &str, name: &'a str) -> Option<&'a str> {
+pub(crate) fn parse_certificate_name<'a>(cluster: &str, name: &'a str) -> Option<&'a str> {
     let rest = name.strip_prefix(NAME_PREFIX)?.strip_prefix(cluster)?;
     let rest = rest.strip_prefix('.')?;
     let (uid, short) = rest.rsplit_once('.')?;

@@ -254,7 +254,7 @@ impl Engine {
 
     /// Deletes the load balancer of `spec` (its rules, their firewall rules or ACL items,
     /// and the IP when the controller associated it and nothing else uses it).
-    pub async fn ensure_deleted(&self, spec: &LbSpec) -> Result<Deleted, EnsureError> {
+    pub(crate) async fn ensure_deleted(&self, spec: &LbSpec) -> Result<Deleted, EnsureError> {
         let view = self.view().await?;
         let network_id = known_network(&view, spec);
         let ctx = match network_id.as_deref().map(|id| self.plan_context(&view, id)) {

@@ -245,7 +245,10 @@ impl LbSpec {
     /// would open access or take another address (source ranges, source CIDRs, the
     /// address): there the value last applied stays, and without a load balancer yet
     /// (no recorded IP id) the value is an error.
-    pub fn from_service(service: &Service, options: &SpecOptions) -> Result<LbSpec, SpecError> {
+    pub(crate) fn from_service(
+        service: &Service,
+        options: &SpecOptions,
+    ) -> Result<LbSpec, SpecError> {
         let meta = &service.metadata;
         let uid = meta.uid.clone().ok_or(SpecError::MissingField {
             field: "metadata.uid",
@@ -397,7 +400,10 @@ impl LbSpec {
     /// [`LbSpec::from_service`] refuses it (a bad annotation or port must not block the
     /// cleanup). Fails only without `metadata.uid`/`metadata.name`. No rules; an
     /// unreadable `keep-ip` counts as set, so an IP is never released by mistake.
-    pub fn for_deletion(service: &Service, options: &SpecOptions) -> Result<LbSpec, SpecError> {
+    pub(crate) fn for_deletion(
+        service: &Service,
+        options: &SpecOptions,
+    ) -> Result<LbSpec, SpecError> {
         let meta = &service.metadata;
         let uid = meta.uid.clone().ok_or(SpecError::MissingField {
             field: "metadata.uid",
@@ -445,7 +451,7 @@ impl LbSpec {
     }
 
     /// Every rule-name prefix of this Service (`<name>-`), current first.
-    pub fn name_prefixes(&self) -> impl Iterator<Item = String> + '_ {
+    pub(crate) fn name_prefixes(&self) -> impl Iterator<Item = String> + '_ {
         std::iter::once(&self.lb_name)
             .chain(self.legacy_lb_names.iter())
             .map(|n| format!("{n}-"))
@@ -454,7 +460,7 @@ impl LbSpec {
     /// The claimed address while it is the Service's only hold on an IP: no address
     /// requested and no IP id recorded yet (after a crash between claiming and
     /// recording, the claimed address may already be allocated to us).
-    pub fn pending_claim(&self) -> Option<IpAddr> {
+    pub(crate) fn pending_claim(&self) -> Option<IpAddr> {
         match (&self.requested_ip, &self.recorded_ip_id) {
             (None, None) => self.claimed_ip,
             _ => None,
@@ -463,7 +469,7 @@ impl LbSpec {
 
     /// Whether a rule name belongs to this Service: `<prefix><tcp|udp|tcp-proxy>-<port>`
     /// for the current or a legacy name, compared exactly.
-    pub fn owns_rule_name(&self, rule: &str) -> bool {
+    pub(crate) fn owns_rule_name(&self, rule: &str) -> bool {
         self.name_prefixes().any(|prefix| {
             rule.strip_prefix(&prefix)
                 .and_then(|rest| rest.rsplit_once('-'))

@@ -46,7 +46,7 @@ pub struct TlsTermination {
 }
 
 /// Reads the TLS annotations: `None` when the Service asks for no TLS termination.
-pub fn read_tls(annotations: &Annotations<'_>) -> Result<Option<TlsSpec>, AnnotationError> {
+pub(crate) fn read_tls(annotations: &Annotations<'_>) -> Result<Option<TlsSpec>, AnnotationError> {
     let secret = annotations.get(&ann::TLS_SECRET, ann::parse_secret_name)?;
     let id = annotations.get(&ann::TLS_CERTIFICATE_ID, ann::parse_uuid)?;
     let source = match (secret, id) {

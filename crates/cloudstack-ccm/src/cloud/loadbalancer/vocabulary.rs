@@ -50,7 +50,7 @@ impl LbProtocol {
 
     /// The IP protocol of the traffic: `tcp` for both `tcp` and `tcp-proxy`. Firewall
     /// rules and ACL items use this.
-    pub fn ip_protocol(self) -> IpProtocol {
+    pub(crate) fn ip_protocol(self) -> IpProtocol {
         match self {
             LbProtocol::Tcp | LbProtocol::TcpProxy | LbProtocol::Ssl => IpProtocol::Tcp,
             LbProtocol::Udp => IpProtocol::Udp,

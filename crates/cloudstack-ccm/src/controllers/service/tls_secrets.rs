@@ -86,7 +86,7 @@ pub fn material(secret: &Secret, now: jiff::Timestamp) -> Result<CertificateMate
 /// Whether the Service has ports whose TLS ends at the load balancer (`ssl` rules): its
 /// status then says `ipMode: Proxy`, so kube-proxy does not short-circuit in-cluster
 /// traffic to the load balancer's IP straight to pods that speak no TLS.
-pub fn terminates_tls(spec: &LbSpec) -> bool {
+pub(crate) fn terminates_tls(spec: &LbSpec) -> bool {
     use crate::cloud::loadbalancer::vocabulary::LbProtocol;
     spec.rules.iter().any(|r| r.protocol == LbProtocol::Ssl)
 }
@@ -105,7 +105,7 @@ const FIRST_NAMED_POLL: std::time::Duration = std::time::Duration::from_millis(5
 /// The `kubernetes.io/tls` Secrets, as they change — watched only once a Service of
 /// `services` names one, so a cluster without TLS Services never reads Secrets (the
 /// RBAC that CloudStack Kubernetes Service installs grants none). Errors back off.
-pub fn watch_when_named(
+pub(crate) fn watch_when_named(
     client: kube::Client,
     services: Store<Service>,
 ) -> impl futures::Stream<Item = Result<Secret, kube::runtime::watcher::Error>> + Send + 'static {
@@ -132,7 +132,10 @@ pub fn watch_when_named(
 }
 
 /// The Services (of `services`) that name Secret `secret` in its namespace.
-pub fn services_naming(services: &Store<Service>, secret: &Secret) -> Vec<ObjectRef<Service>> {
+pub(crate) fn services_naming(
+    services: &Store<Service>,
+    secret: &Secret,
+) -> Vec<ObjectRef<Service>> {
     let (Some(namespace), name) = (secret.namespace(), secret.name_any()) else {
         return Vec::new();
     };

@@ -11,6 +11,8 @@ pub mod controllers;
 pub mod credentials;
 #[cfg(feature = "demo")]
 pub mod demo;
+
+mod der;
 pub mod dry_run;
 pub mod leader;
 pub mod metrics;

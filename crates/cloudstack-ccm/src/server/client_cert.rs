@@ -175,42 +175,23 @@ const COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
 /// The DER of OID 2.5.4.10 (organizationName).
 const ORGANIZATION: &[u8] = &[0x55, 0x04, 0x0a];
 
-/// One DER element: (tag, content, rest).
-fn element(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = der.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let count = usize::from(first & 0x7f);
-        if count == 0 || count > 4 || rest.len() < count {
-            return None;
-        }
-        let len = rest[..count]
-            .iter()
-            .fold(0usize, |len, byte| (len << 8) | usize::from(*byte));
-        (len, &rest[count..])
-    };
-    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
-}
-
 /// The subject Name of a certificate (the sixth field of `tbsCertificate`, after the
 /// optional version).
 fn subject(cert: &[u8]) -> Option<&[u8]> {
-    let (0x30, certificate, _) = element(cert)? else {
+    let (0x30, certificate, _) = crate::der::item(cert)? else {
         return None;
     };
-    let (0x30, mut tbs, _) = element(certificate)? else {
+    let (0x30, mut tbs, _) = crate::der::item(certificate)? else {
         return None;
     };
     if tbs.first() == Some(&0xa0) {
-        tbs = element(tbs)?.2;
+        tbs = crate::der::item(tbs)?.2;
     }
     // serialNumber, signature, issuer, validity, then subject.
     for _ in 0..4 {
-        tbs = element(tbs)?.2;
+        tbs = crate::der::item(tbs)?.2;
     }
-    match element(tbs)? {
+    match crate::der::item(tbs)? {
         (0x30, subject, _) => Some(subject),
         _ => None,
     }
@@ -220,19 +201,19 @@ fn subject(cert: &[u8]) -> Option<&[u8]> {
 fn attributes(mut name: &[u8]) -> Option<Vec<(&[u8], String)>> {
     let mut all = Vec::new();
     while !name.is_empty() {
-        let (0x31, mut set, rest) = element(name)? else {
+        let (0x31, mut set, rest) = crate::der::item(name)? else {
             return None;
         };
         name = rest;
         while !set.is_empty() {
-            let (0x30, pair, rest) = element(set)? else {
+            let (0x30, pair, rest) = crate::der::item(set)? else {
                 return None;
             };
             set = rest;
-            let (0x06, oid, value) = element(pair)? else {
+            let (0x06, oid, value) = crate::der::item(pair)? else {
                 return None;
             };
-            let (tag, value, _) = element(value)?;
+            let (tag, value, _) = crate::der::item(value)?;
             // UTF8String, PrintableString, IA5String, T61String.
             if matches!(tag, 0x0c | 0x13 | 0x16 | 0x14) {
                 all.push((oid, String::from_utf8_lossy(value).into_owned()));

@@ -280,43 +280,24 @@ fn pem_blocks(pem: &str) -> Vec<&str> {
     out
 }
 
-/// One DER item: (tag, contents, the rest).
-fn der_item(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = input.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let count = usize::from(first & 0x7F);
-        if count == 0 || count > 4 || rest.len() < count {
-            return None;
-        }
-        let len = rest[..count]
-            .iter()
-            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
-        (len, &rest[count..])
-    };
-    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
-}
-
 /// `notBefore`, `notAfter` and the whole SubjectPublicKeyInfo of a DER certificate, v1 to
 /// v3 (webpki reads the dates but does not give them out, and refuses v1 certificates,
 /// which CloudStack accepts).
 fn tbs_fields(der: &[u8]) -> Option<(jiff::Timestamp, jiff::Timestamp, &[u8])> {
-    let (_, certificate, _) = der_item(der)?;
-    let (_, tbs, _) = der_item(certificate)?;
-    let (tag, _, mut rest) = der_item(tbs)?;
+    let (_, certificate, _) = crate::der::item(der)?;
+    let (_, tbs, _) = crate::der::item(certificate)?;
+    let (tag, _, mut rest) = crate::der::item(tbs)?;
     if tag == 0xA0 {
-        rest = der_item(rest)?.2; // explicit version, then the serial number
+        rest = crate::der::item(rest)?.2; // explicit version, then the serial number
     }
-    let (_, _, rest) = der_item(rest)?; // signature algorithm
-    let (_, _, rest) = der_item(rest)?; // issuer
-    let (_, validity, rest) = der_item(rest)?;
-    let (_, _, rest) = der_item(rest)?; // subject
-    let (_, _, after_spki) = der_item(rest)?;
+    let (_, _, rest) = crate::der::item(rest)?; // signature algorithm
+    let (_, _, rest) = crate::der::item(rest)?; // issuer
+    let (_, validity, rest) = crate::der::item(rest)?;
+    let (_, _, rest) = crate::der::item(rest)?; // subject
+    let (_, _, after_spki) = crate::der::item(rest)?;
     let spki = &rest[..rest.len() - after_spki.len()];
-    let (tag_before, before, next) = der_item(validity)?;
-    let (tag_after, after, _) = der_item(next)?;
+    let (tag_before, before, next) = crate::der::item(validity)?;
+    let (tag_after, after, _) = crate::der::item(next)?;
     Some((time(tag_before, before)?, time(tag_after, after)?, spki))
 }
 

@@ -289,6 +289,7 @@ pub fn validate_create(kind: &ResourceKind, object: &Value) -> Vec<FieldError> {
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
             rbac::validate_binding(object, false)
         }
+        ("", "Secret") => secret_errors(object),
         _ => Vec::new(),
     }
 }
@@ -305,8 +306,23 @@ pub fn validate_update(kind: &ResourceKind, new: &Value, old: &Value) -> Vec<Fie
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
             rbac::validate_binding_update(new, old, false)
         }
+        ("", "Secret") => secret_errors(new),
         _ => Vec::new(),
     }
+}
+
+/// `ValidateSecret` (`pkg/apis/core/validation/validation.go`) for the type this server's
+/// clients write: a `kubernetes.io/tls` Secret must hold `data[tls.crt]` and
+/// `data[tls.key]` (422 `Required value` for each one missing).
+fn secret_errors(secret: &Value) -> Vec<FieldError> {
+    if secret.get("type").and_then(Value::as_str) != Some("kubernetes.io/tls") {
+        return Vec::new();
+    }
+    ["tls.crt", "tls.key"]
+        .into_iter()
+        .filter(|key| secret.pointer(&format!("/data/{key}")).is_none())
+        .map(|key| FieldError::required(&format!("data[{key}]"), ""))
+        .collect()
 }
 
 #[cfg(test)]

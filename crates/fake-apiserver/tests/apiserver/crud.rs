@@ -405,11 +405,26 @@ async fn label_and_field_selectors_filter_lists() {
 async fn secrets_are_served_and_selected_by_type() {
     let (_server, client) = start().await;
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, "default");
+    // A tls Secret without its two keys is refused as ValidateSecret refuses it.
+    let incomplete: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": { "name": "incomplete" },
+        "type": "kubernetes.io/tls",
+        "data": { "tls.crt": "dmFsdWU=" }
+    }))
+    .unwrap();
+    let refused = secrets
+        .create(&PostParams::default(), &incomplete)
+        .await
+        .expect_err("a tls Secret without tls.key");
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 422 && s.message.contains("data[tls.key]: Required value")),
+        "{refused}"
+    );
     for (name, kind) in [("tls", "kubernetes.io/tls"), ("plain", "Opaque")] {
         let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
             "metadata": { "name": name },
             "type": kind,
-            "data": { "k": "dmFsdWU=" }
+            "data": { "tls.crt": "dmFsdWU=", "tls.key": "dmFsdWU=" }
         }))
         .unwrap();
         secrets
@@ -428,7 +443,7 @@ async fn secrets_are_served_and_selected_by_type() {
         .collect();
     assert_eq!(names, ["tls"]);
     assert_eq!(
-        secrets.get("plain").await.unwrap().data.unwrap()["k"].0,
+        secrets.get("plain").await.unwrap().data.unwrap()["tls.key"].0,
         b"value".to_vec()
     );
     let refused = secrets

@@ -267,6 +267,8 @@ pub fn finish_assign(
         rule_id: rule_id.to_owned(),
         cert_id: cert_id.to_owned(),
     });
+    // `assignCertToLoadBalancer` sets the rule to Add and applies the LB config again.
+    super::lb::apply_rule(state, rule_id);
     Ok(super::success())
 }
 
@@ -286,6 +288,8 @@ pub fn finish_remove(state: &mut State, caller: &Caller, rule_id: &str) -> Resul
         return Err(job_denied(caller, &format!("load balancer rule {rule_id}")));
     }
     state.cert_bindings.retain(|b| b.rule_id != rule_id);
+    // `removeCertFromLoadBalancer` sets the rule to Add and applies the LB config again.
+    super::lb::apply_rule(state, rule_id);
     Ok(super::success())
 }
 

@@ -76,10 +76,10 @@ pub(crate) enum CertificateProblem {
 
 impl PemMaterial {
     /// Splits `tls.crt` into the certificate and its chain (the PEM blocks after the first)
-    /// and pairs them with `tls.key`.
+    /// and pairs them with `tls.key` (kept as a [`Secret`] from here on).
     pub(crate) fn from_tls_secret(
         tls_crt: &str,
-        tls_key: Secret,
+        tls_key: String,
     ) -> Result<Self, CertificateProblem> {
         let blocks: Vec<&str> = pem_blocks(tls_crt);
         let (first, rest) = blocks
@@ -88,7 +88,7 @@ impl PemMaterial {
         Ok(PemMaterial {
             certificate: first.to_string(),
             chain: (!rest.is_empty()).then(|| rest.concat()),
-            key: tls_key,
+            key: Secret::new(tls_key),
         })
     }
 

@@ -17,7 +17,7 @@ const EC_KEY: &str = include_str!("../../../../cloudstack-sim/tests/fixtures/ssl
 const LEAF_A_FINGERPRINT: &str = "3E:13:1F:83:04:B3:68:D9:7D:24:59:46:F4:1D:2A:9B:6F:D4:4A:8B:98:8F:03:8A:08:81:4C:88:77:A0:10:12";
 
 fn material(crt: &str, key: &str) -> PemMaterial {
-    PemMaterial::from_tls_secret(crt, Secret::new(key)).expect("a certificate")
+    PemMaterial::from_tls_secret(crt, key.to_owned()).expect("a certificate")
 }
 
 #[test]
@@ -40,7 +40,7 @@ fn tls_crt_splits_into_certificate_and_chain() {
     assert_eq!(m.chain.as_deref(), Some(CA));
     assert_eq!(material(LEAF_A, KEY_A).chain, None);
     assert_eq!(
-        PemMaterial::from_tls_secret("no pem here", Secret::new(KEY_A)),
+        PemMaterial::from_tls_secret("no pem here", KEY_A.to_owned()),
         Err(CertificateProblem::NoCertificate)
     );
 }

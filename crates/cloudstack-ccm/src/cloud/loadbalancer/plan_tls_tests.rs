@@ -16,7 +16,7 @@ fn material(name: &str) -> CertificateMaterial {
     let read = |f: &str| std::fs::read_to_string(format!("{FIXTURES}{f}")).expect("fixture");
     let pem = PemMaterial::from_tls_secret(
         &read(&format!("{name}-cert.pem")),
-        cloudstack::Secret::new(read(&format!("{name}-key.pem"))),
+        read(&format!("{name}-key.pem")),
     )
     .expect("pem");
     let inspected = pem.inspect(jiff::Timestamp::now()).expect("valid");

@@ -77,7 +77,7 @@ pub fn material(secret: &Secret, now: jiff::Timestamp) -> Result<CertificateMate
         String::from_utf8(bytes.0.clone()).map_err(|_| format!("{key} is not PEM text"))
     };
     let crt = text("tls.crt")?;
-    let key = cloudstack::Secret::new(text("tls.key")?);
+    let key = text("tls.key")?;
     let pem = PemMaterial::from_tls_secret(&crt, key).map_err(|e| e.to_string())?;
     let inspected = pem.inspect(now).map_err(|e| e.to_string())?;
     Ok(CertificateMaterial { pem, inspected })

@@ -141,15 +141,18 @@ impl FakeApiServer {
         self.endpoint.url()
     }
 
-    /// Stops answering, as a stopped kube-apiserver (see [`Endpoint`]): connections to
-    /// [`Self::url`] are refused and the open ones, watches included, are cut. The store
-    /// is kept. Returns once a new connection would be refused.
+    /// Stops answering (see [`Endpoint`]): connections to [`Self::url`] are refused and
+    /// the open ones, watches included, are cut. The store and its watch history are kept,
+    /// as when the address fails over to another replica whose watch cache is warm; a
+    /// restarted kube-apiserver starts its watch cache at the current revision and answers
+    /// older resourceVersions 410, which is [`Cluster::compact`] before
+    /// [`Self::resume_answering`]. Returns once a new connection would be refused.
     pub async fn stop_answering(&self) {
         self.endpoint.stop().await;
     }
 
-    /// Answers again on the same address with the same store, as a restarted
-    /// kube-apiserver on the same etcd. Returns once it listens.
+    /// Answers again on the same address with the same store (and, unless it was
+    /// compacted meanwhile, the same watch history). Returns once it listens.
     pub async fn resume_answering(&self) {
         self.endpoint.resume().await;
     }

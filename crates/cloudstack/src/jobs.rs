@@ -331,7 +331,8 @@ fn job_failure(command: &str, jobid: &str, job: &Value) -> Error {
     }
 }
 
-/// Decodes the object `key` out of a job result (`{"loadbalancer":{…}}` → `LoadBalancerRule`).
+/// Decodes the object (or array) `key` out of a job result or a synchronous reply
+/// (`{"loadbalancer":{…}}` → `LoadBalancerRule`).
 pub fn job_object<T: DeserializeOwned>(
     command: &str,
     jobresult: Value,

@@ -5,7 +5,7 @@ use crate::requests::{
     UploadSslCert,
 };
 use crate::types::SslCert;
-use crate::{Client, Error};
+use crate::{Client, Error, job_object};
 
 impl Client {
     /// `uploadSslCert`: the stored certificate (with its id and fingerprint).
@@ -13,7 +13,7 @@ impl Client {
         let inner = self
             .call(UploadSslCert::COMMAND, request.to_params())
             .await?;
-        decode(UploadSslCert::COMMAND, inner.get("sslcert").cloned())
+        job_object(UploadSslCert::COMMAND, inner, "sslcert")
     }
 
     /// `listSslCerts`, in one call (the command has no pages). Without a filter and with a
@@ -30,10 +30,10 @@ impl Client {
         let inner = self
             .call(ListSslCerts::COMMAND, request.to_params())
             .await?;
-        match inner.get("sslcert") {
-            None => Ok(Vec::new()),
-            items => decode(ListSslCerts::COMMAND, items.cloned()),
+        if inner.get("sslcert").is_none() {
+            return Ok(Vec::new());
         }
+        job_object(ListSslCerts::COMMAND, inner, "sslcert")
     }
 
     /// `deleteSslCert`.
@@ -58,19 +58,4 @@ impl Client {
     ) -> Result<(), Error> {
         self.run_request(request).await
     }
-}
-
-/// Decodes a reply's object or array.
-fn decode<T: serde::de::DeserializeOwned>(
-    command: &str,
-    value: Option<serde_json::Value>,
-) -> Result<T, Error> {
-    let value = value.ok_or_else(|| Error::Decode {
-        command: command.to_owned(),
-        detail: "no sslcert in the reply".into(),
-    })?;
-    serde_json::from_value(value).map_err(|e| Error::Decode {
-        command: command.to_owned(),
-        detail: format!("sslcert: {e}"),
-    })
 }

@@ -218,11 +218,12 @@ impl Client {
     /// answer names no single account (root admin keys see every account).
     pub async fn identify_account(&self) -> Result<Option<String>, Error> {
         let live = self.live();
-        let accounts: Vec<serde_json::Value> = self
-            .list_all("listAccounts", "account", Params::new())
+        // One account or more than one is all it needs to know: two items of one page.
+        let (accounts, count): (Vec<serde_json::Value>, _) = self
+            .list_one_page("listAccounts", "account", Params::new(), 1, 2)
             .await?;
         let name = match accounts.as_slice() {
-            [only] => only
+            [only] if count.is_none_or(|count| count == 1) => only
                 .get("name")
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_owned),

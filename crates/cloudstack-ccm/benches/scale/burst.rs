@@ -34,6 +34,21 @@ pub struct BurstCase {
     pub concurrency: u32,
 }
 
+impl BurstCase {
+    /// The case's name for the bench's filter: `lb-burst-s20-p3-j50ms-c10`, with `-t25`
+    /// when throttled, so `-- lb-burst-s1-` runs the single-Service cases only.
+    pub fn filter_name(&self) -> String {
+        let throttle = self.throttle.map(|t| format!("-t{t}")).unwrap_or_default();
+        format!(
+            "{NAME}-s{}-p{}-j{}ms-c{}{throttle}",
+            self.services,
+            self.ports,
+            self.job.as_millis(),
+            self.concurrency
+        )
+    }
+}
+
 /// Backend VMs / Nodes of every burst.
 const NODES: usize = 3;
 

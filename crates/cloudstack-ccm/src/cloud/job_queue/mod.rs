@@ -13,9 +13,14 @@
 //!   has a job ready, so Services finish in the order they came;
 //! * only the oldest unfinished job is polled, at the moment it should end (the typical
 //!   run time of its command on that network, learnt from the jobs seen so far), then in
-//!   short steps; a job behind it polls only if the one ahead does not end within
-//!   `job_poll_max` (say, a job that never finishes). This keeps `queryAsyncJobResult`
-//!   calls to a few per job while noticing each end within a fraction of a job's time.
+//!   short steps; a job behind it polls only if the one ahead does not end within a few
+//!   run times (say, a job that never finishes). This keeps `queryAsyncJobResult`
+//!   calls to a few per job while noticing each end within a fraction of a job's time;
+//! * while another of our jobs waits behind the head, the head is first polled a quarter
+//!   of a run time after it should end: CloudStack starts the waiting job by itself, so
+//!   noticing the head's end a little later idles nothing, and that poll almost always
+//!   finds the job finished (one `queryAsyncJobResult` instead of two). A head with
+//!   nothing behind it is polled when it should end: its end is what a Service waits for.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -38,6 +43,15 @@ const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
 
 /// Weight of the newest run time in the typical run time (exponential average).
 const ESTIMATE_WEIGHT: f64 = 0.3;
+
+/// How much later than its typical end a head with a job of ours behind it is first
+/// polled, as a share of its run time (the job behind runs meanwhile).
+const FOLLOWED_HEAD_DELAY_SHARE: f64 = 0.25;
+
+/// A job behind the head polls anyway after this many typical run times (the head's and
+/// its own, with room to spare), at least `job_poll_max`: the head never ending is the
+/// only reason, and the head's own polls find that first.
+const BEHIND_RUN_TIMES: u32 = 3;
 
 /// The job queues of all networks.
 #[derive(Debug, Default)]
@@ -109,6 +123,7 @@ impl NetworkQueue {
                         seq,
                         submitted: None,
                         running_at: None,
+                        polled_late: false,
                     });
                     tracing::trace!(
                         ticket,
@@ -196,6 +211,9 @@ struct InFlight {
     submitted: Option<Instant>,
     /// The last poll that found the job still running was sent then.
     running_at: Option<Instant>,
+    /// Its first poll was put after its typical end on purpose (a job of ours waited
+    /// behind it): finding it finished then says nothing of how long it ran.
+    polled_late: bool,
 }
 
 /// A plan's place in the order of its network's queue.
@@ -215,6 +233,7 @@ impl PlanTicket {
         params: Params,
     ) -> Result<QueuedJob, cloudstack::Error> {
         let place = self.queue.take_place(self.ticket).await;
+        place.wait_for_the_jobs_ahead_to_be_submitted().await;
         let start = client.start_async(command, params).await?;
         place.mark_submitted();
         Ok(QueuedJob {
@@ -288,11 +307,37 @@ struct JobPlace {
 }
 
 impl JobPlace {
+    /// Waits until CloudStack has every job of ours ahead of this one (or they gave up),
+    /// so its queue runs our jobs in the order of their places: two plans submitting at
+    /// the same instant could otherwise reach it in the other order, and the job polled
+    /// as the head would be the one waiting.
+    async fn wait_for_the_jobs_ahead_to_be_submitted(&self) {
+        loop {
+            let notified = self.queue.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let state = self.queue.lock();
+                let all_submitted = state
+                    .in_flight
+                    .iter()
+                    .take_while(|job| job.seq != self.seq)
+                    .all(|job| job.submitted.is_some());
+                if all_submitted {
+                    return;
+                }
+            }
+            notified.await;
+        }
+    }
+
     fn mark_submitted(&self) {
         let mut state = self.queue.lock();
         if let Some(job) = state.job_mut(self.seq) {
             job.submitted = Some(Instant::now());
         }
+        drop(state);
+        self.queue.changed.notify_waiters();
     }
 
     /// The job was seen finished by the poll sent at `done_poll` (now if unknown). At the
@@ -312,12 +357,18 @@ impl JobPlace {
         {
             let typical = state.typical_run_time(command);
             let running_at = state.in_flight[0].running_at.filter(|at| *at > started);
-            let (end, sample) = match running_at {
-                Some(running_at) => {
+            let polled_late = state.in_flight[0].polled_late;
+            let (end, sample) = match (running_at, typical) {
+                (Some(running_at), _) => {
                     let end = running_at + (now - running_at) / 2;
                     (end, end - started)
                 }
-                None => {
+                // Found finished by a poll put late on purpose: it ended about when such
+                // jobs end, and teaches nothing new (the typical time stays as it is).
+                (None, Some(typical)) if polled_late => {
+                    (started + typical.min(now - started), typical)
+                }
+                (None, _) => {
                     // Ended by the first poll, likely about when it typically ends; what
                     // is learnt is a little less than the wait, so the first poll comes
                     // a little earlier next time, until one finds a job still running.
@@ -388,12 +439,14 @@ struct QueuePacing {
 
 /// Where a queued job stands.
 enum Standing {
-    /// Behind another of our jobs.
-    Behind,
-    /// At the head since `started`, typically running `run_time`.
+    /// Behind another of our jobs; jobs of its command typically run `run_time`.
+    Behind { run_time: Option<Duration> },
+    /// At the head since `started`, typically running `run_time`; `followed` when
+    /// another of our jobs waits behind it.
     Head {
         started: Instant,
         run_time: Option<Duration>,
+        followed: bool,
     },
     /// No longer tracked (should not happen while waiting): poll as usual.
     Unknown,
@@ -407,32 +460,45 @@ impl QueuePacing {
         }
     }
 
+    /// Records whether the first poll is put late on purpose.
+    fn place_polled_late(&self, late: bool) {
+        let mut state = self.queue.lock();
+        if let Some(job) = state.job_mut(self.seq) {
+            job.polled_late = late;
+        }
+    }
+
     fn standing(&self) -> Standing {
         let state = self.queue.lock();
+        let run_time = state
+            .typical_run_time(&self.command)
+            .or(self.client_run_time);
         match state.position(self.seq) {
             Some(0) => match state.head_started(self.seq) {
                 Some(started) => Standing::Head {
                     started,
-                    run_time: state
-                        .typical_run_time(&self.command)
-                        .or(self.client_run_time),
+                    run_time,
+                    followed: state.in_flight.len() > 1,
                 },
                 None => Standing::Unknown,
             },
-            Some(_) => Standing::Behind,
+            Some(_) => Standing::Behind { run_time },
             None => Standing::Unknown,
         }
     }
 
     async fn wait(&mut self) {
-        let behind_deadline = Instant::now() + self.behind_timeout;
+        let waiting_since = Instant::now();
         loop {
             let notified = self.queue.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             match self.standing() {
-                Standing::Behind => {
-                    if tokio::time::timeout_at(behind_deadline, notified)
+                Standing::Behind { run_time } => {
+                    let patience = run_time.map_or(self.behind_timeout, |run_time| {
+                        (run_time * BEHIND_RUN_TIMES).max(self.behind_timeout)
+                    });
+                    if tokio::time::timeout_at(waiting_since + patience, notified)
                         .await
                         .is_err()
                     {
@@ -442,15 +508,28 @@ impl QueuePacing {
                 Standing::Head {
                     started,
                     run_time: Some(run_time),
+                    followed,
                 } => {
                     if let Some(after_due) = &mut self.after_due {
                         tokio::time::sleep(after_due.next_interval()).await;
                         return;
                     }
-                    let step = run_time.mul_f64(NEXT_POLL_SHARE).max(MIN_POLL_INTERVAL);
-                    self.after_due = Some(BackoffPacing::new(step, self.behind_timeout));
-                    tokio::time::sleep_until(started + run_time).await;
-                    return;
+                    let due = if followed {
+                        run_time.mul_f64(1.0 + FOLLOWED_HEAD_DELAY_SHARE)
+                    } else {
+                        run_time
+                    };
+                    // Until the first poll is due, a change of the queue (a job of ours
+                    // joining behind this one, or the head's start placed anew) moves it.
+                    if tokio::time::timeout_at(started + due, notified)
+                        .await
+                        .is_err()
+                    {
+                        let step = run_time.mul_f64(NEXT_POLL_SHARE).max(MIN_POLL_INTERVAL);
+                        self.after_due = Some(BackoffPacing::new(step, self.behind_timeout));
+                        self.place_polled_late(followed);
+                        return;
+                    }
                 }
                 Standing::Head { run_time: None, .. } | Standing::Unknown => {
                     tokio::time::sleep(self.fallback.next_interval()).await;

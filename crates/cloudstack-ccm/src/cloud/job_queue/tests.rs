@@ -89,7 +89,11 @@ async fn the_head_is_polled_when_it_should_end_and_the_next_behind_it() {
     };
     let started = Instant::now();
     pacing(&head).wait().await;
-    assert_eq!(started.elapsed(), Duration::from_secs(1), "head: due time");
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(1250),
+        "head with a job behind it: a quarter of a run time after its due time"
+    );
     let mut behind = pacing(&next);
     let mut behind_wait = Box::pin(behind.wait());
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -99,11 +103,48 @@ async fn the_head_is_polled_when_it_should_end_and_the_next_behind_it() {
     );
     head.finished("createLoadBalancerRule", None);
     drop(head);
+    assert_eq!(
+        plan.queue.lock().typical_run_time("createLoadBalancerRule"),
+        Some(Duration::from_secs(1)),
+        "a head found finished by a poll put late on purpose teaches nothing"
+    );
     behind_wait.await;
-    // The head, seen finished at its first poll (1.3 s), ended at about its typical
-    // time (1 s). It teaches a little less (0.9 × 1.3 s = 1.17 s, weighed 0.3 against
-    // the 1 s known): the next job is polled 1.051 s after the head's end.
-    assert_eq!(started.elapsed(), Duration::from_millis(2051));
+    // The head ended at about its typical time (1 s); the next job, alone now, is polled
+    // when it should end, one run time later.
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_head_alone_is_polled_when_it_should_end_and_teaches_its_run_time() {
+    let queues = NetworkQueues::default();
+    let plan = queues.enter("net");
+    let head = plan.queue.take_place(plan.ticket).await;
+    head.mark_submitted();
+    plan.queue
+        .lock()
+        .run_times
+        .insert("assignToLoadBalancerRule".into(), Duration::from_secs(1));
+    let mut pacing = QueuePacing {
+        queue: head.queue.clone(),
+        seq: head.seq,
+        command: "assignToLoadBalancerRule".into(),
+        behind_timeout: Duration::from_secs(1),
+        fallback: BackoffPacing::new(Duration::from_millis(50), Duration::from_secs(1)),
+        client_run_time: None,
+        after_due: None,
+        last_poll: None,
+    };
+    let started = Instant::now();
+    pacing.wait().await;
+    assert_eq!(started.elapsed(), Duration::from_secs(1), "its due time");
+    head.finished("assignToLoadBalancerRule", None);
+    assert_eq!(
+        plan.queue
+            .lock()
+            .typical_run_time("assignToLoadBalancerRule"),
+        Some(Duration::from_millis(970)),
+        "found finished at its due time: a little less is learnt (0.7 × 1 s + 0.3 × 0.9 s)"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -155,7 +196,22 @@ async fn a_job_behind_one_that_never_ends_is_polled_anyway() {
     };
     let started = Instant::now();
     pacing.wait().await;
-    assert_eq!(started.elapsed(), Duration::from_secs(1));
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(1),
+        "nothing learnt: after job_poll_max"
+    );
+    plan.queue
+        .lock()
+        .run_times
+        .insert("assignToLoadBalancerRule".into(), Duration::from_secs(2));
+    let started = Instant::now();
+    pacing.wait().await;
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(6),
+        "2 s jobs: after three run times, not every job_poll_max"
+    );
 }
 
 #[tokio::test]
@@ -189,5 +245,32 @@ async fn what_a_network_taught_guides_the_jobs_waited_for_outside_the_queues() {
     assert!(
         learnt >= Duration::from_millis(150) && learnt <= Duration::from_millis(700),
         "a 300 ms job: {learnt:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_job_is_submitted_only_once_the_jobs_ahead_of_it_are() {
+    let queues = NetworkQueues::default();
+    let plan = queues.enter("net");
+    let ahead = plan.queue.take_place(plan.ticket).await;
+    let behind = plan.queue.take_place(plan.ticket).await;
+    let mut turn = Box::pin(behind.wait_for_the_jobs_ahead_to_be_submitted());
+    assert!(
+        turn.as_mut().now_or_never().is_none(),
+        "the job ahead is not yet at CloudStack"
+    );
+    ahead.mark_submitted();
+    assert!(turn.as_mut().now_or_never().is_some(), "now it is");
+    drop(turn);
+    drop(ahead);
+    drop(behind);
+    // A job ahead that gave up before it was submitted holds nothing back.
+    let next = plan.queue.take_place(plan.ticket).await;
+    let last = plan.queue.take_place(plan.ticket).await;
+    drop(next);
+    assert!(
+        last.wait_for_the_jobs_ahead_to_be_submitted()
+            .now_or_never()
+            .is_some()
     );
 }

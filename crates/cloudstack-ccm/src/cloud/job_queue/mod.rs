@@ -10,7 +10,10 @@
 //!   running and one waiting behind it, so the network never idles while the owner of the
 //!   running job notices its end, and a new job is never stuck behind a long backlog;
 //! * a free place goes to the oldest plan ([`PlanTicket`], taken when a plan starts) that
-//!   has a job ready, so Services finish in the order they came;
+//!   has a job ready, so Services finish in the order they came; the place a finished job
+//!   frees is kept for its own plan for half a run time (the job behind it runs
+//!   meanwhile), so a younger plan that is waiting does not take it in the instant before
+//!   the older plan submits its next job;
 //! * only the oldest unfinished job is polled, at the moment it should end (the typical
 //!   run time of its command on that network, learnt from the jobs seen so far), then in
 //!   short steps; a job behind it polls only if the one ahead does not end within a few
@@ -92,7 +95,8 @@ impl NetworkQueue {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits for a free place (the oldest waiting plan first) and takes it.
+    /// Waits for a free place (the oldest waiting plan first, a place handed over to an
+    /// older plan kept for it) and takes it.
     async fn take_place(self: &Arc<Self>, ticket: u64) -> JobPlace {
         let waiter = {
             let mut state = self.lock();
@@ -111,16 +115,23 @@ impl NetworkQueue {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
+            let kept_until = {
                 let mut state = self.lock();
-                if state.in_flight.len() < JOBS_IN_FLIGHT && state.waiting.first() == Some(&waiter)
+                let kept_until = state.kept_for_an_older_plan(ticket);
+                if kept_until.is_none()
+                    && state.in_flight.len() < JOBS_IN_FLIGHT
+                    && state.waiting.first() == Some(&waiter)
                 {
                     state.waiting.remove(&waiter);
                     waiting.armed = false;
+                    if state.handover.is_some_and(|h| h.ticket == ticket) {
+                        state.handover = None;
+                    }
                     state.next_job += 1;
                     let seq = state.next_job;
                     state.in_flight.push_back(InFlight {
                         seq,
+                        ticket,
                         submitted: None,
                         running_at: None,
                         polled_late: false,
@@ -139,8 +150,14 @@ impl NetworkQueue {
                         seq,
                     };
                 }
+                kept_until
+            };
+            match kept_until {
+                Some(until) => {
+                    let _ = tokio::time::timeout_at(until, notified).await;
+                }
+                None => notified.await,
             }
-            notified.await;
         }
     }
 }
@@ -176,12 +193,35 @@ struct QueueState {
     previous_end: Option<Instant>,
     /// Typical run time by command, learnt from finished jobs.
     run_times: HashMap<String, Duration>,
+    /// A freed place kept for the plan whose job just finished.
+    handover: Option<Handover>,
     /// The typical run time learnt last, of any command: the first guess for a command
     /// not seen yet on this network (jobs of one network cost alike).
     last_run_time: Option<Duration>,
 }
 
+/// The place a finished job freed, kept for its plan until `until`.
+#[derive(Debug, Clone, Copy)]
+struct Handover {
+    ticket: u64,
+    until: Instant,
+}
+
+/// The longest a freed place is kept for the plan whose job freed it.
+const MAX_HANDOVER: Duration = Duration::from_secs(1);
+
 impl QueueState {
+    /// Until when a free place is kept for a plan older than `ticket`, if it is; an
+    /// expired hand-over is dropped.
+    fn kept_for_an_older_plan(&mut self, ticket: u64) -> Option<Instant> {
+        let handover = self.handover?;
+        if Instant::now() >= handover.until {
+            self.handover = None;
+            return None;
+        }
+        (handover.ticket < ticket).then_some(handover.until)
+    }
+
     fn position(&self, seq: u64) -> Option<usize> {
         self.in_flight.iter().position(|job| job.seq == seq)
     }
@@ -208,6 +248,8 @@ impl QueueState {
 #[derive(Debug)]
 struct InFlight {
     seq: u64,
+    /// The plan it belongs to.
+    ticket: u64,
     submitted: Option<Instant>,
     /// The last poll that found the job still running was sent then.
     running_at: Option<Instant>,
@@ -221,6 +263,18 @@ struct InFlight {
 pub(crate) struct PlanTicket {
     queue: Arc<NetworkQueue>,
     ticket: u64,
+}
+
+impl Drop for PlanTicket {
+    fn drop(&mut self) {
+        // A plan that ended keeps no place.
+        let mut state = self.queue.lock();
+        if state.handover.is_some_and(|h| h.ticket == self.ticket) {
+            state.handover = None;
+            drop(state);
+            self.queue.changed.notify_waiters();
+        }
+    }
 }
 
 impl PlanTicket {
@@ -389,7 +443,18 @@ impl JobPlace {
             state.previous_end = Some(end);
             learnt = Some(sample);
         }
-        state.in_flight.remove(position);
+        let job = state.in_flight.remove(position);
+        // Its plan likely has a next job: keep the place for it while the job behind
+        // runs, if a younger plan waits for it.
+        if let Some(job) = job
+            && state.waiting.iter().any(|(ticket, _)| *ticket > job.ticket)
+            && let Some(run_time) = state.typical_run_time(command)
+        {
+            state.handover = Some(Handover {
+                ticket: job.ticket,
+                until: Instant::now() + (run_time / 2).min(MAX_HANDOVER),
+            });
+        }
         tracing::trace!(
             seq = self.seq,
             position,

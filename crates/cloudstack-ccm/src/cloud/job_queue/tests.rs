@@ -274,3 +274,63 @@ async fn a_job_is_submitted_only_once_the_jobs_ahead_of_it_are() {
             .is_some()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_place_a_finished_job_frees_is_kept_for_its_plan_for_a_while() {
+    let queues = NetworkQueues::default();
+    let older = queues.enter("net");
+    let younger = queues.enter("net");
+    older
+        .queue
+        .lock()
+        .run_times
+        .insert("createLoadBalancerRule".into(), Duration::from_secs(1));
+    let first = older.queue.take_place(older.ticket).await;
+    first.mark_submitted();
+    let _behind = younger.queue.take_place(younger.ticket).await;
+    let mut younger_wait = Box::pin(younger.queue.take_place(younger.ticket));
+    assert!(younger_wait.as_mut().now_or_never().is_none(), "full");
+    first.finished("createLoadBalancerRule", None);
+    drop(first);
+    assert!(
+        younger_wait.as_mut().now_or_never().is_none(),
+        "the freed place is kept for the older plan"
+    );
+    let next = older
+        .queue
+        .take_place(older.ticket)
+        .now_or_never()
+        .expect("the older plan takes its place at once");
+    next.finished("createLoadBalancerRule", None);
+    drop(next);
+    // Kept again; the younger plan gets it when the hand-over ends: half the typical run
+    // time, 0.7 s now (0.7 × 1 s + 0.3 × the first job, found finished at once).
+    let started = Instant::now();
+    younger_wait.await;
+    assert_eq!(started.elapsed(), Duration::from_millis(350));
+}
+
+#[tokio::test]
+async fn a_plan_that_ended_keeps_no_place() {
+    let queues = NetworkQueues::default();
+    let older = queues.enter("net");
+    let younger = queues.enter("net");
+    older
+        .queue
+        .lock()
+        .run_times
+        .insert("assignToLoadBalancerRule".into(), Duration::from_secs(60));
+    let first = older.queue.take_place(older.ticket).await;
+    first.mark_submitted();
+    let _behind = younger.queue.take_place(younger.ticket).await;
+    let mut younger_wait = Box::pin(younger.queue.take_place(younger.ticket));
+    assert!(younger_wait.as_mut().now_or_never().is_none(), "full");
+    first.finished("assignToLoadBalancerRule", None);
+    drop(first);
+    assert!(younger_wait.as_mut().now_or_never().is_none(), "kept");
+    drop(older);
+    assert!(
+        younger_wait.as_mut().now_or_never().is_some(),
+        "the older plan ended: the place is free"
+    );
+}

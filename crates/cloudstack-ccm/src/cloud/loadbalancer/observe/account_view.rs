@@ -15,12 +15,19 @@
 //! cache's maximum age. After a change that succeeded, only the public IPs it touched are
 //! read again, with what stands on them ([`AccountViewCache::renew_ips`]: three small
 //! calls per IP), and spliced into the view: a burst of new load balancers does not read
-//! every rule, address and firewall rule of the account once per Service.
+//! every rule, address and firewall rule of the account once per Service. When the
+//! results of the change's jobs say exactly what it did ([`ViewChanges`]), they are
+//! spliced in instead, with no read ([`AccountViewCache::apply_changes`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+mod changes;
+mod patch;
+
+pub(crate) use changes::ViewChanges;
 
 use cloudstack::{
     FirewallRule, ListFirewallRules, ListLoadBalancerRules, ListNetworkAcls, ListNetworks,
@@ -48,6 +55,8 @@ pub(crate) struct AccountView {
     read: u64,
     /// Read number of each IP read again since, by IP id.
     renewed: HashMap<String, u64>,
+    /// Number of the last patch of each IP ([`AccountView::patch`]), by IP id.
+    patched: HashMap<String, u64>,
 }
 
 /// One public IP as read again, with what stands on it; `ip` is `None` when the address
@@ -114,6 +123,7 @@ impl AccountView {
             fetched_at: Instant::now(),
             read: 0,
             renewed: HashMap::new(),
+            patched: HashMap::new(),
         }
     }
 
@@ -155,6 +165,7 @@ impl AccountView {
             fetched_at: self.fetched_at,
             read: self.read,
             renewed: self.renewed.clone(),
+            patched: self.patched.clone(),
         };
         for ip in newer {
             view.renewed.insert(ip.id, read);
@@ -356,10 +367,57 @@ impl AccountViewCache {
             }
         };
         let mut current = self.current.lock().await;
-        if let Some(cached) = current.as_mut()
-            && let Some(spliced) = cached.view.splice(renewed, read)
+        if let Some(cached) = current.as_mut() {
+            if cached.view.misses_a_patch(ip_ids.iter(), read) {
+                // A run's results were spliced in after this read started.
+                self.invalidate();
+            } else if let Some(spliced) = cached.view.splice(renewed, read) {
+                cached.view = Arc::new(spliced);
+            }
+        }
+    }
+
+    /// Splices what a run that ended changed (`changes`, known exactly) into the current
+    /// view ([`AccountView::patch`]), reading only the firewall rules of the IPs the
+    /// results leave them unknown on (one call per IP). A read that fails, or a view
+    /// changed since in a way the patch cannot follow, forgets the view instead.
+    pub(crate) async fn apply_changes(&self, client: &cloudstack::Client, changes: &ViewChanges) {
+        if changes.is_empty() {
+            return;
+        }
+        let read = self.reads.fetch_add(1, Ordering::SeqCst) + 1;
+        let to_read = match self.current.lock().await.as_ref() {
+            Some(cached) => cached.view.firewall_rules_to_read(changes),
+            None => return,
+        };
+        let reads = to_read.iter().map(|ip| async move {
+            let request = ListFirewallRules {
+                ipaddressid: Some(ip.clone()),
+                listall: Some(true),
+                ..Default::default()
+            };
+            Ok::<_, cloudstack::Error>((ip.clone(), client.list_firewall_rules(&request).await?))
+        });
+        let firewall_read: HashMap<String, Vec<FirewallRule>> = match futures::future::try_join_all(
+            reads,
+        )
+        .await
         {
-            cached.view = Arc::new(spliced);
+            Ok(read) => read.into_iter().collect(),
+            Err(error) => {
+                tracing::debug!(%error, "reading firewall rules again failed; the view is read again");
+                self.invalidate();
+                return;
+            }
+        };
+        let mut current = self.current.lock().await;
+        let Some(cached) = current.as_mut() else {
+            return;
+        };
+        match cached.view.patch(changes, firewall_read, read) {
+            Ok(Some(patched)) => cached.view = Arc::new(patched),
+            Ok(None) => {}
+            Err(patch::NeedsRead) => self.invalidate(),
         }
     }
 }

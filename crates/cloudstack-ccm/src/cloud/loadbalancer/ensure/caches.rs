@@ -66,7 +66,7 @@ impl Engine {
         }
         let changes = &applied.view_changes;
         match changes.why_inexact() {
-            None => return self.views.apply_changes(&self.client, changes).await,
+            None => return self.views.apply_changes(changes).await,
             Some(why) => tracing::debug!(
                 why,
                 "the plan's results do not say all it changed; its addresses are read again"
@@ -121,4 +121,24 @@ impl Engine {
             }
         }
     }
+
+    /// Reads the public IPs of `observed` again, for the ids of the firewall rules the view
+    /// holds without one (made by `openfirewall` since the view was read).
+    pub(super) async fn name_firewall_rules(&self, observed: &ObservedLb) {
+        let ips: BTreeSet<String> = observed
+            .ip
+            .iter()
+            .map(|ip| ip.id.clone())
+            .chain(observed.rules.iter().map(|r| r.public_ip_id.clone()))
+            .filter(|id| !id.is_empty())
+            .collect();
+        self.views.renew_ips(&self.client, &ips).await;
+    }
+}
+
+/// Whether `plan` deletes a firewall rule whose id the view does not hold (see
+/// [`Engine::name_firewall_rules`]).
+pub(super) fn deletes_unnamed_firewall_rule(plan: &Plan) -> bool {
+    plan.steps()
+        .any(|step| matches!(step, Step::DeleteFirewallRule { id, .. } if id.is_empty()))
 }

@@ -57,6 +57,11 @@ pub(crate) struct AccountView {
     renewed: HashMap<String, u64>,
     /// Number of the last patch of each IP ([`AccountView::patch`]), by IP id.
     patched: HashMap<String, u64>,
+    /// IPs whose firewall rules `firewall_rules` does not hold (a patch left them unknown):
+    /// read on first need.
+    firewall_unknown: BTreeSet<String>,
+    /// The firewall rules of IPs of `firewall_unknown` read since, by IP id.
+    firewall_read: tokio::sync::Mutex<HashMap<String, Vec<Arc<FirewallRule>>>>,
 }
 
 /// One public IP as read again, with what stands on it; `ip` is `None` when the address
@@ -124,6 +129,8 @@ impl AccountView {
             read: 0,
             renewed: HashMap::new(),
             patched: HashMap::new(),
+            firewall_unknown: BTreeSet::new(),
+            firewall_read: tokio::sync::Mutex::default(),
         }
     }
 
@@ -141,6 +148,8 @@ impl AccountView {
         }
         let ids: BTreeSet<&str> = newer.iter().map(|ip| ip.id.as_str()).collect();
         let on_renewed = |ip_id: Option<&str>| ip_id.is_some_and(|id| ids.contains(id));
+        let (firewall_rules, mut firewall_unknown) = self.firewall_known();
+        firewall_unknown.retain(|ip| !ids.contains(ip.as_str()));
         let mut view = AccountView {
             rules: self
                 .rules
@@ -154,11 +163,9 @@ impl AccountView {
                 .filter(|ip| !on_renewed(ip.id.as_deref()))
                 .cloned()
                 .collect(),
-            firewall_rules: self
-                .firewall_rules
-                .iter()
+            firewall_rules: firewall_rules
+                .into_iter()
                 .filter(|r| !on_renewed(r.ipaddressid.as_deref()))
-                .cloned()
                 .collect(),
             networks: self.networks.clone(),
             acl_items: tokio::sync::Mutex::default(),
@@ -166,6 +173,8 @@ impl AccountView {
             read: self.read,
             renewed: self.renewed.clone(),
             patched: self.patched.clone(),
+            firewall_unknown,
+            firewall_read: tokio::sync::Mutex::default(),
         };
         for ip in newer {
             view.renewed.insert(ip.id, read);
@@ -209,15 +218,54 @@ impl AccountView {
             .map(|r| &**r)
     }
 
-    /// Firewall rules on the public IP `ip_id`.
-    pub(crate) fn firewall_rules_on_ip<'a>(
-        &'a self,
-        ip_id: &'a str,
-    ) -> impl Iterator<Item = &'a FirewallRule> + 'a {
-        self.firewall_rules
-            .iter()
-            .filter(move |r| r.ipaddressid.as_deref() == Some(ip_id))
-            .map(|r| &**r)
+    /// Firewall rules on the public IP `ip_id`, read (one `listFirewallRules` the first
+    /// time) when the view does not hold them: a change made them unknown.
+    pub(crate) async fn firewall_rules_on_ip(
+        &self,
+        client: &cloudstack::Client,
+        ip_id: &str,
+    ) -> Result<Vec<Arc<FirewallRule>>, cloudstack::Error> {
+        if !self.firewall_unknown.contains(ip_id) {
+            return Ok(self
+                .firewall_rules
+                .iter()
+                .filter(|r| r.ipaddressid.as_deref() == Some(ip_id))
+                .cloned()
+                .collect());
+        }
+        let mut read = self.firewall_read.lock().await;
+        if let Some(found) = read.get(ip_id) {
+            return Ok(found.clone());
+        }
+        let request = ListFirewallRules {
+            ipaddressid: Some(ip_id.to_string()),
+            listall: Some(true),
+            ..Default::default()
+        };
+        let rules: Vec<Arc<FirewallRule>> = client
+            .list_firewall_rules(&request)
+            .await?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        read.insert(ip_id.to_string(), rules.clone());
+        Ok(rules)
+    }
+
+    /// The firewall rules this view holds with those read since on first need, and the
+    /// IPs whose firewall rules are still unknown: what a view spliced from this one
+    /// starts from.
+    fn firewall_known(&self) -> (Vec<Arc<FirewallRule>>, BTreeSet<String>) {
+        let mut rules = self.firewall_rules.clone();
+        let mut unknown = self.firewall_unknown.clone();
+        if let Ok(read) = self.firewall_read.try_lock() {
+            for (ip, read) in read.iter() {
+                if unknown.remove(ip) {
+                    rules.extend(read.iter().cloned());
+                }
+            }
+        }
+        (rules, unknown)
     }
 
     /// The ingress items of ACL list `acl_id` (one `listNetworkACLs` the first time).
@@ -378,46 +426,17 @@ impl AccountViewCache {
     }
 
     /// Splices what a run that ended changed (`changes`, known exactly) into the current
-    /// view ([`AccountView::patch`]), reading only the firewall rules of the IPs the
-    /// results leave them unknown on (one call per IP). A read that fails, or a view
-    /// changed since in a way the patch cannot follow, forgets the view instead.
-    pub(crate) async fn apply_changes(&self, client: &cloudstack::Client, changes: &ViewChanges) {
+    /// view ([`AccountView::patch`]), with no read.
+    pub(crate) async fn apply_changes(&self, changes: &ViewChanges) {
         if changes.is_empty() {
             return;
         }
         let read = self.reads.fetch_add(1, Ordering::SeqCst) + 1;
-        let to_read = match self.current.lock().await.as_ref() {
-            Some(cached) => cached.view.firewall_rules_to_read(changes),
-            None => return,
-        };
-        let reads = to_read.iter().map(|ip| async move {
-            let request = ListFirewallRules {
-                ipaddressid: Some(ip.clone()),
-                listall: Some(true),
-                ..Default::default()
-            };
-            Ok::<_, cloudstack::Error>((ip.clone(), client.list_firewall_rules(&request).await?))
-        });
-        let firewall_read: HashMap<String, Vec<FirewallRule>> = match futures::future::try_join_all(
-            reads,
-        )
-        .await
-        {
-            Ok(read) => read.into_iter().collect(),
-            Err(error) => {
-                tracing::debug!(%error, "reading firewall rules again failed; the view is read again");
-                self.invalidate();
-                return;
-            }
-        };
         let mut current = self.current.lock().await;
-        let Some(cached) = current.as_mut() else {
-            return;
-        };
-        match cached.view.patch(changes, firewall_read, read) {
-            Ok(Some(patched)) => cached.view = Arc::new(patched),
-            Ok(None) => {}
-            Err(patch::NeedsRead) => self.invalidate(),
+        if let Some(cached) = current.as_mut()
+            && let Some(patched) = cached.view.patch(changes, read)
+        {
+            cached.view = Arc::new(patched);
         }
     }
 }

@@ -4,14 +4,16 @@
 //! every step that ran is of a kind whose effect is known this way, the change is spliced
 //! into the view without reading CloudStack again ([`AccountView::patch`]).
 //!
-//! Two effects no job result shows. A rule created with `openfirewall=true` gets a
-//! firewall rule whose id nothing returns, and a deleted rule takes such a firewall rule
-//! with it; the firewall rules of those IPs are read again
-//! ([`AccountView::firewall_rules_to_read`]).
+//! Two effects no job result shows fully. A rule created with `openfirewall=true` gets a
+//! firewall rule whose id nothing returns: it enters the view without its id (a plan that
+//! would delete it reads it first, see `Engine::prepare`). A deleted rule takes such a
+//! firewall rule with it: known when the rule is tagged as opened so, else the firewall
+//! rules of its IP are left unknown, read when first needed
+//! ([`AccountView::firewall_rules_on_ip`]).
 //!
 //! [`AccountView`]: super::AccountView
 //! [`AccountView::patch`]: super::AccountView::patch
-//! [`AccountView::firewall_rules_to_read`]: super::AccountView::firewall_rules_to_read
+//! [`AccountView::firewall_rules_on_ip`]: super::AccountView::firewall_rules_on_ip
 
 use std::collections::BTreeSet;
 
@@ -39,8 +41,8 @@ pub(crate) struct ViewChanges {
     pub(super) released: BTreeSet<String>,
     /// Tags put on or taken off, in order.
     pub(super) tags: Vec<TagChange>,
-    /// Public IPs on which a rule was created with `openfirewall=true`.
-    pub(super) opened_firewall_on: BTreeSet<String>,
+    /// Ids of the rules created with `openfirewall=true`.
+    pub(super) opened_by: BTreeSet<String>,
     /// ACL items were created or deleted (the view's ACL items are read again).
     pub(super) acl_changed: bool,
     /// Why the results do not say exactly what changed, when they do not.
@@ -77,8 +79,7 @@ impl ViewChanges {
     /// `openfirewall=true`.
     pub(crate) fn rule_created(&mut self, rule: LoadBalancerRule, opens_firewall: bool) {
         if opens_firewall {
-            self.opened_firewall_on
-                .extend(rule.publicipid.iter().cloned());
+            self.opened_by.extend(rule.id.iter().cloned());
         }
         self.rules.push(rule);
     }

@@ -1,5 +1,6 @@
 //! [`AccountView::patch`]: a run's [`ViewChanges`] spliced into the view object by object,
-//! with no read of CloudStack but the firewall rules the results leave unknown.
+//! with no read of CloudStack. The firewall rules of an IP the results do not tell are
+//! marked unknown, read when first needed ([`AccountView::firewall_rules_on_ip`]).
 //!
 //! Order: a patch is numbered from the same counter as the reads, taken when the run has
 //! ended. On an IP read again by a later read (number above the patch's) the patch changes
@@ -17,12 +18,6 @@ use super::AccountView;
 use super::changes::{FIREWALL_RULE, LOAD_BALANCER, PUBLIC_IP, ViewChanges};
 use crate::cloud::tags::TAG_OPEN_FIREWALL;
 use cloudstack::tag_value;
-
-/// The patch needs a read it was not given (the view changed since the IPs to read were
-/// chosen, or a newer patch stands on an IP whose firewall rules were read): the view is
-/// read again instead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NeedsRead;
 
 /// The owner fields of a resource, which CloudStack gives the tags put on it.
 fn owner(
@@ -78,19 +73,45 @@ fn may_open(fw: &FirewallRule, rule: &LoadBalancerRule) -> bool {
         && fw.tags.is_empty()
 }
 
+/// The firewall rule `openfirewall=true` made with `rule` (TCP, for a TCP rule only),
+/// as a read shows it but for its id, which no job result gives.
+fn opened_firewall_rule(rule: &LoadBalancerRule) -> FirewallRule {
+    FirewallRule {
+        id: None,
+        protocol: Some("tcp".into()),
+        startport: rule.publicport,
+        endport: rule.publicport,
+        cidrlist: Some("0.0.0.0/0".into()),
+        ipaddressid: rule.publicipid.clone(),
+        ipaddress: rule.publicip.clone(),
+        networkid: rule.networkid.clone(),
+        state: Some("Active".into()),
+        traffictype: Some("Ingress".into()),
+        fordisplay: Some(true),
+        ..FirewallRule::default()
+    }
+}
+
+/// Whether `rule` is TCP (`openfirewall` makes a firewall rule of the rule's protocol).
+fn is_tcp(rule: &LoadBalancerRule) -> bool {
+    rule.protocol
+        .as_deref()
+        .is_none_or(|p| p.eq_ignore_ascii_case("tcp"))
+}
+
 impl AccountView {
     /// The rules of the view deleted by `changes`, with the firewall rules each may have
     /// taken with it (`deleteLoadBalancerRule` deletes the one `openfirewall` made).
     fn deleted_rules<'a>(
         &'a self,
         changes: &'a ViewChanges,
+        firewall_rules: &'a [Arc<FirewallRule>],
     ) -> impl Iterator<Item = (&'a LoadBalancerRule, Vec<&'a FirewallRule>)> + 'a {
         self.rules
             .iter()
             .filter(|r| r.id.as_ref().is_some_and(|id| changes.deleted.contains(id)))
             .map(|rule| {
-                let taken = self
-                    .firewall_rules
+                let taken = firewall_rules
                     .iter()
                     .filter(|fw| {
                         !fw.id
@@ -104,14 +125,27 @@ impl AccountView {
             })
     }
 
-    /// The public IPs whose firewall rules `changes` leave unknown: those a rule was
-    /// created on with `openfirewall=true` (its firewall rule's id is in no result), and
-    /// those of deleted rules that may have taken a firewall rule with them, unless the
-    /// rule was tagged as opened so (then the firewall rule it took is known). Released
-    /// IPs have none.
-    pub(crate) fn firewall_rules_to_read(&self, changes: &ViewChanges) -> BTreeSet<String> {
-        let mut ips = changes.opened_firewall_on.clone();
-        for (rule, taken) in self.deleted_rules(changes) {
+    /// The public IPs whose firewall rules `changes` leave unknown: those a rule other
+    /// than TCP was created on with `openfirewall=true` (the firewall rule it made is not
+    /// modelled), and those of deleted rules that may have taken a firewall rule with
+    /// them, unless the rule was tagged as opened so (then the firewall rule it took is
+    /// known). Released IPs have none.
+    fn firewall_rules_left_unknown(
+        &self,
+        changes: &ViewChanges,
+        firewall_rules: &[Arc<FirewallRule>],
+    ) -> BTreeSet<String> {
+        let mut ips: BTreeSet<String> = changes
+            .rules
+            .iter()
+            .filter(|r| {
+                r.id.as_ref()
+                    .is_some_and(|id| changes.opened_by.contains(id))
+            })
+            .filter(|r| !is_tcp(r))
+            .filter_map(|r| r.publicipid.clone())
+            .collect();
+        for (rule, taken) in self.deleted_rules(changes, firewall_rules) {
             let opened = tag_value(&rule.tags, TAG_OPEN_FIREWALL) == Some("true");
             if !taken.is_empty() && !opened {
                 ips.extend(rule.publicipid.iter().cloned());
@@ -151,12 +185,8 @@ impl AccountView {
         }
     }
 
-    /// The public IPs `changes` (and the firewall rules read, `firewall_read`) touch.
-    fn touched_ips(
-        &self,
-        changes: &ViewChanges,
-        firewall_read: &HashMap<String, Vec<FirewallRule>>,
-    ) -> BTreeSet<String> {
+    /// The public IPs `changes` touch.
+    fn touched_ips(&self, changes: &ViewChanges) -> BTreeSet<String> {
         let mut ips: BTreeSet<String> = changes.ips.iter().filter_map(|ip| ip.id.clone()).collect();
         ips.extend(changes.rules.iter().filter_map(|r| r.publicipid.clone()));
         ips.extend(
@@ -166,7 +196,6 @@ impl AccountView {
                 .filter_map(|r| r.ipaddressid.clone()),
         );
         ips.extend(changes.released.iter().cloned());
-        ips.extend(firewall_read.keys().cloned());
         for id in &changes.deleted {
             ips.extend(
                 self.ip_of(changes, LOAD_BALANCER, id)
@@ -181,52 +210,42 @@ impl AccountView {
         ips
     }
 
-    /// This view with `changes` spliced in as of read number `read` (taken when the run
-    /// ended), the firewall rules of the IPs in `firewall_read` replaced by that read:
-    /// the results replace the objects of the same id, deleted objects and released IPs
-    /// (with what stood on them) leave, tags are put on and taken off, an IP not yet
-    /// associated with a network takes the network of the first rule created on it (a
-    /// VPC address: CloudStack associates it with the rule's tier). Objects left as they
-    /// were are shared with this view. `Ok(None)` when the view holds newer reads of every
-    /// IP touched; [`NeedsRead`] when `firewall_read` lacks an IP whose firewall rules the
-    /// changes leave unknown.
-    pub(crate) fn patch(
-        &self,
-        changes: &ViewChanges,
-        firewall_read: HashMap<String, Vec<FirewallRule>>,
-        read: u64,
-    ) -> Result<Option<AccountView>, NeedsRead> {
-        if !self
-            .firewall_rules_to_read(changes)
-            .iter()
-            .all(|ip| firewall_read.contains_key(ip))
-        {
-            return Err(NeedsRead);
-        }
-        let newer_patch = |ip: &String| self.patched.get(ip).is_some_and(|p| *p > read);
-        if firewall_read.keys().any(newer_patch) {
-            return Err(NeedsRead);
-        }
+    /// This view with `changes` spliced in as of number `read` (taken when the run
+    /// ended): the results replace the objects of the same id, deleted objects and
+    /// released IPs (with what stood on them) leave, tags are put on and taken off, an IP
+    /// not yet associated with a network takes the network of the first rule created on
+    /// it (a VPC address: CloudStack associates it with the rule's tier), and the
+    /// firewall rules the results do not tell are marked unknown. Objects left as they
+    /// were are shared with this view. `None` when the view holds newer reads of every
+    /// IP touched.
+    pub(crate) fn patch(&self, changes: &ViewChanges, read: u64) -> Option<AccountView> {
         let fresh: BTreeSet<String> = self
-            .touched_ips(changes, &firewall_read)
+            .touched_ips(changes)
             .into_iter()
             .filter(|ip| read > self.read && self.renewed.get(ip).is_none_or(|r| read > *r))
             .collect();
         if fresh.is_empty() {
-            return Ok(None);
+            return None;
         }
         let on_fresh = |ip: &Option<String>| ip.as_ref().is_some_and(|ip| fresh.contains(ip));
         let gone = |id: &Option<String>, ip: &Option<String>| {
             id.as_ref().is_some_and(|id| changes.deleted.contains(id))
                 || ip.as_ref().is_some_and(|ip| changes.released.contains(ip))
         };
+        let (known_firewall, mut firewall_unknown) = self.firewall_known();
         // Firewall rules a deleted rule took with it (known: the rule was opened so).
-        let taken: BTreeSet<&str> = self
-            .deleted_rules(changes)
+        let taken: Vec<*const FirewallRule> = self
+            .deleted_rules(changes, &known_firewall)
             .filter(|(rule, _)| on_fresh(&rule.publicipid))
             .flat_map(|(_, taken)| taken)
-            .filter_map(|fw| fw.id.as_deref())
+            .map(std::ptr::from_ref)
             .collect();
+        firewall_unknown.extend(
+            self.firewall_rules_left_unknown(changes, &known_firewall)
+                .into_iter()
+                .filter(|ip| fresh.contains(ip)),
+        );
+        firewall_unknown.retain(|ip| !changes.released.contains(ip));
 
         // Load-balancer rules: the results (last one of an id wins), then retagged.
         let mut results: Vec<&LoadBalancerRule> = Vec::new();
@@ -310,22 +329,22 @@ impl AccountView {
             }
         }
 
-        // Firewall rules: those read replace all on their IP; else the results, retagged.
-        let read_on =
-            |ip: &Option<String>| ip.as_ref().is_some_and(|ip| firewall_read.contains_key(ip));
+        // Firewall rules: the results, retagged; none on an IP whose rules are unknown.
+        let unknown_on =
+            |ip: &Option<String>| ip.as_ref().is_some_and(|ip| firewall_unknown.contains(ip));
         let retag_fw = |fw: &FirewallRule| {
             // A firewall rule carries no owner fields: its tags take none.
             let tags = changes.retag(FIREWALL_RULE, fw.id.as_deref(), &fw.tags, &Tag::default());
             tags.map(|tags| FirewallRule { tags, ..fw.clone() })
         };
-        let mut firewall_rules = Vec::with_capacity(self.firewall_rules.len());
-        for fw in &self.firewall_rules {
+        let mut firewall_rules = Vec::with_capacity(known_firewall.len());
+        for fw in &known_firewall {
             if !on_fresh(&fw.ipaddressid) {
                 firewall_rules.push(fw.clone());
-            } else if read_on(&fw.ipaddressid)
+            } else if unknown_on(&fw.ipaddressid)
                 || gone(&fw.id, &fw.ipaddressid)
-                || fw.id.as_deref().is_some_and(|id| taken.contains(id))
-                || changes.firewall_rules.iter().any(|f| f.id == fw.id)
+                || taken.contains(&Arc::as_ptr(fw))
+                || (fw.id.is_some() && changes.firewall_rules.iter().any(|f| f.id == fw.id))
             {
                 continue;
             } else {
@@ -334,15 +353,25 @@ impl AccountView {
         }
         for fw in &changes.firewall_rules {
             if on_fresh(&fw.ipaddressid)
-                && !read_on(&fw.ipaddressid)
+                && !unknown_on(&fw.ipaddressid)
                 && !gone(&fw.id, &fw.ipaddressid)
             {
                 firewall_rules.push(Arc::new(retag_fw(fw).unwrap_or_else(|| fw.clone())));
             }
         }
-        for (ip, read_rules) in firewall_read {
-            if fresh.contains(&ip) && !changes.released.contains(&ip) {
-                firewall_rules.extend(read_rules.into_iter().map(Arc::new));
+        // The firewall rules `openfirewall` made, unless already there (a read saw them).
+        for rule in &rules {
+            let opened = rule
+                .id
+                .as_ref()
+                .is_some_and(|id| changes.opened_by.contains(id));
+            if opened
+                && is_tcp(rule)
+                && on_fresh(&rule.publicipid)
+                && !unknown_on(&rule.publicipid)
+                && !firewall_rules.iter().any(|fw| may_open(fw, rule))
+            {
+                firewall_rules.push(Arc::new(opened_firewall_rule(rule)));
             }
         }
 
@@ -352,7 +381,7 @@ impl AccountView {
             Ok(items) if !changes.acl_changed => items.clone(),
             _ => HashMap::new(),
         };
-        Ok(Some(AccountView {
+        Some(AccountView {
             rules,
             ips,
             firewall_rules,
@@ -362,7 +391,9 @@ impl AccountView {
             read: self.read,
             renewed: self.renewed.clone(),
             patched,
-        }))
+            firewall_unknown,
+            firewall_read: tokio::sync::Mutex::default(),
+        })
     }
 
     /// Whether a read of `ip_ids` numbered `read` started before a patch of one of them:

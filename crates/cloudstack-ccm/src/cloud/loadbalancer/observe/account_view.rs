@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 
 mod changes;
 mod patch;
+#[cfg(test)]
+mod patch_tests;
 
 pub(crate) use changes::ViewChanges;
 

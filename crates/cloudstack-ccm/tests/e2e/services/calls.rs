@@ -408,7 +408,17 @@ async fn changed_ports_and_source_ranges_are_spliced_into_the_view() {
     })
     .await;
     settle().await;
-    let after = from_first_change(t.h.sim.call_log());
+    let log = t.h.sim.call_log();
+    let before: Vec<&str> = log
+        .iter()
+        .take_while(|call| cloudstack::is_read(&call.command))
+        .map(|call| call.command.as_str())
+        .collect();
+    assert!(
+        before.contains(&"listFirewallRules"),
+        "the firewall rule made since the view was read is read for its id: {before:?}"
+    );
+    let after = from_first_change(log);
     assert!(
         after
             .iter()
@@ -417,6 +427,11 @@ async fn changed_ports_and_source_ranges_are_spliced_into_the_view() {
     );
     assert!(view_reads(&after).is_empty(), "{:?}", view_reads(&after));
     reconcile_again_plans_nothing(&t, "web", "perhaps").await;
+    let events = reasons(&t, "web");
+    assert!(
+        !events.iter().any(|r| r == "SyncLoadBalancerFailed"),
+        "every change went through at once: {events:?}"
+    );
     t.stop().await;
 }
 

@@ -25,6 +25,8 @@ pub(super) const LOAD_BALANCER: &str = "LoadBalancer";
 pub(super) const PUBLIC_IP: &str = "PublicIpAddress";
 /// The `resourcetype` of firewall rules in tag calls.
 pub(super) const FIREWALL_RULE: &str = "FirewallRule";
+/// The `resourcetype` of ACL items in tag calls.
+const NETWORK_ACL: &str = "NetworkACL";
 
 /// What a run changed of the account view's objects, in the order the steps ended.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -120,6 +122,11 @@ impl ViewChanges {
     }
 
     fn tag_change(&mut self, resource_type: &str, ids: &[String], change: Tagging) {
+        if resource_type.eq_ignore_ascii_case(NETWORK_ACL) {
+            // The view's ACL items are read again after any change of them.
+            self.acl_changed();
+            return;
+        }
         let known = [LOAD_BALANCER, PUBLIC_IP, FIREWALL_RULE]
             .iter()
             .any(|t| t.eq_ignore_ascii_case(resource_type));

@@ -305,6 +305,11 @@ fn results_that_do_not_say_all_are_inexact() {
     other_type.tagged("UserVm", &["vm1".into()], &tags(&[("k", "v")]));
     assert!(other_type.why_inexact().is_some());
 
+    let mut acl = ViewChanges::default();
+    acl.tagged("NetworkACL", &["i1".into()], &tags(&[("k", "v")]));
+    assert_eq!(acl.why_inexact(), None, "ACL items are read again");
+    assert!(acl.acl_changed);
+
     let mut separate = ViewChanges::default();
     separate.tagged("LoadBalancer", &["r1".into()], &tags(&[("k", "v")]));
     separate.untagged("LoadBalancer", &["r2".into()], vec!["k".into()]);

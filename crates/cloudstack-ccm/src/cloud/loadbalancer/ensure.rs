@@ -137,6 +137,7 @@ impl Engine {
         self.prepare_once(spec, backends).await
     }
 
+    /// One observation of the Service and its plan.
     async fn prepare_once(
         &self,
         spec: &LbSpec,

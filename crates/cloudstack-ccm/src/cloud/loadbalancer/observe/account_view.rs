@@ -12,12 +12,12 @@
 //!
 //! [`AccountViewCache`] renews the whole view when a resync starts, when a change of the
 //! controller's own failed ([`AccountViewCache::invalidate`]), and when it is older than the
-//! cache's maximum age. After a change that succeeded, only the public IPs it touched are
-//! read again, with what stands on them ([`AccountViewCache::renew_ips`]: three small
-//! calls per IP), and spliced into the view: a burst of new load balancers does not read
-//! every rule, address and firewall rule of the account once per Service. When the
-//! results of the change's jobs say exactly what it did ([`ViewChanges`]), they are
-//! spliced in instead, with no read ([`AccountViewCache::apply_changes`]).
+//! cache's maximum age. After a change that succeeded, what its jobs returned is spliced
+//! into the view with no read ([`ViewChanges`], [`AccountViewCache::apply_changes`]); when
+//! the results do not say all it did, only the public IPs it touched are read again, with
+//! what stands on them ([`AccountViewCache::renew_ips`]: three small calls per IP). A
+//! burst of new load balancers does not read every rule, address and firewall rule of the
+//! account once per Service.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

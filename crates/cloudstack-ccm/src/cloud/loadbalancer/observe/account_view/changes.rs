@@ -4,6 +4,10 @@
 //! every step that ran is of a kind whose effect is known this way, the change is spliced
 //! into the view without reading CloudStack again ([`AccountView::patch`]).
 //!
+//! Members, policies and certificates are not in the view: their steps change nothing of
+//! it. A rule's `state` stays as its create job returned it (`Add`; a read after its
+//! members are assigned says `Active`): nothing reads it.
+//!
 //! Two effects no job result shows fully. A rule created with `openfirewall=true` gets a
 //! firewall rule whose id nothing returns: it enters the view without its id (a plan that
 //! would delete it reads it first, see `Engine::prepare`). A deleted rule takes such a

@@ -18,19 +18,23 @@ use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Mutex;
 
-use cloudstack::{CreateTags, RemoveFromLoadBalancerRule, Request};
+use cloudstack::{
+    CreateLoadBalancerRule, CreateTags, FirewallRule, LoadBalancerRule, RemoveFromLoadBalancerRule,
+    Request, UpdateLoadBalancerRule,
+};
 use serde_json::Value;
 
 pub use self::error::ApplyError;
 pub(super) use self::error::{created_id, failed, gone_is_fine};
 use super::ip_claim::{IpClaims, IpRecorder, PickedAddresses};
+use super::observe::account_view::ViewChanges;
 use super::observe::details::read_members;
 use super::plan::{Plan, Step, TagResourceType};
 use crate::cloud::job_queue::PlanTicket;
 use request::{Call, Queued, StepRequest};
 
 /// What a run changed, also when it stopped early.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Applied {
     /// The IP associated by the plan: id and address.
     pub associated_ip: Option<(String, IpAddr)>,
@@ -42,6 +46,9 @@ pub(crate) struct Applied {
     pub uploaded_certificates: HashMap<String, String>,
     /// Number of steps that succeeded.
     pub steps_done: usize,
+    /// What the steps that succeeded did to the objects of the account view, as their
+    /// jobs returned them.
+    pub view_changes: ViewChanges,
 }
 
 /// What every step of one run needs.
@@ -67,6 +74,7 @@ impl Run<'_> {
 
     /// Puts the ownership tags on the object a create job made (`key` of its result); a
     /// failure only costs finding it as an orphan later, so it is logged, not raised.
+    /// The tags put on are recorded in the view changes.
     async fn tag_created(&self, reply: &Value, key: &str, resource_type: &str) {
         let Some(id) = reply[key]["id"]
             .as_str()
@@ -80,8 +88,15 @@ impl Run<'_> {
             tags: self.ownership.clone(),
             ..Default::default()
         };
-        if let Err(error) = self.client.create_tags(&request).await {
-            tracing::warn!(%error, id, resource_type, "cannot tag a created object");
+        match self.client.create_tags(&request).await {
+            Ok(()) => lock(&self.state).view_changes.tagged(
+                resource_type,
+                &request.resourceids,
+                &request.tags,
+            ),
+            Err(error) => {
+                tracing::warn!(%error, id, resource_type, "cannot tag a created object");
+            }
         }
     }
 
@@ -180,7 +195,7 @@ fn lock(state: &Mutex<Applied>) -> std::sync::MutexGuard<'_, Applied> {
     state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs one step to its end (its jobs awaited).
+/// Runs one step to its end (its jobs awaited), and records what it did.
 async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
     let StepRequest { call, touches } = request::request(step, &lock(&run.state))?;
     if let Some(id) = touches {
@@ -188,8 +203,10 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
     }
     match call {
         Call::AssociateIp { target, address } => {
-            let associated = run.ip.associate(step, &target, address).await?;
-            lock(&run.state).associated_ip = Some(associated);
+            let (id, address, ip) = run.ip.associate(step, &target, address).await?;
+            let mut state = lock(&run.state);
+            state.associated_ip = Some((id, address));
+            state.view_changes.associated(ip);
             Ok(())
         }
         Call::AdoptClaimedIp {
@@ -209,26 +226,112 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
                 .map_err(failed(step))?;
             let id = created_id(step, &job, "rule")?;
             lock(&run.state).created_rules.insert(name, id);
-            job.wait(run.client).await.map_err(failed(step))?;
+            let result = job.wait(run.client).await.map_err(failed(step))?;
+            let opens_firewall = matches!(
+                step,
+                Step::CreateRule {
+                    open_firewall: true,
+                    ..
+                }
+            );
+            let rule = cloudstack::job_object::<LoadBalancerRule>(
+                CreateLoadBalancerRule::COMMAND,
+                result,
+                "loadbalancer",
+            );
+            let changes = &mut lock(&run.state).view_changes;
+            match rule {
+                Ok(rule) => changes.rule_created(rule, opens_firewall),
+                Err(error) => changes.inexact(error.to_string()),
+            }
             Ok(())
         }
-        Call::Job(call) => run.queued(step, call).await.map(drop),
+        Call::Job(call) => {
+            let result = run.queued(step, call).await?;
+            let changes = &mut lock(&run.state).view_changes;
+            match step {
+                Step::UpdateRule { .. } => match cloudstack::job_object::<LoadBalancerRule>(
+                    UpdateLoadBalancerRule::COMMAND,
+                    result,
+                    "loadbalancer",
+                ) {
+                    Ok(rule) => changes.rule_updated(rule),
+                    Err(error) => changes.inexact(error.to_string()),
+                },
+                // Members, policies and certificates are not in the view.
+                Step::AssignMembers { .. }
+                | Step::CreateHealthCheck { .. }
+                | Step::CreateStickiness { .. }
+                | Step::AssignCertificate { .. }
+                | Step::RemoveCertificate { .. } => {}
+                _ => changes.inexact(format!("step {step}")),
+            }
+            Ok(())
+        }
         Call::CreateTagged {
             call,
             reply_key,
             resource_type,
         } => {
+            let command = call.command;
             let reply = run.queued(step, call).await?;
             run.tag_created(&reply, reply_key, resource_type).await;
+            let changes = &mut lock(&run.state).view_changes;
+            match step {
+                Step::CreateFirewallRule { .. } => {
+                    match cloudstack::job_object::<FirewallRule>(command, reply, reply_key) {
+                        Ok(rule) => changes.firewall_rule_created(rule),
+                        Err(error) => changes.inexact(error.to_string()),
+                    }
+                }
+                Step::CreateAclItem { .. } => changes.acl_changed(),
+                _ => changes.inexact(format!("step {step}")),
+            }
             Ok(())
         }
-        Call::Delete(call) => run.queued_delete(step, call).await,
+        Call::Delete(call) => {
+            run.queued_delete(step, call).await?;
+            let changes = &mut lock(&run.state).view_changes;
+            match step {
+                Step::DeleteRule { id, .. } | Step::DeleteFirewallRule { id, .. } => {
+                    changes.deleted(id);
+                }
+                Step::ReleaseIp { id, .. } => changes.released(id),
+                Step::DeleteAclItem { .. } => changes.acl_changed(),
+                Step::DeleteHealthCheck { .. } | Step::DeleteStickiness { .. } => {}
+                _ => changes.inexact(format!("step {step}")),
+            }
+            Ok(())
+        }
         Call::RemoveMembers { rule_id, vm_ids } => {
             remove_members(run, step, &rule_id, &vm_ids).await
         }
         // Tags do not queue on the network.
-        Call::CreateTags(request) => run.client.create_tags(&request).await.map_err(failed(step)),
-        Call::DeleteTags(request) => run.client.delete_tags(&request).await.map_err(failed(step)),
+        Call::CreateTags(request) => {
+            run.client
+                .create_tags(&request)
+                .await
+                .map_err(failed(step))?;
+            lock(&run.state).view_changes.tagged(
+                &request.resourcetype,
+                &request.resourceids,
+                &request.tags,
+            );
+            Ok(())
+        }
+        Call::DeleteTags(request) => {
+            run.client
+                .delete_tags(&request)
+                .await
+                .map_err(failed(step))?;
+            let keys = request.tags.iter().map(|(key, _)| key.clone()).collect();
+            lock(&run.state).view_changes.untagged(
+                &request.resourcetype,
+                &request.resourceids,
+                keys,
+            );
+            Ok(())
+        }
         // Certificates are not network objects: their calls are synchronous.
         Call::UploadCertificate {
             fingerprint,

@@ -32,6 +32,7 @@ mod outcome;
 
 use backends::ResolvedMemo;
 pub use backends::{NodeElsewhere, ResolvedBackends};
+use caches::deletes_unnamed_firewall_rule;
 pub(crate) use for_service::KeptRules;
 use outcome::change_of;
 pub use outcome::{Change, Deleted, EnsureError, Ensured, NetworkError, Prepared};
@@ -124,8 +125,24 @@ impl Engine {
         })
     }
 
-    /// Observes and plans on the backends' network, without changing anything.
+    /// Observes and plans on the backends' network, without changing anything. A plan
+    /// that would delete a firewall rule whose id the view lacks is made again after
+    /// reading the Service's IPs.
     async fn prepare(&self, spec: &LbSpec, backends: &Backends) -> Result<Prepared, EnsureError> {
+        let prepared = self.prepare_once(spec, backends).await?;
+        if !deletes_unnamed_firewall_rule(&prepared.plan) {
+            return Ok(prepared);
+        }
+        self.name_firewall_rules(&prepared.observed).await;
+        self.prepare_once(spec, backends).await
+    }
+
+    /// One observation of the Service and its plan.
+    async fn prepare_once(
+        &self,
+        spec: &LbSpec,
+        backends: &Backends,
+    ) -> Result<Prepared, EnsureError> {
         let mut view = self.view().await?;
         // Decided by `plan_service` (the backends' network).
         let network_id = backends.network_id.clone();
@@ -269,8 +286,14 @@ impl Engine {
                 cluster_name: self.settings.cluster_name.clone(),
             },
         };
-        let observed = self.observe(&view, spec, &ctx.network).await?;
-        let plan = plan::plan_delete(&spec.delete_spec(), &observed, &ctx);
+        let mut observed = self.observe(&view, spec, &ctx.network).await?;
+        let mut plan = plan::plan_delete(&spec.delete_spec(), &observed, &ctx);
+        if deletes_unnamed_firewall_rule(&plan) {
+            self.name_firewall_rules(&observed).await;
+            let view = self.view().await?;
+            observed = self.observe(&view, spec, &ctx.network).await?;
+            plan = plan::plan_delete(&spec.delete_spec(), &observed, &ctx);
+        }
         if plan.is_empty() {
             return Ok(Deleted {
                 steps: 0,

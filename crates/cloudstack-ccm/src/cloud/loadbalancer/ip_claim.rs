@@ -158,13 +158,14 @@ impl<'a> IpClaims<'a> {
     }
 
     /// Step `AssociateIp`: claims a free address unless `address` names one, associates
-    /// it and records its id (steps 1–3). Returns the IP id and address.
+    /// it and records its id (steps 1–3). Returns the IP id and address, and the IP as the
+    /// job returned it.
     pub(super) async fn associate(
         &self,
         step: &Step,
         target: &AssociateTarget,
         address: Option<IpAddr>,
-    ) -> Result<(String, IpAddr), ApplyError> {
+    ) -> Result<(String, IpAddr, PublicIpAddress), ApplyError> {
         let address = match address {
             Some(address) => Some(address),
             None => self.claim_free_ip(step).await?,
@@ -259,7 +260,7 @@ impl<'a> IpClaims<'a> {
         step: &Step,
         target: &AssociateTarget,
         address: Option<IpAddr>,
-    ) -> Result<(String, IpAddr), ApplyError> {
+    ) -> Result<(String, IpAddr, PublicIpAddress), ApplyError> {
         let (client, recorder) = (self.client, self.recorder);
         let (request, network_id) = associate_request(target, address);
         let job = match self
@@ -320,7 +321,7 @@ impl<'a> IpClaims<'a> {
             step: step.to_string(),
             detail: "the job result carried no address".into(),
         })?;
-        Ok((id, address))
+        Ok((id, address, ip))
     }
 }
 

@@ -3,8 +3,10 @@
 //! of nodes.
 //! What a cold restart costs: load-balancer policies are read only for the rules whose
 //! Service asks for one (or whose tag says we made one).
-//! What a burst of new Services costs: after each change only the addresses it touched are
-//! read again, not every rule, address, firewall rule and network of the account.
+//! What a burst of new Services costs: after each change nothing is read again, not even
+//! the addresses it touched: the results of its jobs are spliced into the account view.
+//! And that spliced view is right: the next reconcile of a new or changed Service plans
+//! nothing.
 
 use crate::common;
 
@@ -18,6 +20,7 @@ use cloudstack_sim::{SMALL_NETWORK, Scenario};
 use fake_apiserver::Verb;
 
 const SERVICES: usize = 50;
+const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
 const RESYNC: Duration = Duration::from_millis(1500);
 
 /// Creates `count` one-port Services `<prefix>-<i>` (node ports from 30000).
@@ -223,7 +226,7 @@ async fn a_cold_restart_reads_policies_only_where_one_may_exist() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn new_services_read_again_only_the_addresses_they_changed() {
+async fn new_services_read_nothing_again_after_their_change() {
     if common::skip_in_remote_mode("counts the simulator's calls") {
         return;
     }
@@ -242,22 +245,14 @@ async fn new_services_read_again_only_the_addresses_they_changed() {
     settle().await;
     let counts = t.h.cloudstack_call_counts();
     let calls = |command: &str| counts.get(command).copied().unwrap_or(0);
-    // `listNetworks` is read only with the whole view: once for the burst (twice if a
-    // Service event comes before the first read ends), not once per Service's change.
+    // The whole view is read once for the burst (twice if a Service event comes before
+    // the first read ends), not after every change: the changes are spliced in.
+    for list in ["listNetworks", "listLoadBalancerRules", "listFirewallRules"] {
+        assert!(calls(list) <= 2, "{list}: {counts:?}");
+    }
+    // Beside the view, one page of free addresses per new Service (its claim).
     assert!(
-        calls("listNetworks") <= 2,
-        "the whole view is read once, not after every change: {counts:?}"
-    );
-    // Each Service's change is followed by one read of its address, with the rules and
-    // firewall rules on it; nothing is read per unchanged Service.
-    assert!(
-        calls("listLoadBalancerRules") >= NEW as u64
-            && calls("listLoadBalancerRules") <= NEW as u64 + 2,
-        "one read of the rules per changed address: {counts:?}"
-    );
-    assert_eq!(
-        calls("listLoadBalancerRules"),
-        calls("listFirewallRules"),
+        calls("listPublicIpAddresses") <= NEW as u64 + 2,
         "{counts:?}"
     );
     // And what the Services see is right: each has its rule with every node.
@@ -268,6 +263,186 @@ async fn new_services_read_again_only_the_addresses_they_changed() {
         "{events:?}"
     );
     t.stop().await;
+}
+
+/// The reads of the account view (rules, addresses, firewall rules) in `log`.
+fn view_reads(log: &[cloudstack_sim::CallRecord]) -> Vec<&str> {
+    const READS: [&str; 3] = [
+        "listPublicIpAddresses",
+        "listLoadBalancerRules",
+        "listFirewallRules",
+    ];
+    log.iter()
+        .map(|call| call.command.as_str())
+        .filter(|command| READS.contains(command))
+        .collect()
+}
+
+/// The calls of `log` from the first mutating one on (the plan's run and what follows).
+fn from_first_change(log: Vec<cloudstack_sim::CallRecord>) -> Vec<cloudstack_sim::CallRecord> {
+    log.into_iter()
+        .skip_while(|call| cloudstack::is_read(&call.command))
+        .collect()
+}
+
+/// Makes Service `name` reconcile again with nothing to change (an annotation whose bad
+/// value falls back to the default, with a warning to wait for), and checks that this
+/// plans nothing and reads nothing of the rules, addresses and firewall rules: the view
+/// its last change was spliced into is what CloudStack holds.
+async fn reconcile_again_plans_nothing(t: &LbTest, name: &str, value: &str) {
+    t.h.sim.reset_counts();
+    t.patch(
+        name,
+        serde_json::json!({ "metadata": { "annotations": {
+            annotations::PROXY_PROTOCOL.key: value } } }),
+    )
+    .await;
+    t.wait_event(name, "LoadBalancerWarning", &format!("\"{value}\""))
+        .await;
+    settle().await;
+    assert!(
+        mutating_counts(&t.h).is_empty(),
+        "{name}: the spliced view is right, nothing to change: {:?}",
+        mutating_counts(&t.h)
+    );
+    let log = t.h.sim.call_log();
+    assert!(
+        view_reads(&log).is_empty(),
+        "{name}: {:?}",
+        view_reads(&log)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_service_is_spliced_into_the_view_and_plans_nothing_next() {
+    if common::skip_in_remote_mode("reads the simulator's call log") {
+        return;
+    }
+    let t = LbTest::start(Scenario::small(), &NODES, RESYNC * 100).await;
+    // The view is read for a first Service, then a second one is measured.
+    create_one_port_services(&t, "first", 1).await;
+    wait_for_members(&t, "first", 1, 3).await;
+    settle().await;
+    t.h.sim.reset_counts();
+    t.create(&lb_service(
+        "fresh",
+        &[
+            ("TCP", 80, 30080),
+            ("TCP", 443, 30443),
+            ("TCP", 8080, 30880),
+        ],
+    ))
+    .await;
+    t.wait_for_ip("fresh").await;
+    t.wait_rules("fresh", "have every node", |r| {
+        r.len() == 3 && r.iter().all(|r| r.members.len() == 3)
+    })
+    .await;
+    settle().await;
+    let after = from_first_change(t.h.sim.call_log());
+    assert!(
+        after
+            .iter()
+            .any(|call| call.command == "associateIpAddress"),
+        "the change is measured"
+    );
+    assert!(
+        view_reads(&after).is_empty(),
+        "nothing is read again after the change: {:?}",
+        view_reads(&after)
+    );
+    reconcile_again_plans_nothing(&t, "fresh", "maybe").await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changed_ports_and_source_ranges_are_spliced_into_the_view() {
+    if common::skip_in_remote_mode("reads the simulator's call log") {
+        return;
+    }
+    let t = LbTest::start(Scenario::small(), &NODES, RESYNC * 100).await;
+    t.create(&lb_service(
+        "web",
+        &[("TCP", 80, 30080), ("TCP", 443, 30443)],
+    ))
+    .await;
+    let address = t.wait_for_ip("web").await;
+    let ip_id = ip_id_of(&t.h, &address);
+    wait_for_ports(&t, "web", &[80, 443]).await;
+    settle().await;
+
+    // A port added and one removed: a rule created (its firewall opened with it), one
+    // deleted (its firewall rule with it), no read after.
+    t.h.sim.reset_counts();
+    t.patch(
+        "web",
+        ports_patch(&[("TCP", 80, 30080), ("TCP", 8080, 30880)]),
+    )
+    .await;
+    wait_for_ports(&t, "web", &[80, 8080]).await;
+    settle().await;
+    let after = from_first_change(t.h.sim.call_log());
+    assert!(!after.is_empty(), "the change is measured");
+    assert!(view_reads(&after).is_empty(), "{:?}", view_reads(&after));
+    assert_eq!(
+        firewall_rules(&t.h, &ip_id),
+        [
+            ("tcp".to_string(), 80, vec!["0.0.0.0/0".to_string()]),
+            ("tcp".to_string(), 8080, vec!["0.0.0.0/0".to_string()]),
+        ]
+    );
+    reconcile_again_plans_nothing(&t, "web", "maybe").await;
+
+    // Source ranges: the firewall rules `openfirewall` made give way to the Service's own
+    // (the one made since the view was read is read first, for its id).
+    t.h.sim.reset_counts();
+    t.patch(
+        "web",
+        serde_json::json!({ "spec": { "loadBalancerSourceRanges": ["198.51.100.0/24"] } }),
+    )
+    .await;
+    let private = vec!["198.51.100.0/24".to_string()];
+    common::eventually("the firewall follows the ranges", t.h.wait(), || async {
+        let rules = firewall_rules(&t.h, &ip_id);
+        (rules.len() == 2 && rules.iter().all(|r| r.2 == private)).then_some(())
+    })
+    .await;
+    settle().await;
+    let log = t.h.sim.call_log();
+    let before: Vec<&str> = log
+        .iter()
+        .take_while(|call| cloudstack::is_read(&call.command))
+        .map(|call| call.command.as_str())
+        .collect();
+    assert!(
+        before.contains(&"listFirewallRules"),
+        "the firewall rule made since the view was read is read for its id: {before:?}"
+    );
+    let after = from_first_change(log);
+    assert!(
+        after
+            .iter()
+            .any(|call| call.command == "createFirewallRule"),
+        "{after:?}"
+    );
+    assert!(view_reads(&after).is_empty(), "{:?}", view_reads(&after));
+    reconcile_again_plans_nothing(&t, "web", "perhaps").await;
+    let events = reasons(&t, "web");
+    assert!(
+        !events.iter().any(|r| r == "SyncLoadBalancerFailed"),
+        "every change went through at once: {events:?}"
+    );
+    t.stop().await;
+}
+
+/// Waits until Service `name` has one rule per port of `ports`, each with every node.
+async fn wait_for_ports(t: &LbTest, name: &str, ports: &[u16]) {
+    t.wait_rules(name, &format!("serve {ports:?}"), |r| {
+        let mut served: Vec<u16> = r.iter().map(|r| r.public_port).collect();
+        served.sort_unstable();
+        served == ports && r.iter().all(|r| r.members.len() == NODES.len())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -208,6 +208,14 @@ pub(super) fn request(step: &Step, done: &Applied) -> Result<StepRequest, ApplyE
             reply_key: "firewallrule",
             resource_type: "FirewallRule",
         },
+        // A firewall rule known without its id (made by `openfirewall` since the view was
+        // read) is read before a plan deletes it; sending no id would read as "gone".
+        Step::DeleteFirewallRule { id, .. } if id.is_empty() => {
+            return Err(ApplyError::Unresolved {
+                step: step.to_string(),
+                detail: "the firewall rule's id is not known".into(),
+            });
+        }
         Step::DeleteFirewallRule { id, .. } => {
             Call::Delete(Queued::of(&DeleteFirewallRule { id: id.clone() }))
         }

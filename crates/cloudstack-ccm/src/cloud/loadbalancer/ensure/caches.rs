@@ -33,11 +33,12 @@ impl Engine {
     }
 
     /// Renews what the controller's own changes made stale: after a plan that ran to its
-    /// end, the public IPs it touched (the Service's, the one it associated, those of its
-    /// rules) are read again into the shared view, unless it changed only members (which
-    /// the view does not hold); after a failed one, the whole view is (a step may have
-    /// changed more than it reported). The cached details of the rules it touched or
-    /// created are forgotten.
+    /// end, what it changed is spliced into the shared view from its jobs' results when
+    /// they say it exactly (no read), else the public IPs it touched (the Service's, the
+    /// one it associated, those of its rules) are read again into the view, unless it
+    /// changed only members (which the view does not hold); after a failed one, the whole
+    /// view is (a step may have changed more than it reported). The cached details of the
+    /// rules it touched or created are forgotten.
     pub(super) async fn after_changes(
         &self,
         plan: &Plan,
@@ -62,6 +63,14 @@ impl Engine {
         }
         if change_of(plan) == Change::MembersOnly {
             return;
+        }
+        let changes = &applied.view_changes;
+        match changes.why_inexact() {
+            None => return self.views.apply_changes(changes).await,
+            Some(why) => tracing::debug!(
+                why,
+                "the plan's results do not say all it changed; its addresses are read again"
+            ),
         }
         let touched_ips: BTreeSet<String> = observed
             .ip
@@ -112,4 +121,24 @@ impl Engine {
             }
         }
     }
+
+    /// Reads the public IPs of `observed` again, for the ids of the firewall rules the view
+    /// holds without one (made by `openfirewall` since the view was read).
+    pub(super) async fn name_firewall_rules(&self, observed: &ObservedLb) {
+        let ips: BTreeSet<String> = observed
+            .ip
+            .iter()
+            .map(|ip| ip.id.clone())
+            .chain(observed.rules.iter().map(|r| r.public_ip_id.clone()))
+            .filter(|id| !id.is_empty())
+            .collect();
+        self.views.renew_ips(&self.client, &ips).await;
+    }
+}
+
+/// Whether `plan` deletes a firewall rule whose id the view does not hold (see
+/// [`Engine::name_firewall_rules`]).
+pub(super) fn deletes_unnamed_firewall_rule(plan: &Plan) -> bool {
+    plan.steps()
+        .any(|step| matches!(step, Step::DeleteFirewallRule { id, .. } if id.is_empty()))
 }

@@ -12,15 +12,24 @@
 //!
 //! [`AccountViewCache`] renews the whole view when a resync starts, when a change of the
 //! controller's own failed ([`AccountViewCache::invalidate`]), and when it is older than the
-//! cache's maximum age. After a change that succeeded, only the public IPs it touched are
-//! read again, with what stands on them ([`AccountViewCache::renew_ips`]: three small
-//! calls per IP), and spliced into the view: a burst of new load balancers does not read
-//! every rule, address and firewall rule of the account once per Service.
+//! cache's maximum age. After a change that succeeded, what its jobs returned is spliced
+//! into the view with no read ([`ViewChanges`], [`AccountViewCache::apply_changes`]); when
+//! the results do not say all it did, only the public IPs it touched are read again, with
+//! what stands on them ([`AccountViewCache::renew_ips`]: three small calls per IP). A
+//! burst of new load balancers does not read every rule, address and firewall rule of the
+//! account once per Service.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+mod changes;
+mod patch;
+#[cfg(test)]
+mod patch_tests;
+
+pub(crate) use changes::ViewChanges;
 
 use cloudstack::{
     FirewallRule, ListFirewallRules, ListLoadBalancerRules, ListNetworkAcls, ListNetworks,
@@ -48,6 +57,13 @@ pub(crate) struct AccountView {
     read: u64,
     /// Read number of each IP read again since, by IP id.
     renewed: HashMap<String, u64>,
+    /// Number of the last patch of each IP ([`AccountView::patch`]), by IP id.
+    patched: HashMap<String, u64>,
+    /// IPs whose firewall rules `firewall_rules` does not hold (a patch left them unknown):
+    /// read on first need.
+    firewall_unknown: BTreeSet<String>,
+    /// The firewall rules of IPs of `firewall_unknown` read since, by IP id.
+    firewall_read: tokio::sync::Mutex<HashMap<String, Vec<Arc<FirewallRule>>>>,
 }
 
 /// One public IP as read again, with what stands on it; `ip` is `None` when the address
@@ -114,6 +130,9 @@ impl AccountView {
             fetched_at: Instant::now(),
             read: 0,
             renewed: HashMap::new(),
+            patched: HashMap::new(),
+            firewall_unknown: BTreeSet::new(),
+            firewall_read: tokio::sync::Mutex::default(),
         }
     }
 
@@ -131,6 +150,8 @@ impl AccountView {
         }
         let ids: BTreeSet<&str> = newer.iter().map(|ip| ip.id.as_str()).collect();
         let on_renewed = |ip_id: Option<&str>| ip_id.is_some_and(|id| ids.contains(id));
+        let (firewall_rules, mut firewall_unknown) = self.firewall_known();
+        firewall_unknown.retain(|ip| !ids.contains(ip.as_str()));
         let mut view = AccountView {
             rules: self
                 .rules
@@ -144,17 +165,18 @@ impl AccountView {
                 .filter(|ip| !on_renewed(ip.id.as_deref()))
                 .cloned()
                 .collect(),
-            firewall_rules: self
-                .firewall_rules
-                .iter()
+            firewall_rules: firewall_rules
+                .into_iter()
                 .filter(|r| !on_renewed(r.ipaddressid.as_deref()))
-                .cloned()
                 .collect(),
             networks: self.networks.clone(),
             acl_items: tokio::sync::Mutex::default(),
             fetched_at: self.fetched_at,
             read: self.read,
             renewed: self.renewed.clone(),
+            patched: self.patched.clone(),
+            firewall_unknown,
+            firewall_read: tokio::sync::Mutex::default(),
         };
         for ip in newer {
             view.renewed.insert(ip.id, read);
@@ -198,15 +220,54 @@ impl AccountView {
             .map(|r| &**r)
     }
 
-    /// Firewall rules on the public IP `ip_id`.
-    pub(crate) fn firewall_rules_on_ip<'a>(
-        &'a self,
-        ip_id: &'a str,
-    ) -> impl Iterator<Item = &'a FirewallRule> + 'a {
-        self.firewall_rules
-            .iter()
-            .filter(move |r| r.ipaddressid.as_deref() == Some(ip_id))
-            .map(|r| &**r)
+    /// Firewall rules on the public IP `ip_id`, read (one `listFirewallRules` the first
+    /// time) when the view does not hold them: a change made them unknown.
+    pub(crate) async fn firewall_rules_on_ip(
+        &self,
+        client: &cloudstack::Client,
+        ip_id: &str,
+    ) -> Result<Vec<Arc<FirewallRule>>, cloudstack::Error> {
+        if !self.firewall_unknown.contains(ip_id) {
+            return Ok(self
+                .firewall_rules
+                .iter()
+                .filter(|r| r.ipaddressid.as_deref() == Some(ip_id))
+                .cloned()
+                .collect());
+        }
+        let mut read = self.firewall_read.lock().await;
+        if let Some(found) = read.get(ip_id) {
+            return Ok(found.clone());
+        }
+        let request = ListFirewallRules {
+            ipaddressid: Some(ip_id.to_string()),
+            listall: Some(true),
+            ..Default::default()
+        };
+        let rules: Vec<Arc<FirewallRule>> = client
+            .list_firewall_rules(&request)
+            .await?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        read.insert(ip_id.to_string(), rules.clone());
+        Ok(rules)
+    }
+
+    /// The firewall rules this view holds with those read since on first need, and the
+    /// IPs whose firewall rules are still unknown: what a view spliced from this one
+    /// starts from.
+    fn firewall_known(&self) -> (Vec<Arc<FirewallRule>>, BTreeSet<String>) {
+        let mut rules = self.firewall_rules.clone();
+        let mut unknown = self.firewall_unknown.clone();
+        if let Ok(read) = self.firewall_read.try_lock() {
+            for (ip, read) in read.iter() {
+                if unknown.remove(ip) {
+                    rules.extend(read.iter().cloned());
+                }
+            }
+        }
+        (rules, unknown)
     }
 
     /// The ingress items of ACL list `acl_id` (one `listNetworkACLs` the first time).
@@ -356,10 +417,28 @@ impl AccountViewCache {
             }
         };
         let mut current = self.current.lock().await;
+        if let Some(cached) = current.as_mut() {
+            if cached.view.misses_a_patch(ip_ids.iter(), read) {
+                // A run's results were spliced in after this read started.
+                self.invalidate();
+            } else if let Some(spliced) = cached.view.splice(renewed, read) {
+                cached.view = Arc::new(spliced);
+            }
+        }
+    }
+
+    /// Splices what a run that ended changed (`changes`, known exactly) into the current
+    /// view ([`AccountView::patch`]), with no read.
+    pub(crate) async fn apply_changes(&self, changes: &ViewChanges) {
+        if changes.is_empty() {
+            return;
+        }
+        let read = self.reads.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut current = self.current.lock().await;
         if let Some(cached) = current.as_mut()
-            && let Some(spliced) = cached.view.splice(renewed, read)
+            && let Some(patched) = cached.view.patch(changes, read)
         {
-            cached.view = Arc::new(spliced);
+            cached.view = Arc::new(patched);
         }
     }
 }

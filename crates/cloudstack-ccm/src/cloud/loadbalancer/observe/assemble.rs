@@ -150,7 +150,8 @@ async fn find_claimed_ip(
             || tags
                 .get(TAG_SERVICE_UID)
                 .is_some_and(|uid| *uid != spec.service.uid);
-        let others_firewall = own_rules == 0 && view.firewall_rules_on_ip(id).next().is_some();
+        let others_firewall =
+            own_rules == 0 && !view.firewall_rules_on_ip(client, id).await?.is_empty();
         let held_by_other = other_rules > 0
             || others_firewall
             || (tagged_for_other && own_rules == 0)
@@ -211,10 +212,12 @@ fn tagged_for(tags: &Tags, spec: &LbSpec) -> bool {
         .is_some_and(|uid| *uid == spec.service.uid)
 }
 
+/// Converts a firewall rule of the view; one made by `openfirewall` since the view was read
+/// has no id yet (empty: see `AccountView::patch`).
 fn observed_firewall_rule(rule: &FirewallRule) -> Option<ObservedFirewallRule> {
     let start = u16::try_from(rule.startport?).ok()?;
     Some(ObservedFirewallRule {
-        id: rule.id.clone()?,
+        id: rule.id.clone().unwrap_or_default(),
         protocol: IpProtocol::parse(rule.protocol.as_deref()?)?,
         start_port: start,
         end_port: rule
@@ -310,11 +313,13 @@ pub(crate) async fn observe(
     let ports = port_scope(spec, &rules, &foreign_rules);
     let firewall_rules = match &ip {
         Some(ip) => view
-            .firewall_rules_on_ip(&ip.id)
+            .firewall_rules_on_ip(inputs.client, &ip.id)
+            .await?
+            .iter()
             .filter(|r| {
                 covers(r.startport, r.endport, &ports) || tagged_for(&tag_map(&r.tags), spec)
             })
-            .filter_map(observed_firewall_rule)
+            .filter_map(|r| observed_firewall_rule(r))
             .collect(),
         None => Vec::new(),
     };

@@ -32,6 +32,10 @@ pub struct BurstCase {
     pub throttle: Option<u64>,
     /// `--concurrent-service-syncs`.
     pub concurrency: u32,
+    /// One Service of the same shape is provisioned first and not measured: the burst
+    /// meets a running controller (account view read, job run times learnt), as every
+    /// Service but the first of a process does.
+    pub warm: bool,
 }
 
 impl BurstCase {
@@ -39,8 +43,9 @@ impl BurstCase {
     /// when throttled, so `-- lb-burst-s1-` runs the single-Service cases only.
     pub fn filter_name(&self) -> String {
         let throttle = self.throttle.map(|t| format!("-t{t}")).unwrap_or_default();
+        let warm = if self.warm { "-warm" } else { "" };
         format!(
-            "{NAME}-s{}-p{}-j{}ms-c{}{throttle}",
+            "{NAME}-s{}-p{}-j{}ms-c{}{throttle}{warm}",
             self.services,
             self.ports,
             self.job.as_millis(),
@@ -48,6 +53,9 @@ impl BurstCase {
         )
     }
 }
+
+/// Index of the warm-up Service of a warm case (apart from the measured ones).
+const WARM_UP: usize = 9999;
 
 /// Backend VMs / Nodes of every burst.
 const NODES: usize = 3;
@@ -64,11 +72,15 @@ pub async fn run(case: BurstCase) -> anyhow::Result<Vec<Row>> {
         ..Flags::default()
     };
     let mut world = LbWorld::start(model, flags).await?;
-    world.rig.sim.reset_counts();
     let d = case.job.as_secs_f64();
     let fewest = fewest_jobs(case.services, case.ports);
     let network_bound = fewest as f64 * d;
     let timeout = Duration::from_secs_f64(network_bound * 4.0 + 60.0);
+    if case.warm {
+        let warm_up = world.burst(WARM_UP..=WARM_UP, case.ports, timeout).await?;
+        anyhow::ensure!(warm_up.complete(), "the warm-up Service got no ingress");
+    }
+    world.rig.sim.reset_counts();
     let burst = world.burst(1..=case.services, case.ports, timeout).await?;
     let calls = Calls::read(&world.rig.sim);
     let throttled = world
@@ -92,11 +104,12 @@ pub async fn run(case: BurstCase) -> anyhow::Result<Vec<Row>> {
     }
     let alive = world.ccm.check_alive();
     let mut size = format!(
-        "S={} P={} {} syncs={}",
+        "S={} P={} {} syncs={}{}",
         case.services,
         case.ports,
         model.label(),
-        case.concurrency
+        case.concurrency,
+        if case.warm { " warm" } else { "" }
     );
     if case.throttle.is_none() {
         size = size.replace(" call=5ms", "");

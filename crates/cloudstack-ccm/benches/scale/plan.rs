@@ -106,8 +106,15 @@ fn burst_cases(quick: bool) -> Vec<BurstCase> {
         job,
         throttle,
         concurrency: BURST_SYNCS,
+        warm: false,
     };
-    let mut cases = vec![case(1, 3, SLOW_JOB, None)];
+    let mut cases = vec![
+        case(1, 3, SLOW_JOB, None),
+        BurstCase {
+            warm: true,
+            ..case(1, 3, SLOW_JOB, None)
+        },
+    ];
     if !quick {
         cases.insert(0, case(1, 1, SLOW_JOB, None));
         // The reference burst: 20 three-port Services at once with 1 s jobs.

@@ -24,6 +24,9 @@
 //!   noticing the head's end a little later idles nothing, and that poll almost always
 //!   finds the job finished (one `queryAsyncJobResult` instead of two). A head with
 //!   nothing behind it is polled when it should end: its end is what a Service waits for.
+//!   Such a late poll tells only that the job ended before it, so the next head's start
+//!   is assumed, and the next head is polled when it should end (which measures its end
+//!   again): an error in the typical run time never adds up along a busy queue.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -191,6 +194,9 @@ struct QueueState {
     /// When the job before the oldest in flight ended, as far as we can tell: the head
     /// cannot have started earlier.
     previous_end: Option<Instant>,
+    /// `previous_end` was placed by a poll that found that job still running (not
+    /// assumed from its typical run time).
+    previous_end_placed: bool,
     /// Typical run time by command, learnt from finished jobs.
     run_times: HashMap<String, Duration>,
     /// A freed place kept for the plan whose job just finished.
@@ -233,6 +239,21 @@ impl QueueState {
     /// The typical run time of `command`, or of the last command learnt.
     fn typical_run_time(&self, command: &str) -> Option<Duration> {
         self.run_times.get(command).copied().or(self.last_run_time)
+    }
+
+    /// Whether the head's start is measured, not assumed: it started at its own
+    /// submission (the job before it had ended), or the end of the job before it was
+    /// placed by a poll that found it running.
+    fn head_start_measured(&self) -> bool {
+        let Some(head) = self.in_flight.front() else {
+            return false;
+        };
+        self.previous_end_placed
+            || matches!(
+                (self.previous_end, head.submitted),
+                (Some(end), Some(submitted)) if submitted >= end
+            )
+            || (self.previous_end.is_none() && head.submitted.is_some())
     }
 
     /// When the head job `seq` started to run, as far as we can tell.
@@ -441,6 +462,7 @@ impl JobPlace {
             state.run_times.insert(command.to_string(), typical);
             state.last_run_time = Some(typical);
             state.previous_end = Some(end);
+            state.previous_end_placed = running_at.is_some();
             learnt = Some(sample);
         }
         let job = state.in_flight.remove(position);
@@ -477,6 +499,7 @@ impl Drop for JobPlace {
             state.in_flight.remove(position);
             if position == 0 {
                 state.previous_end = Some(Instant::now());
+                state.previous_end_placed = false;
             }
             drop(state);
             self.queue.changed.notify_waiters();
@@ -540,10 +563,13 @@ impl QueuePacing {
             .or(self.client_run_time);
         match state.position(self.seq) {
             Some(0) => match state.head_started(self.seq) {
+                // A late first poll only where the start is measured: after a head
+                // found finished by its late poll, the next is polled when it should
+                // end, so an error of the typical time never adds up along the queue.
                 Some(started) => Standing::Head {
                     started,
                     run_time,
-                    followed: state.in_flight.len() > 1,
+                    followed: state.in_flight.len() > 1 && state.head_start_measured(),
                 },
                 None => Standing::Unknown,
             },

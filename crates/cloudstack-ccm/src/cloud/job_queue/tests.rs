@@ -334,3 +334,46 @@ async fn a_plan_that_ended_keeps_no_place() {
         "the older plan ended: the place is free"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn after_a_head_found_finished_late_the_next_is_polled_when_it_should_end() {
+    let queues = NetworkQueues::default();
+    let plan = queues.enter("net");
+    plan.queue
+        .lock()
+        .run_times
+        .insert("createLoadBalancerRule".into(), Duration::from_secs(1));
+    let pacing = |place: &JobPlace| QueuePacing {
+        queue: place.queue.clone(),
+        seq: place.seq,
+        command: "createLoadBalancerRule".into(),
+        behind_timeout: Duration::from_secs(1),
+        fallback: BackoffPacing::new(Duration::from_millis(50), Duration::from_secs(1)),
+        client_run_time: None,
+        after_due: None,
+        last_poll: None,
+    };
+    let first = plan.queue.take_place(plan.ticket).await;
+    first.mark_submitted();
+    let second = plan.queue.take_place(plan.ticket).await;
+    second.mark_submitted();
+    let started = Instant::now();
+    pacing(&first).wait().await;
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(1250),
+        "late: followed"
+    );
+    first.finished("createLoadBalancerRule", None);
+    drop(first);
+    let third = plan.queue.take_place(plan.ticket).await;
+    third.mark_submitted();
+    // The second is followed too, but its start (the first's end) is only assumed.
+    pacing(&second).wait().await;
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_secs(2),
+        "at the assumed start (1 s) plus one run time, not a quarter later"
+    );
+    drop(third);
+}

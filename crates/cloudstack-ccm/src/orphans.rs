@@ -14,6 +14,7 @@ use crate::cli::ManagerArgs;
 use crate::cloud::cidr::Cidr;
 use crate::cloud::job_queue::NetworkQueues;
 use crate::cloud::loadbalancer::annotations as ann;
+use crate::cloud::loadbalancer::observe::account_view::AccountView;
 use crate::cloud::orphans::{self, Orphan, Owners};
 use crate::config::CloudConfig;
 use crate::connect;
@@ -127,21 +128,25 @@ pub async fn report(
 ) -> Result<OrphanReport, ToolError> {
     let queues = NetworkQueues::default();
     let delete = delete.then_some(&queues);
-    report_queued(cloudstack, kube, scope, delete).await
+    report_queued(cloudstack, kube, scope, delete, None).await
 }
 
 /// [`report`], deleting (when `delete` is given) with the plans queued in `delete`: the
 /// service controller passes its engine's queues, so orphan deletions wait in line with
-/// the Services' jobs.
+/// the Services' jobs, and its account view (`view`), which already holds the
+/// load-balancer rules, firewall rules and addresses of the account.
 pub(crate) async fn report_queued(
     cloudstack: &cloudstack::Client,
     kube: &kube::Client,
     scope: Scope<'_>,
     delete: Option<&NetworkQueues>,
+    view: Option<&AccountView>,
 ) -> Result<OrphanReport, ToolError> {
-    let tagged = orphans::observe(cloudstack, scope.cluster)
-        .await
-        .map_err(ToolError::CloudStack)?;
+    let tagged = match view {
+        Some(view) => orphans::observe_with_view(cloudstack, scope.cluster, view).await,
+        None => orphans::observe(cloudstack, scope.cluster).await,
+    }
+    .map_err(ToolError::CloudStack)?;
     let owners = owners(kube, scope.node_cache, scope.cluster_cidrs).await?;
     let orphans = orphans::classify(&tagged, &owners);
     let deleted = if let Some(queues) = delete {

@@ -24,6 +24,7 @@ use cloudstack::{
 };
 
 use crate::cloud::cidr::Cidr;
+use crate::cloud::loadbalancer::observe::account_view::AccountView;
 use crate::cloud::loadbalancer::plan::Step;
 use crate::cloud::loadbalancer::vocabulary::IpProtocol;
 use crate::cloud::routes::plan::RouteStep;
@@ -190,6 +191,56 @@ pub(crate) async fn observe(
                 ..Default::default()
             })
             .await?,
+        ips: client
+            .list_public_ip_addresses(&ListPublicIpAddresses {
+                listall: Some(true),
+                tags: cluster_filter(cluster),
+                ..Default::default()
+            })
+            .await?,
+        ..observe_beyond_the_view(client, cluster).await?
+    })
+}
+
+/// [`observe`], with the load-balancer rules, firewall rules and public IPs tagged for
+/// `cluster` taken from `view` (the service controller's account view holds every one of
+/// them), so a pass right after the view was read lists them no second time.
+pub(crate) async fn observe_with_view(
+    client: &cloudstack::Client,
+    cluster: &str,
+    view: &AccountView,
+) -> Result<Tagged, cloudstack::Error> {
+    let of_cluster = |tags: &[Tag]| tag_value(tags, TAG_CLUSTER) == Some(cluster);
+    Ok(Tagged {
+        rules: view
+            .rules
+            .iter()
+            .filter(|rule| of_cluster(&rule.tags))
+            .map(|rule| (**rule).clone())
+            .collect(),
+        firewall_rules: view
+            .firewall_rules
+            .iter()
+            .filter(|rule| of_cluster(&rule.tags))
+            .map(|rule| (**rule).clone())
+            .collect(),
+        ips: view
+            .ips
+            .iter()
+            .filter(|ip| of_cluster(&ip.tags))
+            .map(|ip| (**ip).clone())
+            .collect(),
+        ..observe_beyond_the_view(client, cluster).await?
+    })
+}
+
+/// What [`observe`] lists that is not in the account view: ACL items, static routes and
+/// SSL certificates.
+async fn observe_beyond_the_view(
+    client: &cloudstack::Client,
+    cluster: &str,
+) -> Result<Tagged, cloudstack::Error> {
+    Ok(Tagged {
         acl_items: client
             .list_network_acls(&ListNetworkAcls {
                 listall: Some(true),
@@ -204,17 +255,11 @@ pub(crate) async fn observe(
                 ..Default::default()
             })
             .await?,
-        ips: client
-            .list_public_ip_addresses(&ListPublicIpAddresses {
-                listall: Some(true),
-                tags: cluster_filter(cluster),
-                ..Default::default()
-            })
-            .await?,
         certificates: client
             .list_ssl_certs(&cloudstack::ListSslCerts::default())
             .await?,
         cluster: cluster.to_string(),
+        ..Tagged::default()
     })
 }
 

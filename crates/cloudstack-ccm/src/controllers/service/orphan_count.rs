@@ -85,14 +85,24 @@ async fn pass(
         cluster_cidrs: &ctx.routes.cluster_cidrs,
     };
     let delete = ctx.delete_orphans.then(|| engine.queues());
+    // The engine's view (read now, or shared with the Services reconciled meanwhile):
+    // the first Service after start-up then reads no list the pass already read.
+    let view = match engine.account_view().await {
+        Ok(view) => view,
+        Err(error) => {
+            tracing::warn!(%error, "cannot look for orphaned CloudStack objects");
+            return;
+        }
+    };
     let report =
-        match crate::orphans::report_queued(&ctx.cloudstack, &ctx.kube, scope, delete).await {
-            Ok(report) => report,
-            Err(error) => {
-                tracing::warn!(%error, "cannot look for orphaned CloudStack objects");
-                return;
-            }
-        };
+        crate::orphans::report_queued(&ctx.cloudstack, &ctx.kube, scope, delete, Some(&view)).await;
+    let report = match report {
+        Ok(report) => report,
+        Err(error) => {
+            tracing::warn!(%error, "cannot look for orphaned CloudStack objects");
+            return;
+        }
+    };
     let mut counts: BTreeMap<OrphanKind, usize> =
         OrphanKind::ALL.into_iter().map(|kind| (kind, 0)).collect();
     for orphan in &report.orphans {

@@ -17,6 +17,12 @@ impl Engine {
         self.details.retain(std::iter::empty());
     }
 
+    /// The shared view of the account, for the orphan pass (which takes the rules,
+    /// firewall rules and addresses tagged for the cluster from it).
+    pub(crate) async fn account_view(&self) -> Result<Arc<AccountView>, EnsureError> {
+        self.view().await
+    }
+
     /// The shared view; after a resync started, also forgets the cached details of
     /// rules that no longer exist (deleted by hand).
     pub(super) async fn view(&self) -> Result<Arc<AccountView>, EnsureError> {

@@ -32,6 +32,8 @@ use crate::cloud::routes::within_cluster_cidrs;
 use crate::cloud::tags::{TAG_ASSOCIATED, TAG_CLUSTER, TAG_KEEP_IP, TAG_NODE, TAG_SERVICE_UID};
 
 mod delete;
+#[cfg(test)]
+mod observe_tests;
 
 pub(crate) use delete::delete_queued;
 pub use delete::{DeleteError, delete};

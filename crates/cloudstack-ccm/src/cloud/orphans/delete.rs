@@ -219,4 +219,4 @@ pub(crate) async fn delete_queued(
 
 #[cfg(test)]
 #[path = "delete_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -122,7 +122,7 @@ fn the_orphans_of_each_network_make_one_plan_rules_before_addresses() {
 }
 
 /// The small scenario's isolated network, and a rule on a new address of it.
-async fn rule_on_network(
+pub(in crate::cloud::orphans) async fn rule_on_network(
     client: &cloudstack::Client,
     sim: &cloudstack_sim::SimServer,
 ) -> (String, String) {

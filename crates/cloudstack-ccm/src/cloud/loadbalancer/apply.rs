@@ -187,8 +187,15 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
         lock(&run.state).touched_rules.insert(id);
     }
     match call {
-        Call::AssociateIp { target, address } => {
-            let associated = run.ip.associate(step, &target, address).await?;
+        Call::AssociateIp {
+            target,
+            address,
+            replacing,
+        } => {
+            let associated = run
+                .ip
+                .associate(step, &target, address, replacing.as_deref())
+                .await?;
             lock(&run.state).associated_ip = Some(associated);
             Ok(())
         }
@@ -228,6 +235,11 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
         }
         // Tags do not queue on the network.
         Call::CreateTags(request) => run.client.create_tags(&request).await.map_err(failed(step)),
+        Call::TakeIp {
+            ip_id,
+            service_uid,
+            request,
+        } => run.ip.take(step, &request, &ip_id, &service_uid).await,
         Call::DeleteTags(request) => run.client.delete_tags(&request).await.map_err(failed(step)),
         // Certificates are not network objects: their calls are synchronous.
         Call::UploadCertificate {

@@ -130,7 +130,8 @@ fn requested_ip_cases() {
         p.phases[0].steps[0],
         Step::AssociateIp {
             target: AssociateTarget::Network(NET.into()),
-            address: Some("203.0.113.5".parse().unwrap())
+            address: Some("203.0.113.5".parse().unwrap()),
+            replacing: None,
         }
     );
 
@@ -228,7 +229,8 @@ fn claimed_ip_is_adopted_associated_again_or_released() {
         p.phases[0].steps[0],
         Step::AssociateIp {
             target: AssociateTarget::Network(NET.into()),
-            address: Some("203.0.113.5".parse().unwrap())
+            address: Some("203.0.113.5".parse().unwrap()),
+            replacing: None,
         }
     );
     // Held by someone else (observation drops it): a new address is claimed.
@@ -237,7 +239,8 @@ fn claimed_ip_is_adopted_associated_again_or_released() {
         p.phases[0].steps[0],
         Step::AssociateIp {
             target: AssociateTarget::Network(NET.into()),
-            address: None
+            address: None,
+            replacing: None,
         }
     );
     // Once the id is recorded the claim plays no part.

@@ -1,8 +1,8 @@
 //! Builds one Service's [`ObservedLb`] from the shared [`AccountView`] and the per-rule
 //! details: its rules by exact name (current and legacy names), its IP (requested
-//! address, else the claimed address while no id is recorded, else recorded id, else the
-//! IP of its rules), the firewall rules or ACL items of its ports, and the rules of
-//! others on the same IP.
+//! address, else the claimed address while no id is recorded, else recorded id unless
+//! another Service's UID tag is on it, else the IP of its rules), the firewall rules or
+//! ACL items of its ports, and the rules of others on the same IP.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -76,6 +76,16 @@ pub(crate) fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanCo
                 ip.address
             ));
         } else if ours && !ip.is_source_nat && ip.ownership == IpOwnership::Ours {
+            // Held by a claim alone (no id recorded): taken first, so an address another
+            // Service has just associated and not yet tagged is never released under it
+            // (see `ip_claim`); the release waits for the next phase.
+            if spec.pending_claim == Some(ip.address) && !ip.tags.contains_key(TAG_SERVICE_UID) {
+                first.push(Step::TagResources {
+                    resource_type: TagResourceType::PublicIpAddress,
+                    resources: vec![ResourceRef::Existing(ip.id.clone())],
+                    tags: [(TAG_SERVICE_UID.to_string(), spec.service_uid.clone())].into(),
+                });
+            }
             release.push(Step::ReleaseIp {
                 id: ip.id.clone(),
                 address: ip.address,

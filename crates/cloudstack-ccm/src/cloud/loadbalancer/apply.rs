@@ -202,8 +202,15 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
         lock(&run.state).touched_rules.insert(id);
     }
     match call {
-        Call::AssociateIp { target, address } => {
-            let (id, address, ip) = run.ip.associate(step, &target, address).await?;
+        Call::AssociateIp {
+            target,
+            address,
+            replacing,
+        } => {
+            let (id, address, ip) = run
+                .ip
+                .associate(step, &target, address, replacing.as_deref())
+                .await?;
             let mut state = lock(&run.state);
             state.associated_ip = Some((id, address));
             state.view_changes.associated(ip);
@@ -317,6 +324,21 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
                 &request.resourceids,
                 &request.tags,
             );
+            Ok(())
+        }
+        Call::TakeIp {
+            ip_id,
+            service_uid,
+            request,
+        } => {
+            let tagged_now = run.ip.take(step, &request, &ip_id, &service_uid).await?;
+            let changes = &mut lock(&run.state).view_changes;
+            if tagged_now {
+                changes.tagged(&request.resourcetype, &request.resourceids, &request.tags);
+            } else {
+                // Already ours: which of the other tags it carries is not known here.
+                changes.inexact(format!("step {step}: the IP was already taken"));
+            }
             Ok(())
         }
         Call::DeleteTags(request) => {

@@ -16,7 +16,7 @@ use super::ip_claim::{IpRecorder, PickedAddresses, RecordError, RecordedIp};
 use super::members::gone_members;
 use super::observe::ObservedLb;
 use super::observe::account_view::{AccountView, AccountViewCache};
-use super::observe::assemble::{ObserveInputs, observe};
+use super::observe::assemble::{ObserveInputs, look_up_address, observe};
 use super::observe::details::{PolicyKinds, RuleDetails, RuleDetailsCache};
 use super::plan::{self, Backends, Plan, PlanContext, PlanError, RuleRef, Step, VmIds};
 use super::spec::LbSpec;
@@ -154,6 +154,22 @@ impl Engine {
             // read): read the view again once.
             self.start_resync();
             view = self.view().await?;
+        }
+        if let Some(requested) = spec.requested_ip
+            && view.ip_by_address(&requested.to_string()).is_none()
+        {
+            // An address the view has not seen may have been allocated to the account
+            // since it was read (by hand, for this Service): read it, with what stands
+            // on it, into the view (another account's address is not visible there).
+            let found = look_up_address(&self.client, &requested.to_string())
+                .await
+                .map_err(EnsureError::Observe)?;
+            if let Some(id) = found.filter(|ip| ip.is_allocated()).and_then(|ip| ip.id) {
+                self.views
+                    .renew_ips(&self.client, &BTreeSet::from([id]))
+                    .await;
+                view = self.view().await?;
+            }
         }
         let ctx = self.plan_context(&view, &network_id)?;
         let observed = self.observe(&view, spec, &ctx.network).await?;

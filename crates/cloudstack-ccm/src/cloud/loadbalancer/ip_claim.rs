@@ -18,7 +18,22 @@
 //!    address allocated to the account with nothing of anyone else on it; the planner
 //!    then plans `AdoptClaimedIp` instead of a new association, and its id is recorded
 //!    as associated by the controller (no CloudStack call).
-//! 5. **Give back.** When CloudStack refuses the plan for good before any of its rules
+//! 5. **Take.** Before anything is built on a new or adopted address (and on a recorded
+//!    one not tagged so yet), its ownership tags go on it in one `createTags`
+//!    ([`IpClaims::take`]), the Service's UID among them. A claim does not make an
+//!    address ours alone: two processes may each believe they lead for a while (a
+//!    leader cut off from the API server acts until its renew deadline), each with its
+//!    own [`PickedAddresses`], and a claim the old leader wrote may name an address it
+//!    then released and someone else associated. CloudStack keeps one value per tag key
+//!    and resource (the unique key of `resource_tags`; a second is refused with "tag …
+//!    already on …"), so of two Services that both hold an address exactly one takes it.
+//!    The other reads the address's tags once (only then), forgets its record and claim
+//!    (it releases nothing: the address is the winner's) and claims a new address; an
+//!    observation that finds the recorded address tagged for another Service does the
+//!    same ([`super::observe::TakenIp`]). An address associated and then abandoned is
+//!    taken by the Service whose claim names it, or released with the Service that
+//!    recorded it.
+//! 6. **Give back.** When CloudStack refuses the plan for good before any of its rules
 //!    stands on the IP it has just associated, [`IpClaims::release_unused`] releases the
 //!    IP and forgets its record, so a load balancer that cannot be built holds no
 //!    address.
@@ -31,7 +46,7 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 
 use cloudstack::{
-    AddressSummary, AssociateIpAddress, DisassociateIpAddress, ListPublicIpAddresses,
+    AddressSummary, AssociateIpAddress, CreateTags, DisassociateIpAddress, ListPublicIpAddresses,
     PublicIpAddress, Request,
 };
 use futures::future::BoxFuture;
@@ -40,6 +55,7 @@ pub use super::apply::error::RecordError;
 use super::apply::error::{ApplyError, created_id, failed, gone_is_fine};
 use super::plan::{AssociateTarget, Step};
 use crate::cloud::job_queue::PlanTicket;
+use crate::cloud::tags::{TAG_SERVICE_UID, tag_map};
 
 /// Free addresses read per page when a new address is claimed. A page is enough to pick
 /// from while fewer plans than this run at once; reading the whole free pool of a zone
@@ -158,14 +174,27 @@ impl<'a> IpClaims<'a> {
     }
 
     /// Step `AssociateIp`: claims a free address unless `address` names one, associates
-    /// it and records its id (steps 1–3). Returns the IP id and address, and the IP as the
-    /// job returned it.
+    /// it and records its id (steps 1–3). `replacing` is the id of the address recorded
+    /// on the Service that another Service took: its record goes first (step 5). Returns
+    /// the IP id and address, and the IP as the job returned it.
     pub(super) async fn associate(
         &self,
         step: &Step,
         target: &AssociateTarget,
         address: Option<IpAddr>,
+        replacing: Option<&str>,
     ) -> Result<(String, IpAddr, PublicIpAddress), ApplyError> {
+        if let Some(id) = replacing {
+            self.recorder
+                .forget(&RecordedIp {
+                    ip_id: id.to_string(),
+                    associated_by_controller: true,
+                    network_id: None,
+                })
+                .await
+                .map_err(ApplyError::Record)?;
+            tracing::info!(ip_id = %id, "the recorded IP is another Service's; claiming a new one");
+        }
         let address = match address {
             Some(address) => Some(address),
             None => self.claim_free_ip(step).await?,
@@ -189,7 +218,54 @@ impl<'a> IpClaims<'a> {
             .map_err(ApplyError::Record)
     }
 
-    /// Step 5: releases the IP `id` this plan associated and forgets its record. False
+    /// Step 5: `createTags` of the IP's ownership tags (`request`, the Service's UID
+    /// `service_uid` among them) on IP `ip_id`. When CloudStack refuses, the IP's tags
+    /// are read again (one call): our UID on it means an earlier try went through; another
+    /// Service's UID means that Service took the address first, so the Service forgets
+    /// its record and claim (releasing nothing) and the step fails with
+    /// [`ApplyError::IpTaken`]: the next plan claims a new address. True when this call
+    /// put the tags on, false when an earlier try had.
+    pub(super) async fn take(
+        &self,
+        step: &Step,
+        request: &CreateTags,
+        ip_id: &str,
+        service_uid: &str,
+    ) -> Result<bool, ApplyError> {
+        let refused = match self.client.create_tags(request).await {
+            Ok(()) => return Ok(true),
+            Err(err) => err,
+        };
+        let owner = match ip_owner(self.client, ip_id).await {
+            Ok(owner) => owner,
+            Err(read) => {
+                tracing::warn!(ip_id, error = %read, "cannot read the tags of an IP that could not be tagged");
+                None
+            }
+        };
+        match owner {
+            Some(owner) if owner == service_uid => Ok(false),
+            Some(owner) => {
+                let record = RecordedIp {
+                    ip_id: ip_id.to_string(),
+                    associated_by_controller: true,
+                    network_id: None,
+                };
+                if let Err(detail) = self.recorder.forget(&record).await {
+                    tracing::warn!(ip_id, error = %detail, "cannot forget an IP another Service took");
+                }
+                tracing::warn!(ip_id, owner = %owner, "another Service took the IP first; a new one is claimed");
+                Err(ApplyError::IpTaken {
+                    step: step.to_string(),
+                    ip_id: ip_id.to_string(),
+                    owner,
+                })
+            }
+            None => Err(failed(step)(refused)),
+        }
+    }
+
+    /// Step 6: releases the IP `id` this plan associated and forgets its record. False
     /// when the release failed (logged; the IP stays recorded and goes with the Service).
     pub(super) async fn release_unused(&self, id: &str, address: IpAddr) -> bool {
         let step = Step::ReleaseIp {
@@ -344,6 +420,23 @@ fn associate_request(
     (request, network_id)
 }
 
+/// The UID of the Service whose ownership tag IP `ip_id` carries (one call).
+async fn ip_owner(
+    client: &cloudstack::Client,
+    ip_id: &str,
+) -> Result<Option<String>, cloudstack::Error> {
+    let request = ListPublicIpAddresses {
+        id: Some(ip_id.to_string()),
+        listall: Some(true),
+        ..Default::default()
+    };
+    let found = client.list_public_ip_addresses(&request).await?;
+    Ok(found
+        .iter()
+        .find(|ip| ip.id.as_deref() == Some(ip_id))
+        .and_then(|ip| tag_map(&ip.tags).remove(TAG_SERVICE_UID)))
+}
+
 /// Picks a free address of zone `zone_id` (all zones when `None`): reads a page of
 /// [`CLAIM_PAGE_SIZE`] addresses (`allocatedonly=false`, state `Free`) and picks one at
 /// random among those no running plan of this process picked (so two Services rarely pick
@@ -397,136 +490,5 @@ async fn pick_free_address(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn running_plans_never_pick_the_same_free_address() {
-        let picked = PickedAddresses::default();
-        let free: Vec<IpAddr> = ["203.0.113.1", "203.0.113.2"]
-            .iter()
-            .map(|a| a.parse().expect("address"))
-            .collect();
-        let first = picked.pick(&free).expect("one is free");
-        let second = picked.pick(&free).expect("the other is free");
-        assert_ne!(first, second);
-        assert_eq!(picked.pick(&free), None, "both are being associated");
-        {
-            let run = RunPicks {
-                shared: &picked,
-                mine: Mutex::new(vec![first]),
-            };
-            drop(run);
-        }
-        assert_eq!(
-            picked.pick(&free),
-            Some(first),
-            "released when its run ended"
-        );
-    }
-
-    #[test]
-    fn a_run_releases_what_it_picked() {
-        let picked = PickedAddresses::default();
-        let free: Vec<IpAddr> = vec!["203.0.113.1".parse().expect("address")];
-        {
-            let run = RunPicks {
-                shared: &picked,
-                mine: Mutex::new(Vec::new()),
-            };
-            assert_eq!(run.pick(&free), Some(free[0]));
-            assert_eq!(picked.pick(&free), None, "held while the run lasts");
-        }
-        assert_eq!(picked.pick(&free), Some(free[0]));
-    }
-
-    /// The `listPublicIpAddresses` calls the simulator answered.
-    fn address_lists(sim: &cloudstack_sim::SimServer) -> usize {
-        sim.call_log()
-            .iter()
-            .filter(|call| call.command == ListPublicIpAddresses::COMMAND)
-            .count()
-    }
-
-    #[tokio::test]
-    async fn a_claim_reads_one_page_of_free_addresses_and_the_next_only_when_it_is_all_picked() {
-        // The small zone has 200 addresses, a few allocated: two pages of free ones.
-        let (sim, client) = super::super::simulated_cloud(cloudstack_sim::Scenario::small()).await;
-        let picked = PickedAddresses::default();
-        let run = RunPicks {
-            shared: &picked,
-            mine: Mutex::default(),
-        };
-        let first = pick_free_address(&client, None, &run)
-            .await
-            .expect("listed")
-            .expect("a free address");
-        assert_eq!(address_lists(&sim), 1, "one page is enough");
-
-        let request = ListPublicIpAddresses {
-            allocatedonly: Some(false),
-            state: Some("Free".into()),
-            ..Default::default()
-        };
-        let free: Vec<AddressSummary> = client
-            .list_public_ip_addresses(&request)
-            .await
-            .expect("every free address")
-            .into_iter()
-            .map(|ip| AddressSummary {
-                ipaddress: ip.ipaddress,
-                allocated: ip.allocated,
-                state: ip.state,
-            })
-            .collect();
-        assert!(
-            free.len() > CLAIM_PAGE_SIZE as usize,
-            "the zone has more free addresses than a page"
-        );
-        let on_first_page: Vec<IpAddr> = free[..CLAIM_PAGE_SIZE as usize]
-            .iter()
-            .filter_map(|ip| ip.ipaddress.as_deref()?.parse().ok())
-            .collect();
-        assert!(on_first_page.contains(&first), "picked from the first page");
-        picked.lock().extend(on_first_page.iter().copied());
-        let calls = address_lists(&sim);
-        let second = pick_free_address(&client, None, &run)
-            .await
-            .expect("listed")
-            .expect("a free address on the second page");
-        assert!(!on_first_page.contains(&second));
-        assert_eq!(
-            address_lists(&sim) - calls,
-            2,
-            "the second page is read once the first is all picked"
-        );
-
-        picked.lock().extend(
-            free.iter()
-                .filter_map(|ip| ip.ipaddress.as_deref()?.parse::<IpAddr>().ok()),
-        );
-        assert_eq!(
-            pick_free_address(&client, None, &run)
-                .await
-                .expect("listed"),
-            None,
-            "every free address is picked"
-        );
-    }
-
-    #[test]
-    fn an_association_asks_for_the_claimed_address_on_its_target() {
-        let address: IpAddr = "203.0.113.7".parse().expect("address");
-        let (request, network) =
-            associate_request(&AssociateTarget::Network("net-1".into()), Some(address));
-        assert_eq!(request.networkid.as_deref(), Some("net-1"));
-        assert_eq!(request.vpcid, None);
-        assert_eq!(request.ipaddress.as_deref(), Some("203.0.113.7"));
-        assert_eq!(network.as_deref(), Some("net-1"), "recorded with the IP");
-        let (request, network) = associate_request(&AssociateTarget::Vpc("vpc-1".into()), None);
-        assert_eq!(request.vpcid.as_deref(), Some("vpc-1"));
-        assert_eq!(request.networkid, None);
-        assert_eq!(request.ipaddress, None, "CloudStack picks one");
-        assert_eq!(network, None, "a VPC tier is not recorded as the network");
-    }
-}
+#[path = "ip_claim_tests.rs"]
+mod tests;

@@ -202,6 +202,26 @@ pub struct ObservedLb {
     /// The certificates on the Service's rules and those the controller uploaded for it
     /// (read only for Services with TLS rules or asking for TLS).
     pub certificates: ObservedCertificates,
+    /// The address recorded on the Service that another Service holds (`ip` is then
+    /// `None`): forgotten, and a new one claimed.
+    pub taken_ip: Option<TakenIp>,
+}
+
+/// An address recorded on the Service whose ownership tag names another Service: two
+/// Services believed they held it (a claim left by a leader that lost its Lease, found
+/// allocated), and the other tagged it first (see
+/// [`ip_claim`](super::ip_claim)). The Service forgets it, claims a new address, and
+/// releases nothing of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenIp {
+    /// IP id.
+    pub id: String,
+    /// The address.
+    pub address: IpAddr,
+    /// The UID of the Service that holds it.
+    pub owner_uid: String,
+    /// The Service's own rules that stand on it (id, name), deleted with the move.
+    pub own_rules: Vec<(String, String)>,
 }
 
 /// A certificate as `listSslCerts` shows it.

@@ -15,14 +15,18 @@
 //!   ≥ 4.22 — `cidrlist` changes are made in place with `updateLoadBalancerRule`.
 //!
 //! Job count for a new Service with `n` ports and `m` > 0 nodes: isolated network with
-//! the default range: `1` (associate IP) `+ n` (rules) `+ n` (members) `+ 1` (tag rules)
-//! `+ 1` (tag IP) = `2n + 3` in three phases; with source ranges, `+ n` firewall rules in
-//! the second phase; VPC tier: `+ n` ACL items. An unchanged Service: no job at all.
+//! the default range: `1` (associate IP) `+ 1` (tag IP) `+ n` (rules) `+ n` (members)
+//! `+ 1` (tag rules) = `2n + 3` in four phases; with source ranges, `+ n` firewall rules
+//! in the third phase; VPC tier: `+ n` ACL items. An unchanged Service: no job at all.
 //!
 //! Phase order: (1) associate the IP and delete what frees a port a new rule needs
 //! (so a tcp ↔ udp switch or a node-port change never hits CloudStack's port conflict);
-//! (2) create and update rules, open ports, fix members of existing rules, remove
-//! outdated policies; (3) members and policies of new rules, tags, and deletion of
+//! (2) take the IP: its ownership tags, the Service's UID among them, which CloudStack
+//! keeps once per key, so of two Services that both believe they hold an address only
+//! one gets it, before either builds on it (see [`super::ip_claim`]; only when the IP
+//! is new or not yet tagged so);
+//! (3) create and update rules, open ports, fix members of existing rules, remove
+//! outdated policies; (4) members and policies of new rules, tags, and deletion of
 //! rules no port needs any more (only once the wanted rules stand).
 //!
 //! No step is planned that CloudStack must refuse: deleting a rule also deletes the
@@ -328,6 +332,9 @@ pub fn plan(
         .filter(|_| spec.delete_spec().associated_by_predecessor(observed))
         .map(|ip| ip.id.clone());
     if let Some(step) = associate {
+        p.push(Stage::Prepare, step);
+    }
+    for step in delete::taken_ip_rule_deletes(observed) {
         p.push(Stage::Prepare, step);
     }
     p.rules();

@@ -130,7 +130,8 @@ fn requested_ip_cases() {
         p.phases[0].steps[0],
         Step::AssociateIp {
             target: AssociateTarget::Network(NET.into()),
-            address: Some("203.0.113.5".parse().unwrap())
+            address: Some("203.0.113.5".parse().unwrap()),
+            replacing: None,
         }
     );
 
@@ -228,7 +229,8 @@ fn claimed_ip_is_adopted_associated_again_or_released() {
         p.phases[0].steps[0],
         Step::AssociateIp {
             target: AssociateTarget::Network(NET.into()),
-            address: Some("203.0.113.5".parse().unwrap())
+            address: Some("203.0.113.5".parse().unwrap()),
+            replacing: None,
         }
     );
     // Held by someone else (observation drops it): a new address is claimed.
@@ -237,7 +239,8 @@ fn claimed_ip_is_adopted_associated_again_or_released() {
         p.phases[0].steps[0],
         Step::AssociateIp {
             target: AssociateTarget::Network(NET.into()),
-            address: None
+            address: None,
+            replacing: None,
         }
     );
     // Once the id is recorded the claim plays no part.
@@ -264,9 +267,15 @@ fn claimed_ip_is_adopted_associated_again_or_released() {
     let p = plan_delete(&requested.delete_spec(), &with_ip(leaked.clone()), &ctx);
     assert!(p.is_empty(), "a user's untagged address is kept: {p}");
 
-    // Deleted before the id was recorded: the claimed address allocated to us goes.
+    // Deleted before the id was recorded: the claimed address allocated to us goes,
+    // once taken (it may be another Service's that was just associated).
     let p = plan_delete(&s.delete_spec(), &with_ip(leaked), &ctx);
-    assert_eq!(kinds(&p), vec![vec!["release"]]);
+    assert_eq!(kinds(&p), vec![vec!["tag"], vec!["release"]]);
+    assert!(
+        matches!(&p.phases[0].steps[0], Step::TagResources { tags, .. }
+            if tags.get(TAG_SERVICE_UID).map(String::as_str) == Some(UID)),
+        "{p}"
+    );
 }
 
 #[test]

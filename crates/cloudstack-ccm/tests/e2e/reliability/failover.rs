@@ -273,10 +273,6 @@ async fn sigkill_of_the_leader_hands_over_within_the_lease_and_never_two_act() {
 const DEADLINE_SLACK_MS: i64 = 200;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known bug, about one run in four: after the partition the new leader can end with \
-            a Service on another Service's address (createTags of the new address fails with \
-            'tag … already on PublicIpAddress', the retry adopts the other Service's IP); run \
-            with --ignored until the IP claim is fixed"]
 async fn a_partitioned_leader_stops_mutating_by_its_renew_deadline_lives_on_and_stands_by() {
     if common::skip_in_remote_mode(
         "cuts one process off the fake API server and reads the simulator's call log",

@@ -6,6 +6,7 @@ pub mod support;
 mod addresses;
 mod annotations;
 mod calls;
+mod claim_conflict;
 mod cleanup;
 mod crash;
 mod drift;

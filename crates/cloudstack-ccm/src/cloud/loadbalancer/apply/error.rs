@@ -31,6 +31,17 @@ pub enum ApplyError {
     /// The IP could not be recorded on the Service.
     #[error("associate IP: {0}")]
     Record(#[source] RecordError),
+    /// Another Service took the IP first (its UID tag is on it): the Service forgot it,
+    /// and its next plan claims a new address.
+    #[error("{step}: IP {ip_id} is held by Service {owner}; a new address is claimed")]
+    IpTaken {
+        /// The step.
+        step: String,
+        /// The IP id.
+        ip_id: String,
+        /// The UID of the Service that holds it.
+        owner: String,
+    },
     /// A step refers to something an earlier phase should have made.
     #[error("{step}: {detail}")]
     Unresolved {

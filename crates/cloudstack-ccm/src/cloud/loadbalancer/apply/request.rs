@@ -16,9 +16,11 @@ use cloudstack::{
 
 use super::super::plan::{
     AssociateTarget, CertRef, IpRef, POLICY_DESCRIPTION, ResourceRef, RuleRef, Step,
+    TagResourceType,
 };
 use super::{Applied, ApplyError};
 use crate::cloud::cidr::Cidr;
+use crate::cloud::tags::TAG_SERVICE_UID;
 
 /// One command and its parameters, queued on the network.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +50,8 @@ pub(super) enum Call {
         target: AssociateTarget,
         /// The address asked for, if any (else one is claimed).
         address: Option<IpAddr>,
+        /// The record of another Service's address to drop first.
+        replacing: Option<String>,
     },
     /// The claimed IP found allocated after a crash: recorded, no CloudStack call.
     AdoptClaimedIp {
@@ -89,6 +93,16 @@ pub(super) enum Call {
     },
     /// `createTags` (tags do not queue on the network).
     CreateTags(CreateTags),
+    /// `createTags` of a public IP's ownership tags, the Service's UID among them: the
+    /// first Service to tag an address holds it ([`super::super::ip_claim`]).
+    TakeIp {
+        /// The IP id.
+        ip_id: String,
+        /// The Service's UID, as tagged.
+        service_uid: String,
+        /// The tags to create.
+        request: CreateTags,
+    },
     /// `deleteTags` (tags do not queue on the network).
     DeleteTags(DeleteTags),
     /// `uploadSslCert` (synchronous): the new id is kept under the fingerprint.
@@ -122,9 +136,14 @@ pub(super) fn request(step: &Step, done: &Applied) -> Result<StepRequest, ApplyE
         resolve_rule(step, rule, done)
     };
     let call = match step {
-        Step::AssociateIp { target, address } => Call::AssociateIp {
+        Step::AssociateIp {
+            target,
+            address,
+            replacing,
+        } => Call::AssociateIp {
             target: target.clone(),
             address: *address,
+            replacing: replacing.clone(),
         },
         Step::AdoptClaimedIp {
             target,
@@ -292,12 +311,21 @@ pub(super) fn request(step: &Step, done: &Applied) -> Result<StepRequest, ApplyE
                     ResourceRef::AssociatedIp => resolve_ip(step, &IpRef::Associated, done),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            Call::CreateTags(CreateTags {
+            let request = CreateTags {
                 resourceids,
                 resourcetype: resource_type.as_str().to_string(),
                 tags: tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 ..Default::default()
-            })
+            };
+            let owner = tags.get(TAG_SERVICE_UID);
+            match (resource_type, owner, request.resourceids.as_slice()) {
+                (TagResourceType::PublicIpAddress, Some(uid), [ip_id]) => Call::TakeIp {
+                    ip_id: ip_id.clone(),
+                    service_uid: uid.clone(),
+                    request,
+                },
+                _ => Call::CreateTags(request),
+            }
         }
         Step::UntagResources {
             resource_type,

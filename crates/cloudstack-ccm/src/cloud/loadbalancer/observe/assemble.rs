@@ -1,8 +1,8 @@
 //! Builds one Service's [`ObservedLb`] from the shared [`AccountView`] and the per-rule
 //! details: its rules by exact name (current and legacy names), its IP (requested
-//! address, else the claimed address while no id is recorded, else recorded id, else the
-//! IP of its rules), the firewall rules or ACL items of its ports, and the rules of
-//! others on the same IP.
+//! address, else the claimed address while no id is recorded, else recorded id unless
+//! another Service's UID tag is on it, else the IP of its rules), the firewall rules or
+//! ACL items of its ports, and the rules of others on the same IP.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use super::account_view::AccountView;
 use super::details::{PolicyKinds, RuleDetailsCache};
 use super::{
     ForeignRule, IpOwnership, ObservedAclItem, ObservedFirewallRule, ObservedIp, ObservedLb,
-    ObservedRule,
+    ObservedRule, TakenIp,
 };
 use crate::cloud::cidr::Cidr;
 use crate::cloud::loadbalancer::spec::LbSpec;
@@ -123,10 +123,29 @@ async fn find_ip(
         .and_then(|ip| observed_ip(ip, true)))
 }
 
+/// The IP recorded on the Service when its UID tag names another Service (and no
+/// address is requested: Services may share an address the user brought): that one
+/// took it, and the Service must move.
+fn taken_ip(view: &AccountView, spec: &LbSpec) -> Option<(String, std::net::IpAddr, String)> {
+    if spec.requested_ip.is_some() {
+        return None;
+    }
+    let ip = view.ip_by_id(spec.recorded_ip_id.as_deref()?)?;
+    let owner = tag_map(&ip.tags)
+        .remove(TAG_SERVICE_UID)
+        .filter(|uid| *uid != spec.service.uid)?;
+    Some((
+        ip.id.clone()?,
+        ip.ipaddress.as_deref()?.parse().ok()?,
+        owner,
+    ))
+}
+
 /// The address the Service claimed before associating it: ours when allocated to the
 /// account with nothing of anyone else on it (we associated it and were stopped before
-/// recording its id), free when still free (one call, `allocatedonly=false`), `None`
-/// when someone else holds it (the claim is then replaced by a new one).
+/// recording its id, or took it already: its UID tag names the Service), free when
+/// still free (one call, `allocatedonly=false`), `None` when someone else holds it (the
+/// claim is then replaced by a new one).
 async fn find_claimed_ip(
     client: &cloudstack::Client,
     view: &AccountView,
@@ -146,15 +165,18 @@ async fn find_claimed_ip(
             }
         }
         let tags = tag_map(&ip.tags);
-        let tagged_for_other = tags.contains_key(TAG_ASSOCIATED)
-            || tags
-                .get(TAG_SERVICE_UID)
-                .is_some_and(|uid| *uid != spec.service.uid);
+        // The Service's UID tag says who took the address; without one, an address the
+        // controller associated (an older release's tag) is someone else's unless the
+        // Service's rules stand on it.
+        let tagged_for_other = match tags.get(TAG_SERVICE_UID) {
+            Some(uid) => *uid != spec.service.uid,
+            None => tags.contains_key(TAG_ASSOCIATED) && own_rules == 0,
+        };
         let others_firewall =
             own_rules == 0 && !view.firewall_rules_on_ip(client, id).await?.is_empty();
         let held_by_other = other_rules > 0
             || others_firewall
-            || (tagged_for_other && own_rules == 0)
+            || tagged_for_other
             || ip.issourcenat.unwrap_or(false)
             || ip.isstaticnat.unwrap_or(false);
         return Ok(if held_by_other {
@@ -171,7 +193,7 @@ async fn find_claimed_ip(
 
 /// One address of the zone's pool, allocated or not (one call, `allocatedonly=false`):
 /// tells a free address from one held by someone else.
-async fn look_up_address(
+pub(crate) async fn look_up_address(
     client: &cloudstack::Client,
     address: &str,
 ) -> Result<Option<PublicIpAddress>, cloudstack::Error> {
@@ -294,7 +316,22 @@ pub(crate) async fn observe(
         rule.health_checks_unknown = details.refused.health_check;
         rule.stickiness_unknown = details.refused.stickiness;
     }
-    let ip = find_ip(inputs.client, view, spec, &rules).await?;
+    let taken_ip = taken_ip(view, spec).map(|(id, address, owner_uid)| {
+        let (on_it, others): (Vec<ObservedRule>, Vec<ObservedRule>) = std::mem::take(&mut rules)
+            .into_iter()
+            .partition(|r| r.public_ip_id == id);
+        rules = others;
+        TakenIp {
+            id,
+            address,
+            owner_uid,
+            own_rules: on_it.into_iter().map(|r| (r.id, r.name)).collect(),
+        }
+    });
+    let ip = match taken_ip {
+        Some(_) => None,
+        None => find_ip(inputs.client, view, spec, &rules).await?,
+    };
     let own_ids: BTreeSet<&str> = rules.iter().map(|r| r.id.as_str()).collect();
     let foreign_rules: Vec<ForeignRule> = match &ip {
         Some(ip) => view
@@ -371,6 +408,7 @@ pub(crate) async fn observe(
         foreign_rules,
         acl_ports_of_others,
         certificates: Default::default(),
+        taken_ip,
     })
 }
 

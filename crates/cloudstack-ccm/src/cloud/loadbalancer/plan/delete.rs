@@ -23,6 +23,8 @@ pub(crate) fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanCo
             name: rule.name.clone(),
         });
     }
+    // Rules of the Service on an address another Service took go; the address stays.
+    first.extend(taken_ip_rule_deletes(observed));
     for fw in &observed.firewall_rules {
         if fw.start_port == fw.end_port && ports.contains(&(fw.protocol, fw.start_port)) {
             first.push(Step::DeleteFirewallRule {
@@ -61,7 +63,7 @@ pub(crate) fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanCo
                 release.push(Step::UntagResources {
                     resource_type: TagResourceType::PublicIpAddress,
                     resources: vec![ip.id.clone()],
-                    keys: [TAG_ASSOCIATED, TAG_CLUSTER, TAG_KEEP_IP]
+                    keys: [TAG_ASSOCIATED, TAG_CLUSTER, TAG_KEEP_IP, TAG_SERVICE_UID]
                         .into_iter()
                         .filter(|key| ip.tags.contains_key(*key))
                         .map(str::to_string)
@@ -74,6 +76,16 @@ pub(crate) fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanCo
                 ip.address
             ));
         } else if ours && !ip.is_source_nat && ip.ownership == IpOwnership::Ours {
+            // Held by a claim alone (no id recorded): taken first, so an address another
+            // Service has just associated and not yet tagged is never released under it
+            // (see `ip_claim`); the release waits for the next phase.
+            if spec.pending_claim == Some(ip.address) && !ip.tags.contains_key(TAG_SERVICE_UID) {
+                first.push(Step::TagResources {
+                    resource_type: TagResourceType::PublicIpAddress,
+                    resources: vec![ResourceRef::Existing(ip.id.clone())],
+                    tags: [(TAG_SERVICE_UID.to_string(), spec.service_uid.clone())].into(),
+                });
+            }
             release.push(Step::ReleaseIp {
                 id: ip.id.clone(),
                 address: ip.address,
@@ -83,6 +95,20 @@ pub(crate) fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanCo
     release.extend(super::tls::delete_steps(observed));
     let phases = firewall_deletes_first(vec![first, release], observed);
     Plan::from_phases(phases, warnings)
+}
+
+/// Deletes the Service's own rules that stand on an address another Service took
+/// ([`super::super::observe::TakenIp`]): the Service moves to a new address, and the
+/// address is the other's.
+pub(super) fn taken_ip_rule_deletes(observed: &ObservedLb) -> impl Iterator<Item = Step> + '_ {
+    observed
+        .taken_ip
+        .iter()
+        .flat_map(|taken| &taken.own_rules)
+        .map(|(id, name)| Step::DeleteRule {
+            id: id.clone(),
+            name: name.clone(),
+        })
 }
 
 /// What deleting a load balancer needs to know; built leniently, so a Service with a

@@ -26,6 +26,7 @@ pub(super) fn plan_ip(
             Some(Step::AssociateIp {
                 target,
                 address: None,
+                replacing: observed.taken_ip.as_ref().map(|taken| taken.id.clone()),
             }),
         ));
     };
@@ -50,6 +51,7 @@ pub(super) fn plan_ip(
                 Some(Step::AssociateIp {
                     target,
                     address: Some(ip.address),
+                    replacing: None,
                 }),
             ));
         }

@@ -2,12 +2,15 @@
 
 use super::*;
 
-/// The three phases the planner fills, in order (see the module doc of
+/// The four phases the planner fills, in order (see the module doc of
 /// [`plan`](super)); each becomes one [`Phase`] of the plan, empty ones dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stage {
     /// Associate the IP and delete what frees a port a new rule needs.
     Prepare,
+    /// Take the IP: its ownership tags, the Service's UID among them, before anything
+    /// is built on it (see [`super::super::ip_claim`]).
+    Claim,
     /// Create and update rules, open ports, fix members of existing rules, remove
     /// outdated policies.
     Build,
@@ -22,7 +25,7 @@ pub(crate) struct Planner<'a> {
     pub(super) ctx: &'a PlanContext,
     pub(super) ip: IpRef,
     /// The steps of each [`Stage`], indexed by `stage as usize`.
-    pub(super) stages: [Vec<Step>; 3],
+    pub(super) stages: [Vec<Step>; 4],
     /// Names of rules created by this plan.
     pub(super) created: Vec<String>,
     /// Public ports of rules deleted and created again (their firewall is redone).

@@ -96,6 +96,10 @@ pub enum Step {
         target: AssociateTarget,
         /// A specific address, when one was asked for.
         address: Option<IpAddr>,
+        /// The id of the address recorded on the Service that another Service took
+        /// ([`super::super::observe::TakenIp`]): its record is dropped first (no
+        /// CloudStack call), so a crash never leaves the new claim behind an old record.
+        replacing: Option<String>,
     },
     /// Takes over the address the Service claimed, found allocated to the account with
     /// nothing of anyone else on it (we associated it and were stopped before recording
@@ -400,11 +404,19 @@ fn rule_label(rule: &RuleRef) -> &str {
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Step::AssociateIp { target, address } => {
+            Step::AssociateIp {
+                target,
+                address,
+                replacing,
+            } => {
                 let what = address.map_or("a new IP".to_string(), |a| format!("IP {a}"));
                 match target {
-                    AssociateTarget::Network(n) => write!(f, "associate {what} with network {n}"),
-                    AssociateTarget::Vpc(v) => write!(f, "associate {what} with VPC {v}"),
+                    AssociateTarget::Network(n) => write!(f, "associate {what} with network {n}")?,
+                    AssociateTarget::Vpc(v) => write!(f, "associate {what} with VPC {v}")?,
+                }
+                match replacing {
+                    Some(id) => write!(f, " (IP {id} is another Service's)"),
+                    None => Ok(()),
                 }
             }
             Step::AdoptClaimedIp { address, .. } => write!(f, "adopt claimed IP {address}"),

@@ -59,35 +59,83 @@ impl<'a> Planner<'a> {
                 },
             );
         }
-        let mut ours: Tags = [
-            (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
-            (TAG_ASSOCIATED.to_string(), "true".to_string()),
-        ]
-        .into();
-        if self.spec.keep_ip {
-            ours.insert(TAG_KEEP_IP.to_string(), "true".to_string());
-        }
+        let ours = self.ip_ownership_tags();
         if let Some(id) = &self.adopted_ip {
             self.push(
                 Stage::Finish,
                 Step::TagResources {
                     resource_type: TagResourceType::PublicIpAddress,
                     resources: vec![ResourceRef::Existing(id.clone())],
-                    tags: ours.clone(),
-                },
-            );
-        } else if self.ip == IpRef::Associated {
-            self.push(
-                Stage::Build,
-                Step::TagResources {
-                    resource_type: TagResourceType::PublicIpAddress,
-                    resources: vec![ResourceRef::AssociatedIp],
                     tags: ours,
                 },
             );
+        } else if self.ip == IpRef::Associated {
+            // An adopted address may carry its tags already (taken, then stopped before
+            // its id was recorded): only what it lacks.
+            let present = self.observed.ip.as_ref().map(|ip| &ip.tags);
+            let missing: Tags = ours
+                .into_iter()
+                .filter(|(key, _)| present.is_none_or(|tags| !tags.contains_key(key)))
+                .collect();
+            if !missing.is_empty() {
+                self.push(
+                    Stage::Claim,
+                    Step::TagResources {
+                        resource_type: TagResourceType::PublicIpAddress,
+                        resources: vec![ResourceRef::AssociatedIp],
+                        tags: missing,
+                    },
+                );
+            }
         } else {
+            self.service_uid_tag(ours);
             self.keep_ip_tag();
         }
+    }
+
+    /// The tags of an address the controller associated for this Service: the cluster,
+    /// [`TAG_ASSOCIATED`], the Service's UID (CloudStack keeps one value per key and
+    /// resource, so the first Service to tag an address holds it: see
+    /// [`super::super::ip_claim`]) and, when the Service keeps its address,
+    /// [`TAG_KEEP_IP`].
+    fn ip_ownership_tags(&self) -> Tags {
+        let mut ours: Tags = [
+            (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
+            (TAG_ASSOCIATED.to_string(), "true".to_string()),
+            (TAG_SERVICE_UID.to_string(), self.spec.service.uid.clone()),
+        ]
+        .into();
+        if self.spec.keep_ip {
+            ours.insert(TAG_KEEP_IP.to_string(), "true".to_string());
+        }
+        ours
+    }
+
+    /// An address the Service recorded as associated by the controller but that does
+    /// not name the Service yet (recorded, then stopped before its tags; or tagged by an
+    /// older release) is taken before anything is built on it: the missing ownership
+    /// tags, the Service's UID among them (the keep-ip tag is [`Self::keep_ip_tag`]'s).
+    fn service_uid_tag(&mut self, ours: Tags) {
+        let Some(ip) = self.observed.ip.as_ref() else {
+            return;
+        };
+        let recorded = self.spec.ip_associated_by_controller
+            && self.spec.recorded_ip_id.as_deref() == Some(ip.id.as_str());
+        if !recorded || ip.tags.contains_key(TAG_SERVICE_UID) {
+            return;
+        }
+        let missing: Tags = ours
+            .into_iter()
+            .filter(|(key, _)| key != TAG_KEEP_IP && !ip.tags.contains_key(key))
+            .collect();
+        self.push(
+            Stage::Claim,
+            Step::TagResources {
+                resource_type: TagResourceType::PublicIpAddress,
+                resources: vec![ResourceRef::Existing(ip.id.clone())],
+                tags: missing,
+            },
+        );
     }
 
     /// An address the controller associated says whether its Service keeps it

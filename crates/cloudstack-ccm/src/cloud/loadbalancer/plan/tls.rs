@@ -96,7 +96,7 @@ fn rule_ref(name: &str, observed: &ObservedLb, stages: &[Vec<Step>]) -> Option<R
     })
 }
 
-/// Adds the certificate steps to the planner's stages (prepare, build, finish): an attach
+/// Adds the certificate steps to the planner's stages (prepare, claim, build, finish): an attach
 /// stage goes in before finish and a cleanup stage after it.
 pub(super) fn certificate_steps(
     spec: &LbSpec,
@@ -214,7 +214,7 @@ pub(super) fn certificate_steps(
     if let Some(first) = stages.first_mut() {
         first.extend(prepare_extra);
     }
-    if let Some(build) = stages.get_mut(1) {
+    if let Some(build) = stages.get_mut(Stage::Build as usize) {
         build.extend(build_extra);
     }
     let at = stages.len().saturating_sub(1);

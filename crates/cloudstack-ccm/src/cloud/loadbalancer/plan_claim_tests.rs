@@ -1,5 +1,6 @@
-//! Plan unit tests of taking the public IP: the Service's UID tag goes on the address
-//! before anything is built on it, and a Service leaves an address another Service took.
+//! Plan unit tests of taking the public IP: the Service's UID tag goes on an address it
+//! finds allocated before anything is built on it, on one it associates together with its
+//! rules, and a Service leaves an address another Service took.
 
 use super::*;
 use crate::cloud::loadbalancer::observe::TakenIp;
@@ -43,7 +44,7 @@ fn ip_tags(pairs: &[(&str, &str)]) -> Tags {
 }
 
 #[test]
-fn a_new_address_is_taken_before_anything_is_built_on_it() {
+fn a_new_address_is_taken_while_its_rules_are_created() {
     let s = simple(&[("TCP", 80, 30080)]);
     let p = plan(
         &s,
@@ -52,9 +53,10 @@ fn a_new_address_is_taken_before_anything_is_built_on_it() {
         &isolated((4, 18, 0)),
     )
     .unwrap();
+    assert_eq!(kinds(&p)[1], vec!["create-rule", "tag"], "{p}");
     assert_eq!(
-        p.phases[1].steps,
-        vec![Step::TagResources {
+        p.phases[1].steps[1],
+        Step::TagResources {
             resource_type: TagResourceType::PublicIpAddress,
             resources: vec![ResourceRef::AssociatedIp],
             tags: ip_tags(&[
@@ -62,10 +64,9 @@ fn a_new_address_is_taken_before_anything_is_built_on_it() {
                 (TAG_CLUSTER, "prod"),
                 (TAG_SERVICE_UID, UID),
             ]),
-        }],
-        "its own phase, between the association and the rules:\n{p}"
+        },
+        "in the phase of the rules: a free address costs no job's time before them\n{p}"
     );
-    assert_eq!(kinds(&p)[2], vec!["create-rule"]);
 }
 
 #[test]

@@ -45,7 +45,7 @@ fn health_checks_only_where_supported() {
         &netscaler(),
     )
     .unwrap();
-    assert_eq!(kinds(&p)[3], vec!["assign", "create-hc", "tag"]);
+    assert_eq!(kinds(&p)[2], vec!["assign", "create-hc", "tag"]);
 
     // Never on UDP, even when asked for: the check is HTTP.
     let mixed = spec(

@@ -9,12 +9,13 @@ fn fresh_create_on_an_isolated_network_uses_openfirewall() {
         let s = simple(&THREE_PORTS[..n]);
         let eligible = backends(&["vm1", "vm2"]);
         let p = plan(&s, &ObservedLb::default(), &eligible, &isolated((4, 18, 0))).unwrap();
-        let phase3 = vec!["create-rule"; n];
-        let mut phase4 = vec!["assign"; n];
-        phase4.push("tag");
+        let mut phase2 = vec!["create-rule"; n];
+        phase2.push("tag");
+        let mut phase3 = vec!["assign"; n];
+        phase3.push("tag");
         assert_eq!(
             kinds(&p),
-            vec![vec!["associate"], vec!["tag"], phase3, phase4],
+            vec![vec!["associate"], phase2, phase3],
             "{n} ports"
         );
         assert_eq!(p.job_count(), 2 * n + 3, "{n} ports");
@@ -25,7 +26,7 @@ fn fresh_create_on_an_isolated_network_uses_openfirewall() {
             cidrs,
             network_id,
             ..
-        } = &p.phases[2].steps[0]
+        } = &p.phases[1].steps[0]
         else {
             panic!("{p}")
         };
@@ -33,7 +34,7 @@ fn fresh_create_on_an_isolated_network_uses_openfirewall() {
         assert_eq!(ip, &IpRef::Associated);
         assert!(cidrs.is_empty());
         assert_eq!(network_id, NET);
-        let Step::AssignMembers { vm_ids, .. } = &p.phases[3].steps[0] else {
+        let Step::AssignMembers { vm_ids, .. } = &p.phases[2].steps[0] else {
             panic!("{p}")
         };
         assert_eq!(vm_ids, &vec!["vm1".to_string(), "vm2".to_string()]);
@@ -62,8 +63,13 @@ fn fresh_create_with_source_ranges_adds_firewall_rules() {
         kinds(&p),
         vec![
             vec!["associate"],
-            vec!["tag"],
-            vec!["create-rule", "create-rule", "create-fw", "create-fw"],
+            vec![
+                "create-rule",
+                "create-rule",
+                "create-fw",
+                "create-fw",
+                "tag"
+            ],
             vec!["assign", "assign", "tag"]
         ]
     );
@@ -72,7 +78,7 @@ fn fresh_create_with_source_ranges_adds_firewall_rules() {
         port,
         cidrs,
         ..
-    } = &p.phases[2].steps[2]
+    } = &p.phases[1].steps[2]
     else {
         panic!("{p}")
     };
@@ -104,8 +110,13 @@ fn fresh_create_on_a_vpc_tier_uses_acl_items() {
         kinds(&p),
         vec![
             vec!["associate"],
-            vec!["tag"],
-            vec!["create-rule", "create-rule", "create-acl", "create-acl"],
+            vec![
+                "create-rule",
+                "create-rule",
+                "create-acl",
+                "create-acl",
+                "tag"
+            ],
             vec!["assign", "assign", "tag"]
         ]
     );
@@ -121,7 +132,7 @@ fn fresh_create_on_a_vpc_tier_uses_acl_items() {
         open_firewall,
         protocol,
         ..
-    } = &p.phases[2].steps[0]
+    } = &p.phases[1].steps[0]
     else {
         panic!("{p}")
     };
@@ -133,7 +144,7 @@ fn fresh_create_on_a_vpc_tier_uses_acl_items() {
         port,
         reason,
         ..
-    } = &p.phases[2].steps[2]
+    } = &p.phases[1].steps[2]
     else {
         panic!("{p}")
     };

@@ -267,10 +267,10 @@ fn plan_prints_readably() {
     let text = p.to_string();
     let want = format!(
         "phase 1:\n  - associate a new IP with network {NET}\n\
-         phase 2:\n  - tag PublicIpAddress the new IP: cloudstack-ccm/associated=true,cloudstack-ccm/cluster=prod,cloudstack-ccm/service-uid={UID}\n\
-         phase 3:\n  - create rule {LB}-tcp-80: the new IP:80 -> node port 30080 (tcp, roundrobin)\n\
+         phase 2:\n  - create rule {LB}-tcp-80: the new IP:80 -> node port 30080 (tcp, roundrobin)\n\
          \x20 - open firewall tcp the new IP:80 from 10.0.0.0/8\n\
-         phase 4:\n  - assign vm1 to rule {LB}-tcp-80\n\
+         \x20 - tag PublicIpAddress the new IP: cloudstack-ccm/associated=true,cloudstack-ccm/cluster=prod,cloudstack-ccm/service-uid={UID}\n\
+         phase 3:\n  - assign vm1 to rule {LB}-tcp-80\n\
          \x20 - tag LoadBalancer {LB}-tcp-80: cloudstack-ccm/cluster=prod,cloudstack-ccm/service-uid={UID}\n"
     );
     assert_eq!(text, want);

@@ -8,8 +8,9 @@ use super::*;
 pub(crate) enum Stage {
     /// Associate the IP and delete what frees a port a new rule needs.
     Prepare,
-    /// Take the IP: its ownership tags, the Service's UID among them, before anything
-    /// is built on it (see [`super::super::ip_claim`]).
+    /// Take an IP found allocated (adopted, or recorded without the Service's UID): its
+    /// ownership tags, the UID among them, before anything is built on it (see
+    /// [`super::super::ip_claim`]). An IP the plan associates is tagged in `Build`.
     Claim,
     /// Create and update rules, open ports, fix members of existing rules, remove
     /// outdated policies.

@@ -72,14 +72,31 @@ impl<'a> Planner<'a> {
         } else if self.ip == IpRef::Associated {
             // An adopted address may carry its tags already (taken, then stopped before
             // its id was recorded): only what it lacks.
-            let present = self.observed.ip.as_ref().map(|ip| &ip.tags);
+            let adopted = self
+                .observed
+                .ip
+                .as_ref()
+                .filter(|ip| ip.ownership == IpOwnership::Ours);
+            let present = adopted.map(|ip| &ip.tags);
             let missing: Tags = ours
                 .into_iter()
                 .filter(|(key, _)| present.is_none_or(|tags| !tags.contains_key(key)))
                 .collect();
+            // An address found allocated (adopted) is taken before anything is built on
+            // it: another Service may hold a claim on it as well. One this plan
+            // associates is tagged while its rules are created, which costs no job's time
+            // before the rules: it was free, and only a Service that claimed it too (a
+            // claim left by a replica that lost its lease mid-plan) could take it first;
+            // this Service's tag is then refused, and it leaves the address and deletes
+            // the rules it built there (see `ip_claim`).
+            let stage = if adopted.is_some() {
+                Stage::Claim
+            } else {
+                Stage::Build
+            };
             if !missing.is_empty() {
                 self.push(
-                    Stage::Claim,
+                    stage,
                     Step::TagResources {
                         resource_type: TagResourceType::PublicIpAddress,
                         resources: vec![ResourceRef::AssociatedIp],

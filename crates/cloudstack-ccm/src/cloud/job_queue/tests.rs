@@ -3,6 +3,22 @@
 use super::*;
 use futures::FutureExt;
 
+/// The pacing of `place`'s job of `command`, as `QueuedJob::wait` builds it with the
+/// client's defaults (1 s `job_poll_max`, 50 ms `job_poll_initial`), nothing learnt by
+/// the client.
+fn pacing_of(place: &JobPlace, command: &str) -> QueuePacing {
+    QueuePacing {
+        queue: place.queue.clone(),
+        seq: place.seq,
+        command: command.into(),
+        behind_timeout: Duration::from_secs(1),
+        fallback: BackoffPacing::new(Duration::from_millis(50), Duration::from_secs(1)),
+        client_run_time: None,
+        after_due: None,
+        last_poll: None,
+    }
+}
+
 #[tokio::test]
 async fn places_go_to_the_oldest_plan_first() {
     let queues = NetworkQueues::default();
@@ -77,16 +93,7 @@ async fn the_head_is_polled_when_it_should_end_and_the_next_behind_it() {
         .lock()
         .run_times
         .insert("createLoadBalancerRule".into(), Duration::from_secs(1));
-    let pacing = |place: &JobPlace| QueuePacing {
-        queue: place.queue.clone(),
-        seq: place.seq,
-        command: "createLoadBalancerRule".into(),
-        behind_timeout: Duration::from_secs(1),
-        fallback: BackoffPacing::new(Duration::from_millis(50), Duration::from_secs(1)),
-        client_run_time: None,
-        after_due: None,
-        last_poll: None,
-    };
+    let pacing = |place: &JobPlace| pacing_of(place, "createLoadBalancerRule");
     let started = Instant::now();
     pacing(&head).wait().await;
     assert_eq!(
@@ -124,16 +131,7 @@ async fn a_head_alone_is_polled_when_it_should_end_and_teaches_its_run_time() {
         .lock()
         .run_times
         .insert("assignToLoadBalancerRule".into(), Duration::from_secs(1));
-    let mut pacing = QueuePacing {
-        queue: head.queue.clone(),
-        seq: head.seq,
-        command: "assignToLoadBalancerRule".into(),
-        behind_timeout: Duration::from_secs(1),
-        fallback: BackoffPacing::new(Duration::from_millis(50), Duration::from_secs(1)),
-        client_run_time: None,
-        after_due: None,
-        last_poll: None,
-    };
+    let mut pacing = pacing_of(&head, "assignToLoadBalancerRule");
     let started = Instant::now();
     pacing.wait().await;
     assert_eq!(started.elapsed(), Duration::from_secs(1), "its due time");
@@ -184,16 +182,7 @@ async fn a_job_behind_one_that_never_ends_is_polled_anyway() {
     let plan = queues.enter("net");
     let _stuck = plan.queue.take_place(plan.ticket).await;
     let next = plan.queue.take_place(plan.ticket).await;
-    let mut pacing = QueuePacing {
-        queue: next.queue.clone(),
-        seq: next.seq,
-        command: "assignToLoadBalancerRule".into(),
-        behind_timeout: Duration::from_secs(1),
-        fallback: BackoffPacing::new(Duration::from_millis(50), Duration::from_secs(1)),
-        client_run_time: None,
-        after_due: None,
-        last_poll: None,
-    };
+    let mut pacing = pacing_of(&next, "assignToLoadBalancerRule");
     let started = Instant::now();
     pacing.wait().await;
     assert_eq!(
@@ -343,16 +332,7 @@ async fn after_a_head_found_finished_late_the_next_is_polled_when_it_should_end(
         .lock()
         .run_times
         .insert("createLoadBalancerRule".into(), Duration::from_secs(1));
-    let pacing = |place: &JobPlace| QueuePacing {
-        queue: place.queue.clone(),
-        seq: place.seq,
-        command: "createLoadBalancerRule".into(),
-        behind_timeout: Duration::from_secs(1),
-        fallback: BackoffPacing::new(Duration::from_millis(50), Duration::from_secs(1)),
-        client_run_time: None,
-        after_due: None,
-        last_poll: None,
-    };
+    let pacing = |place: &JobPlace| pacing_of(place, "createLoadBalancerRule");
     let first = plan.queue.take_place(plan.ticket).await;
     first.mark_submitted();
     let second = plan.queue.take_place(plan.ticket).await;

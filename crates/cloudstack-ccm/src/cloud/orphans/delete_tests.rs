@@ -135,20 +135,31 @@ pub(in crate::cloud::orphans) async fn rule_on_network(
             .id
             .clone()
     });
+    let rule = rule_on_new_address(client, &network, "agone-tcp-80", 30080).await;
+    (network, rule)
+}
+
+/// A rule `name` (port 80 to node port `node_port`) on a new address of `network`.
+pub(in crate::cloud::orphans) async fn rule_on_new_address(
+    client: &cloudstack::Client,
+    network: &str,
+    name: &str,
+    node_port: u32,
+) -> String {
     let ip = client
         .associate_ip_address(&AssociateIpAddress {
-            networkid: Some(network.clone()),
+            networkid: Some(network.to_string()),
             ..Default::default()
         })
         .await
         .expect("associated")
         .id
         .expect("IP id");
-    let rule = client
+    client
         .create_load_balancer_rule(&CreateLoadBalancerRule {
-            name: "agone-tcp-80".into(),
+            name: name.into(),
             algorithm: "roundrobin".into(),
-            privateport: 30080,
+            privateport: node_port,
             publicport: 80,
             publicipid: Some(ip),
             openfirewall: Some(false),
@@ -157,8 +168,7 @@ pub(in crate::cloud::orphans) async fn rule_on_network(
         .await
         .expect("rule")
         .id
-        .expect("rule id");
-    (network, rule)
+        .expect("rule id")
 }
 
 #[tokio::test]

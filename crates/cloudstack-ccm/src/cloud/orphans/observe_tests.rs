@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use cloudstack::{AssociateIpAddress, CreateLoadBalancerRule};
-
-use super::delete::tests::rule_on_network;
+use super::delete::tests::{rule_on_network, rule_on_new_address};
 use super::*;
 
 #[tokio::test]
@@ -14,32 +12,8 @@ async fn the_account_view_gives_what_the_tagged_lists_give_without_listing_them(
         crate::cloud::loadbalancer::simulated_cloud(cloudstack_sim::Scenario::small()).await;
     // Two rules on two addresses; one of each tagged for cluster "k", the others for "other".
     let (_, ours) = rule_on_network(&client, &sim).await;
-    let theirs = {
-        let network = sim.with_state(|state| state.lb_rules[0].network_id.clone());
-        let ip = client
-            .associate_ip_address(&AssociateIpAddress {
-                networkid: Some(network),
-                ..Default::default()
-            })
-            .await
-            .expect("associated")
-            .id
-            .expect("IP id");
-        client
-            .create_load_balancer_rule(&CreateLoadBalancerRule {
-                name: "other-tcp-80".into(),
-                algorithm: "roundrobin".into(),
-                privateport: 30081,
-                publicport: 80,
-                publicipid: Some(ip),
-                openfirewall: Some(false),
-                ..Default::default()
-            })
-            .await
-            .expect("rule")
-            .id
-            .expect("rule id")
-    };
+    let network = sim.with_state(|state| state.lb_rules[0].network_id.clone());
+    let theirs = rule_on_new_address(&client, &network, "other-tcp-80", 30081).await;
     let ip_of = |rule: &str| {
         sim.with_state(|state| {
             state

@@ -128,7 +128,7 @@ pub enum ConfigError {
         /// 1-based line of its header.
         line: usize,
     },
-    /// A key that is not one of [`KEYS`].
+    /// A key that is not one of `KEYS`.
     #[error("cloud-config line {line}: unknown key {key:?} in [Global] (known keys: {known})", known = KEYS.join(", "))]
     UnknownKey {
         /// The key (lower-cased).

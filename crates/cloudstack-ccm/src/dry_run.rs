@@ -1,6 +1,6 @@
 //! `cloudstack-ccm plan`: the dry run. With the controller manager's `--cloud-config` and
 //! `--kubeconfig`, it lists the LoadBalancer Services and the Nodes, observes CloudStack
-//! (read calls only) and prints, per Service, the [`Plan`] the service controller would
+//! (read calls only) and prints, per Service, the `Plan` the service controller would
 //! apply, then the route changes of the route controller — without applying anything.
 
 use std::io::Write;

@@ -9,7 +9,7 @@
 //! | `cloudstack_async_job_duration_seconds` | `command`, `result` | async jobs from start to end; `result` is `succeeded` or `failed` |
 //! | `inventory_refreshes_total` | `result` | VM inventory refreshes (`ok` / `error`) |
 //! | `inventory_lookups_total` | `result` | node lookups answered from the cache (`hit`) or needing a refresh (`miss`) |
-//! | `reconciles_total` | `controller`, `result` | reconciliations per controller: `ok` ([`RESULT_OK`]), `error` ([`RESULT_ERROR`]), or a controller's own outcome |
+//! | `reconciles_total` | `controller`, `result` | reconciliations per controller: `ok` (`RESULT_OK`), `error` (`RESULT_ERROR`), or a controller's own outcome |
 //! | `reconcile_duration_seconds` | `controller` | time of one reconciliation |
 //! | `leader` | | 1 while this replica holds the lease, else 0 |
 //! | `cloudstack_credentials_refused` | | 1 while CloudStack refuses the keys in use (calls held, one probe every few seconds), else 0 |
@@ -210,7 +210,7 @@ impl Metrics {
     }
 
     /// Counts one reconciliation of `controller` (`"node"`, `"node-lifecycle"`, `"service"`,
-    /// `"route"`) with `result` ([`RESULT_OK`], [`RESULT_ERROR`], or a short reason).
+    /// `"route"`) with `result` (`RESULT_OK`, `RESULT_ERROR`, or a short reason).
     pub fn reconcile(&self, controller: &str, result: &str) {
         let labels = ControllerResult {
             controller: controller.to_owned(),
@@ -283,7 +283,7 @@ impl Metrics {
             .observe(duration.as_secs_f64());
     }
 
-    /// The metrics in the OpenMetrics text format ([`CONTENT_TYPE`]).
+    /// The metrics in the OpenMetrics text format (`CONTENT_TYPE`).
     pub fn encode(&self) -> String {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)

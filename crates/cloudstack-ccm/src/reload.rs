@@ -1,7 +1,7 @@
 //! Following the `--cloud-config` file at run time: new keys (and TLS settings) are
 //! checked and adopted without a restart.
 //!
-//! The file is read every [`POLL_INTERVAL`] and on `SIGHUP`. Reading the path (not
+//! The file is read every `POLL_INTERVAL` and on `SIGHUP`. Reading the path (not
 //! watching the inode) sees every way it changes: a Secret volume's atomic swap of the
 //! `..data` symlink, a rewrite in place, a rename over it. A change is parsed as start-up
 //! parses the file; what may change at run time (`api-key`, `secret-key`,

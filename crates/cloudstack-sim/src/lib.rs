@@ -36,7 +36,7 @@
 //!   NetScaler's `validateLBRule` refuses an unknown one), `cidrlist` stored comma-joined;
 //! * createTags/deleteTags (`TaggedResourceManagerImpl`): bad resource type or resource,
 //!   empty value, nothing to delete → 431; another account's resource, a key already on
-//!   the resource ("tag K already on <Type> with id <id>") → 530;
+//!   the resource (`"tag K already on <Type> with id <id>"`) → 530;
 //! * disassociateIpAddress (`NetworkServiceImpl.releaseIpAddressInternal`): an address no
 //!   longer allocated → success; a source-NAT address → 530;
 //! * associateIpAddress with a VPC tier's `networkid` → 431 "…Specify vpcId to associate ip

@@ -1,12 +1,12 @@
 //! Node metadata, existence and shutdown, answered from the [`Inventory`].
 //!
 //! A node is matched to its VM by providerID when it has one (any form
-//! [`ProviderId::parse`] accepts), else by name: ASCII case-insensitive, exact
+//! `ProviderId::parse` accepts), else by name: ASCII case-insensitive, exact
 //! equality (never a substring), and for an FQDN node name also on its first DNS
 //! label (`worker-1.example.com` → VM `worker-1`).
 //!
 //! Label values (instance type, zone, region) are made valid Kubernetes label
-//! values by [`label_value`]: every character other than `A-Z a-z 0-9 - _ .`
+//! values by `label_value`: every character other than `A-Z a-z 0-9 - _ .`
 //! becomes `-`, the result is cut to 63 characters and trimmed to start and end
 //! with an alphanumeric (`Small Instance (2 vCPU)` → `Small-Instance--2-vCPU`).
 //! Migration impact: the Go CCM (v1.x) deletes every non-alphanumeric character of

@@ -110,7 +110,7 @@ pub trait VmSource: Send + Sync {
 }
 
 /// [`VmSource`] backed by the CloudStack API: `listVirtualMachines` with
-/// `listall=true` and [`VM_DETAILS`], all pages. The client adds the configured
+/// `listall=true` and `VM_DETAILS`, all pages. The client adds the configured
 /// `projectid` itself.
 #[derive(Debug, Clone)]
 pub struct CloudStackVms {

@@ -10,8 +10,8 @@
 //!   Event's `count` and `lastTimestamp` are updated with a strategic merge patch
 //!   (`EventLogger.eventObserve`, `recordEvent`). A new message is a new Event, so
 //!   `kubectl describe` shows the current cause next to the old one.
-//! * From the [`SIMILAR_EVENT_LIMIT`]th different message for the same object, type and
-//!   reason within [`SIMILAR_EVENT_WINDOW`] on, they are folded into one Event with the message
+//! * From the `SIMILAR_EVENT_LIMIT`th different message for the same object, type and
+//!   reason within `SIMILAR_EVENT_WINDOW` on, they are folded into one Event with the message
 //!   `(combined from similar events): <latest>` (`EventAggregator`), so a message that
 //!   varies every time cannot flood the namespace.
 //! * If the Event to patch is gone (404), it is created again (`recordEvent`).

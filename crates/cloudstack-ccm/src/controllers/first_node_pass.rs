@@ -7,7 +7,7 @@
 //! Kubernetes API with it and delay every Node, and none of them is needed to initialise
 //! one. [`FirstNodePass`] opens once every Node that carried the uninitialized taint when
 //! the Node cache first filled has been tried once (initialised or not: a Node whose VM
-//! is not found does not hold the others back), or after [`MAX_WAIT`]; those controllers
+//! is not found does not hold the others back), or after `MAX_WAIT`; those controllers
 //! wait for it before their first read.
 
 use std::collections::HashSet;
@@ -38,7 +38,7 @@ struct PassState {
 }
 
 impl FirstNodePass {
-    /// A closed gate: it opens when [`FirstNodePass::begin`]'s Nodes have been tried.
+    /// A closed gate: it opens when `FirstNodePass::begin`'s Nodes have been tried.
     pub fn new() -> Self {
         Self {
             state: Arc::default(),
@@ -103,7 +103,7 @@ impl FirstNodePass {
         *self.open.borrow()
     }
 
-    /// Waits until the gate opens, at most [`MAX_WAIT`]; `who` names the waiter in the
+    /// Waits until the gate opens, at most `MAX_WAIT`; `who` names the waiter in the
     /// log line said when the wait ends by time.
     pub async fn wait(&self, who: &str) {
         if !self.wait_quietly().await {

@@ -172,7 +172,7 @@ pub struct Caches {
 }
 
 impl Caches {
-    /// The caches of `ctx`: [`node::instances_for`], a [`NodeCache`] of `ctx.kube` and a
+    /// The caches of `ctx`: `node::instances_for`, a [`NodeCache`] of `ctx.kube` and a
     /// closed [`FirstNodePass`] (the cloud-node controller opens it).
     pub fn for_context(ctx: &Context) -> Self {
         Self {

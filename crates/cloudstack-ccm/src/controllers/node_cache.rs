@@ -1,5 +1,5 @@
 //! The one Node cache of the process: one watch of the Nodes (one initial list, in pages
-//! of [`NODE_LIST_PAGE_SIZE`]) into one reflector store of [`CachedNode`]s, each Node
+//! of `NODE_LIST_PAGE_SIZE`) into one reflector store of [`CachedNode`]s, each Node
 //! reduced to what the controllers read.
 //!
 //! [`super::run`] builds it once and hands it (in [`super::Caches`]) to every controller;

@@ -9,7 +9,7 @@
 //! All answers come from the inventory (one list call serves every node); a failed
 //! lookup never deletes anything.
 //!
-//! Deletions pass a safety rail first ([`deletion_verdict`]): a VM list that holds none,
+//! Deletions pass a safety rail first (`deletion_verdict`): a VM list that holds none,
 //! or fewer than half, of the cluster's initialised Nodes says more about the list (a
 //! wrong `project-id` or `zone`, an account that cannot see the VMs) than about the
 //! Nodes, so nothing is deleted; each Node held back gets one `NodeDeletionRefused`

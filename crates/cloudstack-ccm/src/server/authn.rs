@@ -8,7 +8,7 @@
 //!   scrape every 15 s costs one review every 2 minutes. A token the API server does not
 //!   vouch for is a 401, never anonymous.
 //! * No bearer token: the anonymous user (`system:anonymous` in `system:unauthenticated`).
-//! * No answer (the API server away, an error, no answer within [`REVIEW_TIMEOUT`]):
+//! * No answer (the API server away, an error, no answer within `REVIEW_TIMEOUT`):
 //!   unavailable, never anonymous; errors are not cached.
 
 use std::collections::BTreeMap;

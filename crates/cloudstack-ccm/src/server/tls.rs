@@ -3,7 +3,7 @@
 //!
 //! * `--tls-cert-file` and `--tls-private-key-file`: read at start (an unreadable or
 //!   mismatched pair is a start-up error naming the flag) and polled every
-//!   [`CERT_POLL_INTERVAL`]: a changed pair is served from the next handshake on; a changed
+//!   `CERT_POLL_INTERVAL`: a changed pair is served from the next handshake on; a changed
 //!   pair that does not load is logged once and the previous one kept.
 //! * Otherwise a self-signed certificate for `localhost`, the host's name and addresses
 //!   (from `/etc/hosts`, where the kubelet writes the pod's), loopback and a specific bind
@@ -14,7 +14,7 @@
 //! * `--client-ca-file` and `--requestheader-client-ca-file`: client certificates they
 //!   signed are asked for and checked ([`super::client_cert`]); connections without one
 //!   are still served.
-//! * A self-signed certificate this process made is renewed after [`SELF_SIGNED_RENEWAL`].
+//! * A self-signed certificate this process made is renewed after `SELF_SIGNED_RENEWAL`.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -430,9 +430,9 @@ fn write_pair(pair: &WatchedPair, cert_pem: &str, key_pem: &str) -> Result<(), T
 
 impl Tls {
     /// Keeps the certificate current until the task is aborted: polls the certificate
-    /// files (if any) every [`CERT_POLL_INTERVAL`] and serves a changed pair from the next
+    /// files (if any) every `CERT_POLL_INTERVAL` and serves a changed pair from the next
     /// handshake on, or renews a self-signed certificate this process made after
-    /// [`SELF_SIGNED_RENEWAL`].
+    /// `SELF_SIGNED_RENEWAL`.
     pub fn watch(&self) -> Option<tokio::task::JoinHandle<()>> {
         if let Some(renewal) = self.renewal.clone() {
             return Some(tokio::spawn(renew(renewal, self.cert.clone())));

@@ -6,10 +6,10 @@
 //! whole plan before the next Service starts leaves the network idle while it notices that
 //! a job finished and prepares the next one. [`NetworkQueues`] sits in between:
 //!
-//! * at most [`JOBS_IN_FLIGHT`] of our jobs are submitted and unfinished per network: one
+//! * at most `JOBS_IN_FLIGHT` of our jobs are submitted and unfinished per network: one
 //!   running and one waiting behind it, so the network never idles while the owner of the
 //!   running job notices its end, and a new job is never stuck behind a long backlog;
-//! * a free place goes to the oldest plan ([`PlanTicket`], taken when a plan starts) that
+//! * a free place goes to the oldest plan (`PlanTicket`, taken when a plan starts) that
 //!   has a job ready, so Services finish in the order they came; the place a finished job
 //!   frees is kept for its own plan for half a run time (the job behind it runs
 //!   meanwhile), so a younger plan that is waiting does not take it in the instant before

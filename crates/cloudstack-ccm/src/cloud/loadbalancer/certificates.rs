@@ -1,9 +1,9 @@
 //! TLS certificates for load-balancer rules, as the engine sees them: PEM material handed
 //! over by the controller as plain data ([`PemMaterial`], whose `Debug` never shows the
-//! key), the checks made before anything is sent to CloudStack ([`PemMaterial::inspect`]:
+//! key), the checks made before anything is sent to CloudStack (`PemMaterial::inspect`:
 //! the same ones `CertServiceImpl.validate` makes, so a refusal is a clear Warning instead
 //! of a 530 from the server), and the names under which the controller uploads and finds
-//! its certificates again ([`certificate_name`], [`parse_certificate_name`]).
+//! its certificates again ([`certificate_name`], `parse_certificate_name`).
 //!
 //! CloudStack cannot tag certificates (`ResourceTag.ResourceObjectType` has no certificate
 //! type), so ownership lives in the name: `cloudstack-ccm.<cluster>.<service UID>.<first 16
@@ -44,7 +44,7 @@ impl fmt::Debug for PemMaterial {
     }
 }
 
-/// A certificate that passed [`PemMaterial::inspect`].
+/// A certificate that passed `PemMaterial::inspect`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inspected {
     /// SHA-256 of the certificate's DER, upper-case hex pairs joined by colons (the form of

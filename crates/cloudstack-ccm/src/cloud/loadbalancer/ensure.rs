@@ -1,6 +1,6 @@
 //! The [`Engine`], the engine's front door: for one Service, `Engine::plan_service`
 //! (network, backends, members; observe → plan) and [`Engine::apply`], or
-//! [`Engine::ensure_deleted`]; every Service shares one view of the
+//! `Engine::ensure_deleted`; every Service shares one view of the
 //! account (`AccountView`), one per-rule cache of members and policies, and the
 //! networks' job queues.
 

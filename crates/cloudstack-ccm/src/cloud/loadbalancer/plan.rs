@@ -23,7 +23,7 @@
 //! (so a tcp ↔ udp switch or a node-port change never hits CloudStack's port conflict);
 //! (2) take the IP: its ownership tags, the Service's UID among them, which CloudStack
 //! keeps once per key, so of two Services that both believe they hold an address only
-//! one gets it, before either builds on it (see [`super::ip_claim`]; only when the IP
+//! one gets it, before either builds on it (see `super::ip_claim`; only when the IP
 //! is new or not yet tagged so);
 //! (3) create and update rules, open ports, fix members of existing rules, remove
 //! outdated policies; (4) members and policies of new rules, tags, and deletion of

@@ -357,7 +357,7 @@ async fn cleanup(
 
 /// The spec used to delete a Service's load balancer: the full spec, or, when the
 /// Service no longer parses (a broken annotation must not block the cleanup), the lenient
-/// one of [`LbSpec::for_deletion`].
+/// one of `LbSpec::for_deletion`.
 pub fn deletion_spec(service: &Service, options: &SpecOptions) -> Result<LbSpec, SpecError> {
     LbSpec::from_service(service, options).or_else(|_| LbSpec::for_deletion(service, options))
 }

@@ -97,7 +97,7 @@ pub enum Step {
         /// A specific address, when one was asked for.
         address: Option<IpAddr>,
         /// The id of the address recorded on the Service that another Service took
-        /// ([`super::super::observe::TakenIp`]): its record is dropped first (no
+        /// (`super::super::observe::TakenIp`): its record is dropped first (no
         /// CloudStack call), so a crash never leaves the new claim behind an old record.
         replacing: Option<String>,
     },

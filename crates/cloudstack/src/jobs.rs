@@ -132,6 +132,16 @@ struct LearntPacing {
 
 impl LearntPacing {
     fn new(typical: Option<Duration>, initial: Duration, max: Duration) -> Self {
+        Self::started_at(Instant::now(), typical, initial, max)
+    }
+
+    /// The pacing of a job submitted at `started`.
+    fn started_at(
+        started: Instant,
+        typical: Option<Duration>,
+        initial: Duration,
+        max: Duration,
+    ) -> Self {
         let steps = match typical {
             Some(run_time) => BackoffPacing::new(
                 run_time.mul_f64(AFTER_DUE_SHARE).max(MIN_POLL_INTERVAL),
@@ -140,7 +150,7 @@ impl LearntPacing {
             None => BackoffPacing::new(initial, max),
         };
         Self {
-            started: Instant::now(),
+            started,
             typical,
             steps,
             last_poll: None,
@@ -225,6 +235,33 @@ impl Client {
         // Only a job that did its work teaches a run time: one that failed its checks
         // ends early and would make every later job be polled too soon.
         if result.is_ok() {
+            let sample = pacing.sample(Instant::now());
+            self.inner.job_run_times.learn(command, sample);
+        }
+        result
+    }
+
+    /// Like [`Client::wait_job`] for a job submitted at `submitted` whose first poll the
+    /// caller put off until other work of its own had ended (the job ran meanwhile, e.g.
+    /// a tag job beside the network jobs of the same change): polled at once when its
+    /// typical end has passed, else when it comes. A poll put off that finds the job
+    /// finished says nothing of how long it ran, so the run time is learnt only when a
+    /// poll found it still running.
+    pub async fn wait_job_put_off(
+        &self,
+        command: &str,
+        jobid: &str,
+        submitted: Instant,
+    ) -> Result<Value, Error> {
+        let config = &self.inner.config;
+        let mut pacing = LearntPacing::started_at(
+            submitted,
+            self.typical_job_run_time(command),
+            config.job_poll_initial,
+            config.job_poll_max,
+        );
+        let result = self.wait_job_paced(command, jobid, &mut pacing).await;
+        if result.is_ok() && pacing.running_at.is_some() {
             let sample = pacing.sample(Instant::now());
             self.inner.job_run_times.learn(command, sample);
         }

@@ -12,6 +12,7 @@
 //! steps follow the crash-safe protocol of [`super::ip_claim`].
 
 pub(super) mod error;
+pub(super) mod phase;
 mod request;
 
 use std::collections::{BTreeSet, HashMap};
@@ -31,6 +32,7 @@ use super::observe::account_view::ViewChanges;
 use super::observe::details::read_members;
 use super::plan::{Plan, Step, TagResourceType};
 use crate::cloud::job_queue::PlanTicket;
+use phase::{PhaseSteps, run_tagging};
 use request::{Call, Queued, StepRequest};
 
 /// What a run changed, also when it stopped early.
@@ -142,7 +144,16 @@ pub async fn apply(
     };
     let state = &run.state;
     for phase in &plan.phases {
-        let runs = phase.steps.iter().map(|step| run_step(&run, step));
+        let steps = PhaseSteps::of(&phase.steps);
+        let runs = phase.steps.iter().map(|step| {
+            let steps = &steps;
+            let run = &run;
+            async move {
+                let result = run_step(run, step, steps).await;
+                steps.ended(step);
+                result
+            }
+        });
         let results = futures::future::join_all(runs).await;
         let mut failed = None;
         for result in results {
@@ -196,7 +207,7 @@ fn lock(state: &Mutex<Applied>) -> std::sync::MutexGuard<'_, Applied> {
 }
 
 /// Runs one step to its end (its jobs awaited), and records what it did.
-async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
+async fn run_step(run: &Run<'_>, step: &Step, phase: &PhaseSteps) -> Result<(), ApplyError> {
     let StepRequest { call, touches } = request::request(step, &lock(&run.state))?;
     if let Some(id) = touches {
         lock(&run.state).touched_rules.insert(id);
@@ -315,8 +326,7 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
         }
         // Tags do not queue on the network.
         Call::CreateTags(request) => {
-            run.client
-                .create_tags(&request)
+            run_tagging(run.client, &request, phase)
                 .await
                 .map_err(failed(step))?;
             lock(&run.state).view_changes.tagged(
@@ -331,7 +341,10 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
             service_uid,
             request,
         } => {
-            let tagged_now = run.ip.take(step, &request, &ip_id, &service_uid).await?;
+            let tagged_now = run
+                .ip
+                .take(step, &request, &ip_id, &service_uid, phase)
+                .await?;
             let changes = &mut lock(&run.state).view_changes;
             if tagged_now {
                 changes.tagged(&request.resourcetype, &request.resourceids, &request.tags);
@@ -342,8 +355,7 @@ async fn run_step(run: &Run<'_>, step: &Step) -> Result<(), ApplyError> {
             Ok(())
         }
         Call::DeleteTags(request) => {
-            run.client
-                .delete_tags(&request)
+            run_tagging(run.client, &request, phase)
                 .await
                 .map_err(failed(step))?;
             let keys = request.tags.iter().map(|(key, _)| key.clone()).collect();

@@ -53,6 +53,7 @@ use futures::future::BoxFuture;
 
 pub use super::apply::error::RecordError;
 use super::apply::error::{ApplyError, created_id, failed, gone_is_fine};
+use super::apply::phase::{PhaseSteps, run_tagging};
 use super::plan::{AssociateTarget, Step};
 use crate::cloud::job_queue::PlanTicket;
 use crate::cloud::tags::{TAG_SERVICE_UID, tag_map};
@@ -231,8 +232,9 @@ impl<'a> IpClaims<'a> {
         request: &CreateTags,
         ip_id: &str,
         service_uid: &str,
+        phase: &PhaseSteps,
     ) -> Result<bool, ApplyError> {
-        let refused = match self.client.create_tags(request).await {
+        let refused = match run_tagging(self.client, request, phase).await {
             Ok(()) => return Ok(true),
             Err(err) => err,
         };

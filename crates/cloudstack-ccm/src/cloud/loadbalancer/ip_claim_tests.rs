@@ -207,6 +207,8 @@ async fn of_two_services_holding_one_address_the_first_to_take_it_keeps_it() {
         id: ip_id.clone(),
         address: ip.ipaddress.expect("address").parse().expect("an address"),
     };
+    // A phase of the tag step alone: nothing to wait for before polling it.
+    let alone = crate::cloud::loadbalancer::apply::phase::PhaseSteps::of(&[]);
     let lists = || {
         sim.call_log()
             .iter()
@@ -220,6 +222,7 @@ async fn of_two_services_holding_one_address_the_first_to_take_it_keeps_it() {
             &take_request(&ip_id, "uid-first"),
             &ip_id,
             "uid-first",
+            &alone,
         )
         .await
         .expect("the first takes it");
@@ -230,6 +233,7 @@ async fn of_two_services_holding_one_address_the_first_to_take_it_keeps_it() {
             &take_request(&ip_id, "uid-second"),
             &ip_id,
             "uid-second",
+            &alone,
         )
         .await
         .expect_err("already taken");
@@ -246,6 +250,7 @@ async fn of_two_services_holding_one_address_the_first_to_take_it_keeps_it() {
             &take_request(&ip_id, "uid-first"),
             &ip_id,
             "uid-first",
+            &alone,
         )
         .await
         .expect("still the first's");

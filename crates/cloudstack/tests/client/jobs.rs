@@ -357,3 +357,37 @@ async fn polls_come_when_the_command_typically_ends() {
         Some(learnt)
     );
 }
+
+#[tokio::test]
+async fn a_job_waited_for_late_is_polled_once_and_teaches_nothing() {
+    let server = TestServer::start(timed_job_server(Duration::from_millis(200))).await;
+    let mut config = server.config();
+    config.job_poll_initial = Duration::from_millis(20);
+    let client = cloudstack::Client::new(config).unwrap();
+    client.learn_job_run_time("createLoadBalancerRule", Duration::from_millis(200));
+    let submitted = tokio::time::Instant::now();
+    let start = client
+        .start_async(
+            "createLoadBalancerRule",
+            cloudstack::Request::to_params(&lb_request()),
+        )
+        .await
+        .unwrap();
+    // Other work of the caller's ran meanwhile, well past the job's end.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let before = server.requests_of("queryAsyncJobResult").len();
+    client
+        .wait_job_put_off("createLoadBalancerRule", &start.jobid, submitted)
+        .await
+        .unwrap();
+    assert_eq!(
+        server.requests_of("queryAsyncJobResult").len() - before,
+        1,
+        "polled at once, found finished"
+    );
+    assert_eq!(
+        client.typical_job_run_time("createLoadBalancerRule"),
+        Some(Duration::from_millis(200)),
+        "a wait put off says nothing of how long the job ran"
+    );
+}

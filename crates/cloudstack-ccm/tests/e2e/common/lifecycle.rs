@@ -1,5 +1,6 @@
-//! Starting and stopping a [`Harness`] on in-process doubles (a simulator and a fake API
-//! server started by the test), and the controllers a test runs on it.
+//! Starting a [`Harness`] on in-process doubles (a simulator and a fake API server started
+//! by the test; remote endpoints are connected in `remote`), the controllers a test runs on
+//! it, and stopping it all (in remote mode after deleting the Nodes the test created).
 
 use std::future::Future;
 use std::sync::Arc;

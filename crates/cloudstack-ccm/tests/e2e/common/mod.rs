@@ -16,6 +16,10 @@
 //! let node = h.wait_for_node("node-1", "initialised", |n| !has_taint(n, UNINITIALIZED_TAINT)).await;
 //! h.stop().await;
 //! ```
+//!
+//! This module holds the harness's types; `lifecycle` starts and stops it, `remote` connects
+//! it to remote endpoints, `nodes` creates and reads Nodes, `waits` waits and reads Events,
+//! `doubles` reads the doubles' state and the call counts.
 
 mod doubles;
 mod lifecycle;

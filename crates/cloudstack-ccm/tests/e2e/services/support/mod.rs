@@ -6,6 +6,9 @@
 //! In remote mode (see `common::target`) Service names get the test's unique prefix, what
 //! CloudStack holds is read through its API with the account's keys, and every Service a
 //! test created is deleted (its finalizer awaited) at [`LbTest::stop`].
+//!
+//! This module holds [`LbTest`] and the controller it starts; `cloud` reads what CloudStack
+//! holds, `objects` builds and reads Service objects.
 
 mod cloud;
 mod objects;

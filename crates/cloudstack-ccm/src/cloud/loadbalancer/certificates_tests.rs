@@ -2,16 +2,9 @@
 
 use super::*;
 
-const LEAF_A: &str = include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/leaf-a-cert.pem");
-const KEY_A: &str = include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/leaf-a-key.pem");
-const LEAF_B: &str = include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/leaf-b-cert.pem");
-const KEY_B: &str = include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/leaf-b-key.pem");
-const CA: &str = include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/ca-cert.pem");
-const EXPIRED: &str =
-    include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/expired-cert.pem");
-const EXPIRED_KEY: &str =
-    include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/expired-key.pem");
-const EC_KEY: &str = include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/ec-key.pem");
+use crate::cloud::loadbalancer::ssl_fixtures::{
+    CA, EC_KEY, EXPIRED, EXPIRED_KEY, KEY_A, KEY_B, LEAF_A, LEAF_B,
+};
 
 /// `openssl x509 -in leaf-a-cert.pem -noout -fingerprint -sha256`.
 const LEAF_A_FINGERPRINT: &str = "3E:13:1F:83:04:B3:68:D9:7D:24:59:46:F4:1D:2A:9B:6F:D4:4A:8B:98:8F:03:8A:08:81:4C:88:77:A0:10:12";

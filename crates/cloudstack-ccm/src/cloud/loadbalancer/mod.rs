@@ -19,6 +19,8 @@ pub(crate) mod members;
 pub(crate) mod observe;
 pub mod plan;
 pub(crate) mod spec;
+#[cfg(test)]
+pub(crate) mod ssl_fixtures;
 pub mod tls_spec;
 pub mod vocabulary;
 

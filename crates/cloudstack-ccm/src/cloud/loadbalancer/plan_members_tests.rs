@@ -4,17 +4,13 @@
 use super::*;
 use crate::cloud::loadbalancer::members::RuleMembers;
 
-fn vms(list: &[&str]) -> Arc<BTreeSet<String>> {
-    Arc::new(list.iter().map(|v| v.to_string()).collect())
-}
-
 #[test]
 fn local_rules_get_their_own_members_and_an_empty_port_keeps_its_members() {
     let s = simple(&[("TCP", 80, 30080), ("TCP", 443, 30443)]);
     let observed = applied(&s, &["vm1", "vm2", "vm3"]);
     let mut b = backends(&["vm1", "vm2", "vm3"]);
     b.per_rule = [
-        ((IpProtocol::Tcp, 80), RuleMembers::Vms(vms(&["vm2"]))),
+        ((IpProtocol::Tcp, 80), RuleMembers::Vms(vm_set(&["vm2"]))),
         ((IpProtocol::Tcp, 443), RuleMembers::Keep),
     ]
     .into();
@@ -31,7 +27,7 @@ fn local_rules_get_their_own_members_and_an_empty_port_keeps_its_members() {
 fn a_new_local_rule_gets_only_the_nodes_with_endpoints() {
     let s = simple(&[("TCP", 80, 30080)]);
     let mut b = backends(&["vm1", "vm2", "vm3"]);
-    b.per_rule = [((IpProtocol::Tcp, 80), RuleMembers::Vms(vms(&["vm3"])))].into();
+    b.per_rule = [((IpProtocol::Tcp, 80), RuleMembers::Vms(vm_set(&["vm3"])))].into();
     let p = plan(&s, &ObservedLb::default(), &b, &isolated((4, 18, 0))).unwrap();
     let assigned: Vec<&Step> = p
         .steps()

@@ -122,10 +122,15 @@ fn vpc(acl_name: &str) -> PlanContext {
     ctx_with(facts, (4, 19, 0))
 }
 
+/// A set of VM ids, as backends and rule members hold them.
+fn vm_set(ids: &[&str]) -> Arc<BTreeSet<String>> {
+    Arc::new(ids.iter().map(|v| v.to_string()).collect())
+}
+
 fn backends(vms: &[&str]) -> Backends {
     Backends {
         network_id: NET.into(),
-        vm_ids: std::sync::Arc::new(vms.iter().map(|v| v.to_string()).collect()),
+        vm_ids: vm_set(vms),
         ..Backends::default()
     }
 }
@@ -168,7 +173,7 @@ fn observed_rule(
         cidrs: Vec::new(),
         public_ip_id: IP_ID.into(),
         network_id: Some(NET.into()),
-        members: Arc::new(members.iter().map(|m| m.to_string()).collect()),
+        members: vm_set(members),
         tags: owner_tags(),
         health_checks: Vec::new(),
         stickiness: Vec::new(),

@@ -5,18 +5,13 @@
 use super::*;
 use crate::cloud::loadbalancer::certificates::PemMaterial;
 use crate::cloud::loadbalancer::observe::{ObservedCertificate, ObservedCertificates};
+use crate::cloud::loadbalancer::ssl_fixtures::ssl_fixture;
 use crate::cloud::loadbalancer::tls_spec::CertificateMaterial;
 
-const FIXTURES: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../cloudstack-sim/tests/fixtures/ssl/"
-);
-
 fn material(name: &str) -> CertificateMaterial {
-    let read = |f: &str| std::fs::read_to_string(format!("{FIXTURES}{f}")).expect("fixture");
     let pem = PemMaterial::from_tls_secret(
-        &read(&format!("{name}-cert.pem")),
-        read(&format!("{name}-key.pem")),
+        ssl_fixture(&format!("{name}-cert.pem")),
+        ssl_fixture(&format!("{name}-key.pem")).to_owned(),
     )
     .expect("pem");
     let inspected = pem.inspect(jiff::Timestamp::now()).expect("valid");

@@ -152,15 +152,11 @@ pub(crate) fn services_naming(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cloud::loadbalancer::ssl_fixtures::ssl_fixture;
     use k8s_openapi::ByteString;
 
-    const FIXTURES: &str = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../cloudstack-sim/tests/fixtures/ssl/"
-    );
-
     fn secret(kind: &str, crt: &str, key: &str) -> Secret {
-        let read = |f: &str| std::fs::read(format!("{FIXTURES}{f}")).expect("fixture");
+        let read = |f: &str| ssl_fixture(f).as_bytes().to_vec();
         Secret {
             type_: Some(kind.into()),
             data: Some(

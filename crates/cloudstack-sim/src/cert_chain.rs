@@ -256,7 +256,10 @@ mod tests {
             Err(INVALID_CHAIN.into())
         );
         // the intermediate is signed by the root; the root by itself
-        assert_eq!(validate_chain(&der(INTERMEDIATE), &der(ROOT), false), Ok(()));
+        assert_eq!(
+            validate_chain(&der(INTERMEDIATE), &der(ROOT), false),
+            Ok(())
+        );
         assert_eq!(validate_chain(&der(ROOT), &der(CA), false), Ok(()));
         assert_eq!(
             validate_chain(&leaf, &good, true),

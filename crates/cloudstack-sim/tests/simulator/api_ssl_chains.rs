@@ -41,7 +41,10 @@ async fn a_leaf_with_its_intermediate_first_is_accepted_with_or_without_the_root
             .expect("a chain that signs the leaf");
         assert_eq!(cert.certchain.as_deref(), Some(chain.as_str()));
     }
-    let listed = alice.list_ssl_certs(&ListSslCerts::default()).await.unwrap();
+    let listed = alice
+        .list_ssl_certs(&ListSslCerts::default())
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 2);
 }
 
@@ -64,7 +67,10 @@ async fn a_chain_that_did_not_sign_the_leaf_is_an_invalid_chain() {
         assert_eq!((status, code, cs), (530, 530, Some(9999)), "{what}: {text}");
         assert_eq!(text, "Invalid certificate chain", "{what}");
     }
-    let listed = alice.list_ssl_certs(&ListSslCerts::default()).await.unwrap();
+    let listed = alice
+        .list_ssl_certs(&ListSslCerts::default())
+        .await
+        .unwrap();
     assert!(listed.is_empty(), "nothing stored: {listed:?}");
 }
 

@@ -102,7 +102,10 @@ fn first_pem_block(text: &str) -> Result<Option<Vec<u8>>, Refusal> {
 }
 
 /// One DER item: (tag, contents, the whole item, the rest).
-fn item(input: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
+type Item<'a> = (u8, &'a [u8], &'a [u8], &'a [u8]);
+
+/// Reads one DER item off `input`.
+fn item(input: &[u8]) -> Option<Item<'_>> {
     let (&tag, rest) = input.split_first()?;
     let (&first, rest) = rest.split_first()?;
     let (len, rest) = if first < 0x80 {

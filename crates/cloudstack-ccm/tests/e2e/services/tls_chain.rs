@@ -1,7 +1,8 @@
 //! A cert-manager-shaped `tls.crt` (leaf, intermediate, root) end to end: the controller
-//! uploads the leaf as the certificate and the rest as the chain, with the revocation check
-//! off (CloudStack, which has no CRL, refuses every chain with it on), and the simulator —
-//! which checks the chain as `CertServiceImpl.validateChain` does — accepts it.
+//! uploads the leaf as the certificate and the rest as the chain, the leaf's issuer first
+//! and with the revocation check off (CloudStack reads only the chain's first certificate,
+//! and with the check on refuses every chain: it has no CRL), and the simulator — which
+//! checks the chain as `CertServiceImpl.validateChain` does — accepts it.
 
 use crate::common;
 
@@ -21,10 +22,29 @@ async fn a_leaf_intermediate_root_bundle_is_uploaded_with_its_chain() {
     if common::skip_in_remote_mode("reads the simulator's certificate store") {
         return;
     }
+    let [leaf, intermediate, root] = bundle_parts();
+    uploads_with_the_issuer_first(format!("{leaf}{intermediate}{root}")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_with_the_root_before_the_intermediate_is_sent_in_order() {
+    if common::skip_in_remote_mode("reads the simulator's certificate store") {
+        return;
+    }
+    let [leaf, intermediate, root] = bundle_parts();
+    uploads_with_the_issuer_first(format!("{leaf}{root}{intermediate}")).await;
+}
+
+/// The leaf, the intermediate that signed it, the root that signed the intermediate.
+fn bundle_parts() -> [String; 3] {
+    ["chain-leaf", "chain-intermediate", "chain-root"].map(|n| fixture(&format!("{n}-cert.pem")))
+}
+
+/// A Service on a Secret whose `tls.crt` is `bundle` gets the leaf uploaded with the chain
+/// intermediate then root, bound to its 443 rule, and no call fails.
+async fn uploads_with_the_issuer_first(bundle: String) {
     let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
-    let intermediate = fixture("chain-intermediate-cert.pem");
-    let root = fixture("chain-root-cert.pem");
-    let bundle = format!("{}{intermediate}{root}", fixture("chain-leaf-cert.pem"));
+    let [_, intermediate, root] = bundle_parts();
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some("chained-tls".into()),

@@ -12,8 +12,11 @@
 //!   `IllegalStateException("Unable to decode certificate chain")`, also answered as is.
 //!   A block without its end line is `PemReader`'s `IOException`, and content that is not
 //!   a certificate a `CertificateException`: both caught by `validate` and answered as
-//!   "Parsing certificate/key failed: …" (the JDK's own parser text after the prefix is not
-//!   reproduced).
+//!   "Parsing certificate/key failed: …"; bad base64 is BouncyCastle's `DecoderException`
+//!   ("unable to decode base64 string: …"), answered as is. After those prefixes the texts
+//!   of the JDK's and BouncyCastle's parsers are not reproduced. Several certificates in
+//!   the first block (Java reads them all as anchors) are not modelled: only the first
+//!   counts, which refuses more, never less.
 //! * [`validate_chain`] follows `CertServiceImpl.validateChain`: the certificate and the
 //!   chain's certificates are all trust anchors and a PKIX path is built (BouncyCastle's
 //!   `PKIXCertPathBuilderSpi`) from the certificate to an anchor that issued it: an anchor
@@ -35,13 +38,13 @@
 use base64::Engine as _;
 
 /// Why the chain is refused: the text `UploadSslCertCmd.execute` answers as 530.
-pub type Refusal = String;
+pub(crate) type Refusal = String;
 
 /// `validateChain`'s refusal.
-pub const INVALID_CHAIN: &str = "Invalid certificate chain";
+pub(crate) const INVALID_CHAIN: &str = "Invalid certificate chain";
 
 /// The first certificate of the chain, as `CertificateHelper.parseChain` reads it.
-pub fn parse_chain(chain: &str) -> Result<Vec<u8>, Refusal> {
+pub(crate) fn parse_chain(chain: &str) -> Result<Vec<u8>, Refusal> {
     let content = first_pem_block(chain)?.ok_or_else(|| {
         r#"Cannot invoke "org.bouncycastle.util.io.pem.PemObject.getContent()" because "pemObject" is null"#
             .to_owned()
@@ -57,7 +60,7 @@ pub fn parse_chain(chain: &str) -> Result<Vec<u8>, Refusal> {
 
 /// `CertServiceImpl.validateChain` of the certificate `leaf` (DER) with the chain's first
 /// certificate `first` (DER, from [`parse_chain`]).
-pub fn validate_chain(leaf: &[u8], first: &[u8], revocation: bool) -> Result<(), Refusal> {
+pub(crate) fn validate_chain(leaf: &[u8], first: &[u8], revocation: bool) -> Result<(), Refusal> {
     let leaf_cert = Parsed::of(leaf).ok_or(INVALID_CHAIN)?;
     let anchors = [leaf, first];
     let issued = anchors
@@ -70,27 +73,32 @@ pub fn validate_chain(leaf: &[u8], first: &[u8], revocation: bool) -> Result<(),
     Ok(())
 }
 
-/// BouncyCastle `PemReader.readPemObject`: the content of the first `-----BEGIN X-----`
-/// block (any label; header lines with `:` skipped), or `None` when there is none.
+/// BouncyCastle `PemReader.readPemObject`: the content of the block the first line
+/// starting with `-----BEGIN ` opens (any label, up to its first `-`; a malformed first
+/// BEGIN line is no block at all), header lines (with a `:`) skipped, up to the first line
+/// containing `-----END <label>`; `None` when there is no block.
 fn first_pem_block(text: &str) -> Result<Option<Vec<u8>>, Refusal> {
     let mut lines = text.lines();
-    let Some(label) = lines.by_ref().find_map(|l| {
-        l.strip_prefix("-----BEGIN ")
-            .and_then(|rest| rest.trim_end().strip_suffix("-----"))
-    }) else {
+    let Some(begin) = lines.by_ref().find(|l| l.starts_with("-----BEGIN ")) else {
         return Ok(None);
+    };
+    let rest = begin["-----BEGIN ".len()..].trim();
+    let label = match rest.find('-') {
+        Some(at) if at > 0 && rest.ends_with("-----") && rest.len() - at == 5 => &rest[..at],
+        _ => return Ok(None),
     };
     let end = format!("-----END {label}");
     let mut body = String::new();
     let mut ended = false;
     for line in lines {
-        if line.starts_with(&end) {
+        if line.contains(':') {
+            continue;
+        }
+        if line.contains(&end) {
             ended = true;
             break;
         }
-        if !line.contains(':') {
-            body.extend(line.chars().filter(|c| !c.is_whitespace()));
-        }
+        body.extend(line.chars().filter(|c| !c.is_whitespace()));
     }
     if !ended {
         return Err(format!("Parsing certificate/key failed: {end} not found"));
@@ -274,6 +282,14 @@ mod tests {
     #[test]
     fn unreadable_chains_are_refused_with_the_java_exception_texts() {
         assert!(parse_chain("garbage").unwrap_err().contains("pemObject"));
+        assert!(
+            parse_chain("-----BEGIN CERTIFICATE\n")
+                .unwrap_err()
+                .contains("pemObject"),
+            "a malformed BEGIN line is no block"
+        );
+        let with_header = INTERMEDIATE.replacen('\n', "\nComment: the intermediate\n", 1);
+        assert_eq!(parse_chain(&with_header), Ok(der(INTERMEDIATE)));
         assert_eq!(
             parse_chain("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n").unwrap_err(),
             "Unable to decode certificate chain"

@@ -6,7 +6,7 @@
 //! the key's algorithm is the certificate's and, for RSA only, the key signs what the
 //! certificate's key verifies (`validateKeys`: other algorithms are not checked further), and
 //! a chain, when given, parses (`CertificateHelper.parseChain`, before the validity) and leads
-//! from the certificate to an anchor (`validateChain`, last): see [`crate::cert_chain`]. The
+//! from the certificate to an anchor (`validateChain`, last): see `cert_chain`. The
 //! fingerprint is `CertificateHelper.generateFingerPrint`:
 //! SHA-256 of the DER, upper-case hex pairs joined by colons.
 //!

@@ -116,7 +116,7 @@
 
 mod admin;
 mod build_state;
-pub mod cert_chain;
+mod cert_chain;
 pub mod certs;
 pub mod commands;
 pub mod error;

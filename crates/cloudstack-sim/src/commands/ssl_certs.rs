@@ -4,7 +4,7 @@
 //!   (`UploadSslCertCmd`, `ListSslCertsCmd`, `DeleteSslCertCmd` → `CertServiceImpl`).
 //!   `UploadSslCertCmd.execute` answers every failure of `CertServiceImpl.uploadSslCert` as
 //!   `ServerApiException(INTERNAL_ERROR, e.getMessage())`: 530 with the validation message
-//!   ([`crate::certs::check`]; the chain's checks in [`crate::cert_chain`], which refuse
+//!   ([`crate::certs::check`]; the chain's checks in `cert_chain`, which refuse
 //!   any chain unless `enabledrevocationcheck=false` from 4.15). `certificate` and `privatekey` are at most 16384 characters,
 //!   `certchain` 2097152 (`@Parameter(length)`, checked by `ParamProcessWorker`: 431 "…
 //!   Value greater than max allowed length N for param: <field>", the Java field's name).

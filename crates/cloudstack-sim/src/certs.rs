@@ -5,11 +5,12 @@
 //! certificate is within its validity (`validateCert` → `X509Certificate.checkValidity`),
 //! the key's algorithm is the certificate's and, for RSA only, the key signs what the
 //! certificate's key verifies (`validateKeys`: other algorithms are not checked further), and
-//! a chain, when given, parses. The fingerprint is `CertificateHelper.generateFingerPrint`:
+//! a chain, when given, parses (`CertificateHelper.parseChain`, before the validity) and leads
+//! from the certificate to an anchor (`validateChain`, last): see `cert_chain`. The
+//! fingerprint is `CertificateHelper.generateFingerPrint`:
 //! SHA-256 of the DER, upper-case hex pairs joined by colons.
 //!
-//! Not modelled: encrypted keys (`password`), the PKIX path building of `validateChain` and
-//! its revocation checks (a chain that parses is accepted).
+//! Not modelled: encrypted keys (`password`).
 
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -24,11 +25,13 @@ pub struct CheckedCert {
 /// answers as 530.
 pub type Refusal = String;
 
-/// Checks `certificate`, `key` and `chain` as `CertServiceImpl.validate` does, at `now`.
+/// Checks `certificate`, `key` and `chain` as `CertServiceImpl.validate` does, at `now`,
+/// with `revocation` the command's `enabledrevocationcheck`.
 pub fn check(
     certificate: &str,
     key: &str,
     chain: Option<&str>,
+    revocation: bool,
     now: jiff::Timestamp,
 ) -> Result<CheckedCert, Refusal> {
     let der = CertificateDer::pem_slice_iter(certificate.as_bytes())
@@ -46,12 +49,7 @@ pub fn check(
         .map_err(|_| "Cannot parse private key".to_owned())?;
     let signing = rustls::crypto::ring::sign::any_supported_type(&key)
         .map_err(|e| format!("Parsing certificate/key failed: {e}"))?;
-    if let Some(chain) = chain {
-        let parsed_chain: Vec<_> = CertificateDer::pem_slice_iter(chain.as_bytes()).collect();
-        if parsed_chain.is_empty() || parsed_chain.iter().any(Result::is_err) {
-            return Err("Invalid certificate chain".into());
-        }
-    }
+    let chain_first = chain.map(crate::cert_chain::parse_chain).transpose()?;
     let (not_before, not_after) = (fields.not_before, fields.not_after);
     if now > not_after {
         return Err(format!(
@@ -75,6 +73,9 @@ pub fn check(
         && signing.public_key().as_ref().map(|k| k.as_ref()) != Some(spki)
     {
         return Err("Bad public-private key".into());
+    }
+    if let Some(first) = chain_first {
+        crate::cert_chain::validate_chain(der.as_ref(), &first, revocation)?;
     }
     Ok(CheckedCert {
         fingerprint: fingerprint(der.as_ref()),
@@ -230,7 +231,7 @@ mod tests {
     #[test]
     fn an_expired_certificate_is_refused_with_the_java_date() {
         let key = include_str!("../tests/fixtures/ssl/expired-key.pem");
-        let refusal = check(EXPIRED, key, None, jiff::Timestamp::now())
+        let refusal = check(EXPIRED, key, None, true, jiff::Timestamp::now())
             .err()
             .expect("refused");
         assert_eq!(

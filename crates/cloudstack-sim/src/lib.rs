@@ -116,6 +116,7 @@
 
 mod admin;
 mod build_state;
+mod cert_chain;
 pub mod certs;
 pub mod commands;
 pub mod error;

@@ -4,7 +4,8 @@
 //!   (`UploadSslCertCmd`, `ListSslCertsCmd`, `DeleteSslCertCmd` → `CertServiceImpl`).
 //!   `UploadSslCertCmd.execute` answers every failure of `CertServiceImpl.uploadSslCert` as
 //!   `ServerApiException(INTERNAL_ERROR, e.getMessage())`: 530 with the validation message
-//!   ([`crate::certs::check`]). `certificate` and `privatekey` are at most 16384 characters,
+//!   ([`crate::certs::check`]; the chain's checks in `cert_chain`, which refuse
+//!   any chain unless `enabledrevocationcheck=false` from 4.15). `certificate` and `privatekey` are at most 16384 characters,
 //!   `certchain` 2097152 (`@Parameter(length)`, checked by `ParamProcessWorker`: 431 "…
 //!   Value greater than max allowed length N for param: <field>", the Java field's name).
 //! * `deleteSslCert` of a certificate assigned to a rule throws `CloudRuntimeException
@@ -78,8 +79,17 @@ pub fn upload_ssl_cert(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let name = p.required("name")?.to_owned();
     let chain = p.text("certchain").map(str::to_owned);
     let owner = ctx.caller.owner_for_create(ctx.state, p)?;
-    let checked = crate::certs::check(&certificate, key, chain.as_deref(), jiff::Timestamp::now())
-        .map_err(|text| ApiError::new(530, Some(9999), text))?;
+    // `enabledrevocationcheck` (4.15+) defaults to true; before 4.15 there is no check.
+    let revocation =
+        ctx.state.version.at_least(4, 15) && p.bool("enabledrevocationcheck") != Some(false);
+    let checked = crate::certs::check(
+        &certificate,
+        key,
+        chain.as_deref(),
+        revocation,
+        jiff::Timestamp::now(),
+    )
+    .map_err(|text| ApiError::new(530, Some(9999), text))?;
     let cert = SslCert {
         id: new_id(),
         name,

@@ -21,6 +21,7 @@ mod api_rules;
 mod api_scoping;
 mod api_source_codes;
 mod api_ssl_certs;
+mod api_ssl_chains;
 mod api_vpc_tiers;
 mod binary_cli;
 mod python_cs;

@@ -72,11 +72,19 @@ pub(crate) enum CertificateProblem {
     /// The certificate has expired.
     #[error("the certificate expired at {0}")]
     Expired(jiff::Timestamp),
+    /// The chain after the certificate in `tls.crt` does not hold its issuer: CloudStack
+    /// would refuse it ("Invalid certificate chain").
+    #[error("the chain after the certificate in tls.crt does not hold the certificate's issuer")]
+    ChainWithoutIssuer,
 }
 
 impl PemMaterial {
     /// Splits `tls.crt` into the certificate and its chain (the PEM blocks after the first)
-    /// and pairs them with `tls.key` (kept as a [`Secret`] from here on).
+    /// and pairs them with `tls.key` (kept as a [`Secret`] from here on). The chain's block
+    /// whose subject is the certificate's issuer goes first, the others keep their order:
+    /// CloudStack reads only the chain's first certificate and refuses the chain unless it
+    /// issued the certificate (`CertificateHelper.parseChain`,
+    /// `CertServiceImpl.validateChain`), while TLS clients accept a bundle in any order.
     pub(crate) fn from_tls_secret(
         tls_crt: &str,
         tls_key: String,
@@ -85,6 +93,17 @@ impl PemMaterial {
         let (first, rest) = blocks
             .split_first()
             .ok_or(CertificateProblem::NoCertificate)?;
+        let mut rest = rest.to_vec();
+        let issuer =
+            first_certificate(first).and_then(|der| names(der.as_ref()).map(|n| n.0.to_vec()));
+        if let Some(at) = rest.iter().position(|block| {
+            first_certificate(block)
+                .and_then(|der| names(der.as_ref()).map(|n| n.1.to_vec()))
+                .is_some_and(|subject| Some(subject) == issuer)
+        }) {
+            let issuer_block = rest.remove(at);
+            rest.insert(0, issuer_block);
+        }
         Ok(PemMaterial {
             certificate: first.to_string(),
             chain: (!rest.is_empty()).then(|| rest.concat()),
@@ -92,9 +111,11 @@ impl PemMaterial {
         })
     }
 
-    /// Checks the certificate at `now`: it parses, it is within its validity, and the key
-    /// is its key (the public keys compared, whatever the algorithm — stricter than
-    /// CloudStack, which compares only RSA keys).
+    /// Checks the certificate at `now`: it parses, it is within its validity, the key is
+    /// its key (the public keys compared, whatever the algorithm — stricter than
+    /// CloudStack, which compares only RSA keys), and a chain starts with the certificate's
+    /// issuer unless the certificate is self-issued (as `CertServiceImpl.validateChain`
+    /// demands; the issuer's signature is left to CloudStack).
     pub(crate) fn inspect(&self, now: jiff::Timestamp) -> Result<Inspected, CertificateProblem> {
         let der = first_certificate(&self.certificate).ok_or(CertificateProblem::NoCertificate)?;
         let (not_before, not_after, spki) =
@@ -111,6 +132,14 @@ impl PemMaterial {
         }
         if now > not_after {
             return Err(CertificateProblem::Expired(not_after));
+        }
+        if let Some(chain) = &self.chain {
+            let (issuer, subject) = names(der.as_ref()).ok_or(CertificateProblem::NoCertificate)?;
+            let first_subject = first_certificate(chain)
+                .and_then(|first| names(first.as_ref()).map(|n| n.1.to_vec()));
+            if issuer != subject && first_subject.as_deref() != Some(issuer) {
+                return Err(CertificateProblem::ChainWithoutIssuer);
+            }
         }
         Ok(Inspected {
             fingerprint: fingerprint(der.as_ref()),
@@ -299,6 +328,23 @@ fn tbs_fields(der: &[u8]) -> Option<(jiff::Timestamp, jiff::Timestamp, &[u8])> {
     let (tag_before, before, next) = crate::der::item(validity)?;
     let (tag_after, after, _) = crate::der::item(next)?;
     Some((time(tag_before, before)?, time(tag_after, after)?, spki))
+}
+
+/// The issuer and subject Names (whole DER items) of a DER certificate.
+fn names(der: &[u8]) -> Option<(&[u8], &[u8])> {
+    let whole = |input: &'_ [u8], rest: &[u8]| input.len() - rest.len();
+    let (_, certificate, _) = crate::der::item(der)?;
+    let (_, tbs, _) = crate::der::item(certificate)?;
+    let (tag, _, mut rest) = crate::der::item(tbs)?;
+    if tag == 0xA0 {
+        rest = crate::der::item(rest)?.2; // explicit version, then the serial number
+    }
+    let (_, _, rest) = crate::der::item(rest)?; // signature algorithm
+    let (_, _, after_issuer) = crate::der::item(rest)?;
+    let issuer = &rest[..whole(rest, after_issuer)];
+    let (_, _, rest) = crate::der::item(after_issuer)?; // validity
+    let (_, _, after_subject) = crate::der::item(rest)?;
+    Some((issuer, &rest[..whole(rest, after_subject)]))
 }
 
 /// A DER UTCTime (0x17; a two-digit year below 50 is 20YY) or GeneralizedTime (0x18).

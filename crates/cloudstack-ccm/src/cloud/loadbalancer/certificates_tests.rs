@@ -38,6 +38,41 @@ fn tls_crt_splits_into_certificate_and_chain() {
     );
 }
 
+const CHAIN_LEAF: &str =
+    include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/chain-leaf-cert.pem");
+const CHAIN_KEY: &str =
+    include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/chain-leaf-key.pem");
+const INTERMEDIATE: &str =
+    include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/chain-intermediate-cert.pem");
+const ROOT: &str =
+    include_str!("../../../../cloudstack-sim/tests/fixtures/ssl/chain-root-cert.pem");
+
+#[test]
+fn the_leafs_issuer_goes_first_in_the_chain_as_cloudstack_reads_only_the_first() {
+    let now = jiff::Timestamp::now();
+    let expected = format!("{INTERMEDIATE}{ROOT}");
+    for bundle in [
+        format!("{CHAIN_LEAF}{INTERMEDIATE}{ROOT}"),
+        format!("{CHAIN_LEAF}{ROOT}{INTERMEDIATE}"),
+    ] {
+        let m = material(&bundle, CHAIN_KEY);
+        assert_eq!(m.certificate, CHAIN_LEAF);
+        assert_eq!(m.chain.as_deref(), Some(expected.as_str()));
+        m.inspect(now).expect("a chain led by the issuer");
+    }
+}
+
+#[test]
+fn a_chain_without_the_leafs_issuer_is_named() {
+    let now = jiff::Timestamp::now();
+    for chain in [ROOT, CA] {
+        assert_eq!(
+            material(&format!("{CHAIN_LEAF}{chain}"), CHAIN_KEY).inspect(now),
+            Err(CertificateProblem::ChainWithoutIssuer)
+        );
+    }
+}
+
 #[test]
 fn bad_material_is_named_without_the_key() {
     let now = jiff::Timestamp::now();

@@ -20,6 +20,7 @@ mod protocols;
 mod refused_ports;
 mod several_networks;
 mod tls;
+mod tls_chain;
 mod tls_lifecycle;
 mod traffic_local;
 mod vpc_acl;

@@ -9,7 +9,7 @@ pub static TLS_SECRET: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-tls-secret",
     kind: AnnotationKind::SecretName,
     default: "",
-    description: "Terminate TLS at the load balancer with the certificate of this Secret (type `kubernetes.io/tls`, in the Service's namespace; `tls.crt` may carry the chain after the certificate, `ca.crt` is not used). The certificate is uploaded to CloudStack, named after the Service's UID and its fingerprint, and follows the Secret's renewals (swapped in one job, then the old one deleted). The status then reports `ipMode: Proxy`, so in-cluster clients go through the load balancer too. Needs read access to Secrets (see configuration.md). Not with `…-tls-certificate-id`.",
+    description: "Terminate TLS at the load balancer with the certificate of this Secret (type `kubernetes.io/tls`, in the Service's namespace; `tls.crt` may carry the chain after the certificate, in any order: the certificate's issuer is sent first, as CloudStack reads only the chain's first certificate, and a chain without the issuer is a Warning; `ca.crt` is not used). The certificate is uploaded to CloudStack, named after the Service's UID and its fingerprint, and follows the Secret's renewals (swapped in one job, then the old one deleted). The status then reports `ipMode: Proxy`, so in-cluster clients go through the load balancer too. Needs read access to Secrets (see configuration.md). Not with `…-tls-certificate-id`.",
     example: "shop-tls",
     origin: Origin::CloudstackCcm,
     set_by: SetBy::User,

@@ -351,6 +351,9 @@ pub(super) fn request(step: &Step, done: &Applied) -> Result<StepRequest, ApplyE
                 privatekey: material.key.clone(),
                 name: name.clone(),
                 certchain: material.chain.clone(),
+                // With the check on (the default from 4.15) CloudStack refuses every chain:
+                // it has no CRL to check against (`CertServiceImpl.validateChain`).
+                enabledrevocationcheck: material.chain.as_ref().map(|_| false),
                 ..Default::default()
             }),
         },

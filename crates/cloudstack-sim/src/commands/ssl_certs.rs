@@ -7,7 +7,7 @@
 //!   ([`crate::certs::check`]; the chain's checks in `cert_chain`, which refuse
 //!   any chain unless `enabledrevocationcheck=false` from 4.15). `certificate` and `privatekey` are at most 16384 characters,
 //!   `certchain` 2097152 (`@Parameter(length)`, checked by `ParamProcessWorker`: 431 "…
-//!   Value greater than max allowed length N for param: <field>", the Java field's name).
+//!   Value greater than max allowed length N for param: `<field>`", the Java field's name).
 //! * `deleteSslCert` of a certificate assigned to a rule throws `CloudRuntimeException
 //!   ("Certificate in use by a loadbalancer(s) …")`, which `ApiServer.handleRequest` answers
 //!   as 530 — with the message for a root admin, with `BaseCmd.USER_ERROR_MESSAGE` for others.
@@ -16,9 +16,9 @@
 //!   check runs in the job (`LoadBalancingRulesManagerImpl.assignCertToLoadBalancer`,
 //!   `removeCertFromLoadBalancer`), in the server's order: rule and certificate still there
 //!   (`java.security.InvalidParameterException` → 530), access to the rule (530), the same
-//!   account (431 "Access denied for account <id>"), the network's `SslTermination`
+//!   account (431 "Access denied for account `<id>`"), the network's `SslTermination`
 //!   capability (431), no certificate bound yet unless `forced` (4.17; 431), protocol `ssl`
-//!   (431 "Bad LB protocol: Expected ssl got <protocol>").
+//!   (431 "Bad LB protocol: Expected ssl got `<protocol>`").
 //! * Certificates carry no tags: `ResourceTag.ResourceObjectType` has no certificate type.
 
 use super::access::job_denied;

@@ -12,6 +12,7 @@ use super::{
     HEALTH_PORT, check_deployment, container, deploy_documents, find, kind, load_documents,
     manifest_files, name, parse_documents, read, repo_root, run_tool, stdout_of, strings,
 };
+use crate::common::target::current_test;
 
 #[test]
 fn every_deploy_document_parses_and_has_a_known_kind() -> Result<()> {
@@ -222,6 +223,11 @@ fn the_host_network_component_changes_only_the_pod_network() -> Result<()> {
     )?;
     let target = dir.path().to_str().context("a UTF-8 path")?;
     let Some(output) = run_tool("kubectl", &["kustomize", target])? else {
+        println!(
+            "skipped: {}: `kubectl` is not installed, so the component was not rendered \
+             (only its kind was checked)",
+            current_test()
+        );
         return Ok(());
     };
     let rendered = parse_documents(

@@ -18,9 +18,11 @@
 //!    address allocated to the account with nothing of anyone else on it; the planner
 //!    then plans `AdoptClaimedIp` instead of a new association, and its id is recorded
 //!    as associated by the controller (no CloudStack call).
-//! 5. **Take.** Before anything is built on a new or adopted address (and on a recorded
-//!    one not tagged so yet), its ownership tags go on it in one `createTags`
-//!    ([`IpClaims::take`]), the Service's UID among them. A claim does not make an
+//! 5. **Take.** Its ownership tags go on the address in one `createTags`
+//!    ([`IpClaims::take`]), the Service's UID among them: before anything is built on
+//!    an adopted address (or a recorded one not tagged so yet), beside the rules on one
+//!    the plan has just associated (it was free; only a stale claim of another Service
+//!    can name it, and the Service that loses then deletes the rules it built there). A claim does not make an
 //!    address ours alone: two processes may each believe they lead for a while (a
 //!    leader cut off from the API server acts until its renew deadline), each with its
 //!    own [`PickedAddresses`], and a claim the old leader wrote may name an address it

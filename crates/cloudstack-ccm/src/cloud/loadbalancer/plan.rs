@@ -16,15 +16,17 @@
 //!
 //! Job count for a new Service with `n` ports and `m` > 0 nodes: isolated network with
 //! the default range: `1` (associate IP) `+ 1` (tag IP) `+ n` (rules) `+ n` (members)
-//! `+ 1` (tag rules) = `2n + 3` in four phases; with source ranges, `+ n` firewall rules
-//! in the third phase; VPC tier: `+ n` ACL items. An unchanged Service: no job at all.
+//! `+ 1` (tag rules) = `2n + 3` in three phases (the IP's tags go beside the rules); with
+//! source ranges, `+ n` firewall rules in the second phase; VPC tier: `+ n` ACL items. An
+//! unchanged Service: no job at all.
 //!
 //! Phase order: (1) associate the IP and delete what frees a port a new rule needs
 //! (so a tcp ↔ udp switch or a node-port change never hits CloudStack's port conflict);
-//! (2) take the IP: its ownership tags, the Service's UID among them, which CloudStack
-//! keeps once per key, so of two Services that both believe they hold an address only
-//! one gets it, before either builds on it (see `super::ip_claim`; only when the IP
-//! is new or not yet tagged so);
+//! (2) take an IP found allocated (adopted, or recorded without the Service's UID tag):
+//! its ownership tags, the UID among them, which CloudStack keeps once per key, so of two
+//! Services that both believe they hold an address only one gets it, before either
+//! builds on it (see `super::ip_claim`; absent for a new address, which is tagged in the
+//! next phase, beside its rules);
 //! (3) create and update rules, open ports, fix members of existing rules, remove
 //! outdated policies; (4) members and policies of new rules, tags, and deletion of
 //! rules no port needs any more (only once the wanted rules stand).

@@ -264,19 +264,31 @@ async fn a_job_is_submitted_only_once_the_jobs_ahead_of_it_are() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_place_a_finished_job_frees_is_kept_for_its_plan_for_a_while() {
-    let queues = NetworkQueues::default();
+/// An older and a younger plan on one network, `command` typically running `run_time`
+/// there: the older plan's job runs (submitted), the younger's holds the second place.
+async fn both_places_taken(
+    queues: &NetworkQueues,
+    command: &str,
+    run_time: Duration,
+) -> (PlanTicket, PlanTicket, JobPlace, JobPlace) {
     let older = queues.enter("net");
     let younger = queues.enter("net");
     older
         .queue
         .lock()
         .run_times
-        .insert("createLoadBalancerRule".into(), Duration::from_secs(1));
+        .insert(command.into(), run_time);
     let first = older.queue.take_place(older.ticket).await;
     first.mark_submitted();
-    let _behind = younger.queue.take_place(younger.ticket).await;
+    let behind = younger.queue.take_place(younger.ticket).await;
+    (older, younger, first, behind)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_place_a_finished_job_frees_is_kept_for_its_plan_for_a_while() {
+    let queues = NetworkQueues::default();
+    let (older, younger, first, _behind) =
+        both_places_taken(&queues, "createLoadBalancerRule", Duration::from_secs(1)).await;
     let mut younger_wait = Box::pin(younger.queue.take_place(younger.ticket));
     assert!(younger_wait.as_mut().now_or_never().is_none(), "full");
     first.finished("createLoadBalancerRule", None);
@@ -302,16 +314,8 @@ async fn the_place_a_finished_job_frees_is_kept_for_its_plan_for_a_while() {
 #[tokio::test]
 async fn a_plan_that_ended_keeps_no_place() {
     let queues = NetworkQueues::default();
-    let older = queues.enter("net");
-    let younger = queues.enter("net");
-    older
-        .queue
-        .lock()
-        .run_times
-        .insert("assignToLoadBalancerRule".into(), Duration::from_secs(60));
-    let first = older.queue.take_place(older.ticket).await;
-    first.mark_submitted();
-    let _behind = younger.queue.take_place(younger.ticket).await;
+    let (older, younger, first, _behind) =
+        both_places_taken(&queues, "assignToLoadBalancerRule", Duration::from_secs(60)).await;
     let mut younger_wait = Box::pin(younger.queue.take_place(younger.ticket));
     assert!(younger_wait.as_mut().now_or_never().is_none(), "full");
     first.finished("assignToLoadBalancerRule", None);

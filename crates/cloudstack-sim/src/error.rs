@@ -29,6 +29,19 @@ impl ApiError {
         Self::new(431, Some(4350), text)
     }
 
+    /// 530 (cs 9999) for a `CloudRuntimeException` a synchronous command lets out of
+    /// `execute()`: `ApiServer.handleRequest` shows a root admin the exception's text
+    /// (`<class>: <message>`, `cause` being the class) and anyone else "Internal error
+    /// executing command, please contact your system administrator".
+    pub fn runtime(caller_is_admin: bool, cause: &str, message: &str) -> Self {
+        let text = if caller_is_admin {
+            format!("{cause}: {message}")
+        } else {
+            "Internal error executing command, please contact your system administrator".into()
+        };
+        Self::new(530, Some(9999), text)
+    }
+
     /// 431 from a bare `ServerApiException` (cs 9999), e.g. the parameter-processing texts.
     pub fn param_bare(text: impl Into<String>) -> Self {
         Self::new(431, Some(9999), text)

@@ -72,6 +72,10 @@ pub struct CallRecord {
     pub error: Option<String>,
     /// Job started by the call.
     pub job_id: Option<String>,
+    /// Parameter names the command does not declare in CloudStack's listing (the server
+    /// ignores them; see [`crate::listing`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_params: Vec<String>,
 }
 
 /// Fixed-window counter per account (`api.throttling.*`).

@@ -6,6 +6,7 @@ use crate::commands::{self, Ctx, JobFaults};
 use crate::error::ApiError;
 use crate::faults::CallRecord;
 use crate::jobs::now_ms;
+use crate::listing;
 use crate::params::{Params, parse_form};
 use crate::response::{envelope, response_name, to_xml};
 use crate::scenario::Role;
@@ -76,6 +77,10 @@ pub(crate) async fn api(
     let version = lock(&shared.state).version.clone();
     let known = commands::find(&command).is_some_and(|c| c.exists_in(&version));
     let arrived = now_ms();
+    let unknown_params = listing::command(&command)
+        .filter(|_| known)
+        .map(|listed| listed.unknown_names(&params))
+        .unwrap_or_default();
     let (outcome, account, job_id) = handle(&shared, &params).await;
     *lock(&shared.counts).entry(command.clone()).or_default() += 1;
     let (status, error) = match &outcome {
@@ -90,6 +95,9 @@ pub(crate) async fn api(
             tracing::info!(command = %command, account = account.as_deref().unwrap_or("-"), status, error = %text, "api call failed")
         }
     }
+    if !unknown_params.is_empty() {
+        tracing::info!(command = %command, names = ?unknown_params, "parameters the command does not have (ignored)");
+    }
     lock(&shared.log).push(CallRecord {
         at_ms: arrived,
         command: command.clone(),
@@ -97,6 +105,7 @@ pub(crate) async fn api(
         status,
         error,
         job_id,
+        unknown_params,
     });
     answer(&command, known, &outcome, json)
 }
@@ -174,6 +183,12 @@ async fn handle(
     };
     if latency + extra > 0 {
         tokio::time::sleep(Duration::from_millis(latency + extra)).await;
+    }
+    // Parameter processing (`ParamProcessWorker`) before the command's own checks.
+    if let Some(listed) = listing::command(command.name)
+        && let Err(e) = listed.check_required(params)
+    {
+        return (Err(e), account, None);
     }
     if let Some(e) = injected {
         return (Err(e), account, None);

@@ -124,6 +124,7 @@ pub mod faults;
 mod http_api;
 mod job_lifecycle;
 pub mod jobs;
+pub mod listing;
 pub mod params;
 pub mod response;
 pub mod scenario;

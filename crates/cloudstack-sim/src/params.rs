@@ -13,6 +13,10 @@ pub struct Params {
     first: BTreeMap<String, String>,
     /// The command name (case-sensitive, as sent), used in error texts.
     pub command: String,
+    /// The command's entry in CloudStack's listing, when it has one: a handler reading a
+    /// name the command does not declare is a simulator defect (the server would never
+    /// bind it), caught in debug builds.
+    listed: Option<&'static crate::listing::CommandListing>,
 }
 
 /// Parses an `application/x-www-form-urlencoded` string the way a servlet does (`+` is a space).
@@ -42,10 +46,12 @@ impl Params {
                 .or_insert_with(|| value.clone());
         }
         let command = first.get("command").cloned().unwrap_or_default();
+        let listed = crate::listing::command(&command);
         Self {
             raw,
             first,
             command,
+            listed,
         }
     }
 
@@ -61,7 +67,20 @@ impl Params {
 
     /// The first value of `name` (case-insensitive), if sent.
     pub fn get(&self, name: &str) -> Option<&str> {
+        self.assert_declared(name);
         self.first.get(name).map(String::as_str)
+    }
+
+    /// Debug builds: panics when the handler reads `name` and the listed command has no such
+    /// parameter (a reading of CloudStack the listing contradicts).
+    fn assert_declared(&self, name: &str) {
+        if let Some(listed) = self.listed {
+            debug_assert!(
+                listed.accepts(name),
+                "the simulator's {} reads {name:?}, which CloudStack's listing does not declare",
+                self.command
+            );
+        }
     }
 
     /// The value of `name` when sent and non-empty.
@@ -125,6 +144,7 @@ impl Params {
 
     /// A map parameter `name[i].field=value` grouped by index (indices in ascending order).
     pub fn map(&self, name: &str) -> Result<BTreeMap<i64, BTreeMap<String, String>>, ApiError> {
+        self.assert_declared(&format!("{name}[0]"));
         let prefix = format!("{name}[");
         let mut out: BTreeMap<i64, BTreeMap<String, String>> = BTreeMap::new();
         for (key, value) in &self.first {

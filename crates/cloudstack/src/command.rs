@@ -5,7 +5,7 @@
 pub const PAGE_SIZE: u32 = 500;
 
 /// Commands that accept `projectid` and get [`crate::ClientConfig::project_id`] added.
-const PROJECT_SCOPED: &[&str] = &[
+pub(crate) const PROJECT_SCOPED: &[&str] = &[
     "listVirtualMachines",
     "listNetworks",
     "listPublicIpAddresses",

@@ -19,6 +19,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::envelope::decode_reply;
+use crate::requests::{ListAccounts, Request as _};
 use crate::{Client, CredentialsChange, Error, Params, Secret};
 
 /// Numbers every set of keys any client ever held, so a reply to a request signed with
@@ -37,6 +38,8 @@ pub(crate) struct Live {
     pub(crate) generation: u64,
     /// The account these keys belong to, once learnt (named in refusal reports).
     pub(crate) account: Mutex<Option<String>>,
+    /// That account's id, once learnt (the owner `listSslCerts` names).
+    pub(crate) account_id: Mutex<Option<String>>,
 }
 
 impl Live {
@@ -48,6 +51,7 @@ impl Live {
             http,
             generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
             account: Mutex::new(None),
+            account_id: Mutex::new(None),
         })
     }
 
@@ -213,24 +217,49 @@ impl Client {
         self.live().account()
     }
 
-    /// Asks CloudStack which account the keys in use belong to (`listAccounts`: a user
-    /// sees its own account only) and remembers it for refusal reports. `None` when the
-    /// answer names no single account (root admin keys see every account).
+    /// The id of the account the keys in use belong to, once
+    /// [`Client::identify_account`] learnt it.
+    pub fn account_id(&self) -> Option<String> {
+        self.live()
+            .account_id
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Asks CloudStack which account the keys in use belong to (`listAccounts` without
+    /// `listall`: every caller, root admins included, sees its own account only) and
+    /// remembers its name (for refusal reports) and id. `None` when the answer names no
+    /// single account.
     pub async fn identify_account(&self) -> Result<Option<String>, Error> {
         let live = self.live();
         // One account or more than one is all it needs to know: two items of one page.
         let (accounts, count): (Vec<serde_json::Value>, _) = self
-            .list_one_page("listAccounts", "account", Params::new(), 1, 2)
+            .list_one_page(
+                ListAccounts::COMMAND,
+                "account",
+                ListAccounts {}.to_params(),
+                1,
+                2,
+            )
             .await?;
-        let name = match accounts.as_slice() {
-            [only] if count.is_none_or(|count| count == 1) => only
-                .get("name")
+        let text = |account: &serde_json::Value, field: &str| {
+            account
+                .get(field)
                 .and_then(serde_json::Value::as_str)
-                .map(str::to_owned),
-            _ => None,
+                .map(str::to_owned)
+        };
+        let (name, id) = match accounts.as_slice() {
+            [only] if count.is_none_or(|count| count == 1) => {
+                (text(only, "name"), text(only, "id"))
+            }
+            _ => (None, None),
         };
         if name.is_some() {
             *live.account.lock().unwrap_or_else(|e| e.into_inner()) = name.clone();
+        }
+        if id.is_some() {
+            *live.account_id.lock().unwrap_or_else(|e| e.into_inner()) = id;
         }
         Ok(name)
     }

@@ -293,8 +293,12 @@ impl Client {
     /// One `queryAsyncJobResult` for `jobid` (started by `command`): `None` while the job
     /// runs, its `jobresult` once it succeeded, [`Error::JobFailed`] when it failed.
     pub async fn poll_job_once(&self, command: &str, jobid: &str) -> Result<Option<Value>, Error> {
+        use crate::requests::{QueryAsyncJobResult, Request as _};
+        let request = QueryAsyncJobResult {
+            jobid: jobid.to_owned(),
+        };
         let job = self
-            .call("queryAsyncJobResult", Params::new().set("jobid", jobid))
+            .call(QueryAsyncJobResult::COMMAND, request.to_params())
             .await?;
         match code_field(&job, "jobstatus").map(i64::from) {
             Some(JOB_SUCCEEDED) => Ok(Some(job.get("jobresult").cloned().unwrap_or(Value::Null))),

@@ -103,22 +103,38 @@ pub fn upload_ssl_cert(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(json!({"sslcert": rendered}))
 }
 
-/// listSslCerts: by `certid`, by `lbid` (the bound certificate, or none), by `projectid`,
-/// else the caller's (or `accountid`'s) certificates. Not paginated (`BaseCmd`); only one
-/// of the filters may be given.
+/// listSslCerts (`CertServiceImpl.listSslCerts`): by `certid`, by `lbruleid` (the bound
+/// certificate, or none), by `projectid`, else `accountid`'s certificates. Not paginated
+/// (`BaseCmd`); only one of the filters may be given. Before 4.24 one of them is required:
+/// "Invalid parameters either certificate ID or Account ID or Loadbalancer ID or Project ID
+/// required" (from 4.24 none means the caller's). Both refusals are
+/// `InvalidParameterValueException`s that `ListSslCertsCmd.execute` wraps in a
+/// `CloudRuntimeException`: 530, the text prefixed with the exception's class.
 pub fn list_ssl_certs(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;
     let cert_id = resolve(p, "certid", |i| state.ssl_certs.iter().any(|c| c.id == i))?;
-    let lb_id = resolve(p, "lbid", |i| state.lb_rule(i).is_some())?;
+    let lb_id = resolve(p, "lbruleid", |i| state.lb_rule(i).is_some())?;
     let project_id = resolve(p, "projectid", |i| state.project(i).is_some())?;
     let account_id = resolve(p, "accountid", |i| state.accounts.iter().any(|a| a.id == i))?;
     let given = [cert_id, lb_id, project_id, account_id]
         .iter()
         .filter(|x| x.is_some())
         .count();
+    let refused = |text: &str| {
+        ApiError::runtime(
+            ctx.caller.is_admin(),
+            "com.cloud.exception.InvalidParameterValueException",
+            text,
+        )
+    };
+    if given == 0 && !state.version.at_least(4, 24) {
+        return Err(refused(
+            "Invalid parameters either certificate ID or Account ID or Loadbalancer ID or Project ID required",
+        ));
+    }
     if given > 1 {
-        return Err(ApiError::param(
+        return Err(refused(
             "Only one of certid, lbid, projectid, or accountid/account can be specified",
         ));
     }
@@ -180,15 +196,12 @@ pub fn delete_ssl_cert(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         .filter_map(|b| state.lb_rule(&b.rule_id).map(|r| r.name.as_str()))
         .collect();
     if !users.is_empty() {
-        let text = if ctx.caller.is_admin() {
-            let names: String = users.iter().map(|n| format!("{n} ")).collect();
-            format!(
-                "com.cloud.utils.exception.CloudRuntimeException: Certificate in use by a loadbalancer(s) {names}"
-            )
-        } else {
-            "Internal error executing command, please contact your system administrator".into()
-        };
-        return Err(ApiError::new(530, Some(9999), text));
+        let names: String = users.iter().map(|n| format!("{n} ")).collect();
+        return Err(ApiError::runtime(
+            ctx.caller.is_admin(),
+            "com.cloud.utils.exception.CloudRuntimeException",
+            &format!("Certificate in use by a loadbalancer(s) {names}"),
+        ));
     }
     let id = cert.id.clone();
     ctx.state.ssl_certs.retain(|c| c.id != id);
@@ -198,7 +211,7 @@ pub fn delete_ssl_cert(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 /// assignCertToLoadBalancer: ids resolved now, the rest in the job.
 pub fn assign_cert_to_load_balancer(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let state = &*ctx.state;
-    let rule = lookup_required(ctx.params, "lbid", |id| state.lb_rule(id))?;
+    let rule = lookup_required(ctx.params, "lbruleid", |id| state.lb_rule(id))?;
     let cert = lookup_required(ctx.params, "certid", |id| {
         state.ssl_certs.iter().find(|c| c.id == id)
     })?;
@@ -219,7 +232,7 @@ pub fn assign_cert_to_load_balancer(ctx: &mut Ctx<'_>) -> Result<Value, ApiError
 /// removeCertFromLoadBalancer: the id resolved now, the rest in the job.
 pub fn remove_cert_from_load_balancer(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let state = &*ctx.state;
-    let rule = lookup_required(ctx.params, "lbid", |id| state.lb_rule(id))?;
+    let rule = lookup_required(ctx.params, "lbruleid", |id| state.lb_rule(id))?;
     let (rule_id, network) = (rule.id.clone(), rule.network_id.clone());
     let job = ctx.start_job(
         Some(network),

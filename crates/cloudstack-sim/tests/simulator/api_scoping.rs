@@ -309,7 +309,7 @@ async fn unknown_or_deleted_filter_ids_are_431() {
 
     alice
         .disassociate_ip_address(&DisassociateIpAddress {
-            id: Some(ip.clone()),
+            id: ip.clone(),
             ..Default::default()
         })
         .await

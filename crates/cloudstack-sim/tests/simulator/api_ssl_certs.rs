@@ -101,6 +101,30 @@ async fn upload_returns_the_certificate_with_its_fingerprint_and_no_key() {
         None,
     )
     .await;
+    // CertServiceImpl.listSslCerts before 4.24: no certid, lbruleid, projectid or accountid
+    // is refused, and ListSslCertsCmd.execute makes it a 530 (the text hidden from a user).
+    assert_eq!(raw.status, 530, "{}", raw.text);
+    let account_id = sim
+        .with_state(|state| {
+            state
+                .accounts
+                .iter()
+                .find(|a| a.name == "alice")
+                .map(|a| a.id.clone())
+        })
+        .expect("alice has an id");
+    let raw = common::raw_get(
+        &sim,
+        &[
+            ("apikey", &api_key),
+            ("command", "listSslCerts"),
+            ("accountid", &account_id),
+            ("response", "json"),
+        ],
+        &secret,
+        None,
+    )
+    .await;
     assert_eq!(raw.status, 200, "{}", raw.text);
     assert!(raw.text.contains("BEGIN CERTIFICATE") && !raw.text.contains("PRIVATE KEY"));
     // a PKCS#8 key is as good as a PKCS#1 one
@@ -190,7 +214,7 @@ async fn assign_binds_the_certificate_and_an_assigned_one_cannot_be_deleted() {
     let cert_id = cert.id.clone().unwrap();
     alice
         .assign_cert_to_load_balancer(&AssignCertToLoadBalancer {
-            lbid: rule.clone(),
+            lbruleid: rule.clone(),
             certid: cert_id.clone(),
             forced: None,
         })
@@ -198,7 +222,7 @@ async fn assign_binds_the_certificate_and_an_assigned_one_cannot_be_deleted() {
         .expect("assign");
     let bound = alice
         .list_ssl_certs(&ListSslCerts {
-            lbid: Some(rule.clone()),
+            lbruleid: Some(rule.clone()),
             ..Default::default()
         })
         .await
@@ -240,7 +264,7 @@ async fn assign_binds_the_certificate_and_an_assigned_one_cannot_be_deleted() {
         .unwrap();
     let renewed_id = renewed.id.clone().unwrap();
     let second = AssignCertToLoadBalancer {
-        lbid: rule.clone(),
+        lbruleid: rule.clone(),
         certid: renewed_id.clone(),
         forced: None,
     };
@@ -263,7 +287,7 @@ async fn assign_binds_the_certificate_and_an_assigned_one_cannot_be_deleted() {
         .expect("forced");
     let bound = alice
         .list_ssl_certs(&ListSslCerts {
-            lbid: Some(rule.clone()),
+            lbruleid: Some(rule.clone()),
             ..Default::default()
         })
         .await
@@ -275,12 +299,16 @@ async fn assign_binds_the_certificate_and_an_assigned_one_cannot_be_deleted() {
         .expect("the replaced certificate is free");
 
     alice
-        .remove_cert_from_load_balancer(&RemoveCertFromLoadBalancer { lbid: rule.clone() })
+        .remove_cert_from_load_balancer(&RemoveCertFromLoadBalancer {
+            lbruleid: rule.clone(),
+        })
         .await
         .expect("remove");
     let (code, text) = job_error(
         alice
-            .remove_cert_from_load_balancer(&RemoveCertFromLoadBalancer { lbid: rule.clone() })
+            .remove_cert_from_load_balancer(&RemoveCertFromLoadBalancer {
+                lbruleid: rule.clone(),
+            })
             .await
             .unwrap_err(),
     );
@@ -314,7 +342,7 @@ async fn deleting_the_rule_frees_its_certificate() {
     let cert_id = cert.id.unwrap();
     alice
         .assign_cert_to_load_balancer(&AssignCertToLoadBalancer {
-            lbid: rule.clone(),
+            lbruleid: rule.clone(),
             certid: cert_id.clone(),
             forced: None,
         })
@@ -343,7 +371,7 @@ async fn assign_checks_run_in_the_job_in_the_servers_order() {
     let (code, text) = job_error(
         alice
             .assign_cert_to_load_balancer(&AssignCertToLoadBalancer {
-                lbid: tcp_rule.clone(),
+                lbruleid: tcp_rule.clone(),
                 certid: cert_id.clone(),
                 forced: None,
             })
@@ -364,7 +392,7 @@ async fn assign_checks_run_in_the_job_in_the_servers_order() {
     let (code, text) = job_error(
         alice
             .assign_cert_to_load_balancer(&AssignCertToLoadBalancer {
-                lbid: tcp_rule.clone(),
+                lbruleid: tcp_rule.clone(),
                 certid: bobs.id.clone().unwrap(),
                 forced: None,
             })
@@ -380,7 +408,7 @@ async fn assign_checks_run_in_the_job_in_the_servers_order() {
     let (_, code, _, text) = api_error(
         alice
             .assign_cert_to_load_balancer(&AssignCertToLoadBalancer {
-                lbid: tcp_rule,
+                lbruleid: tcp_rule,
                 certid: "00000000-0000-0000-0000-000000000000".into(),
                 forced: None,
             })
@@ -406,7 +434,7 @@ async fn before_4_22_the_virtual_router_takes_ssl_rules_but_refuses_certificates
     let (code, text) = job_error(
         alice
             .assign_cert_to_load_balancer(&AssignCertToLoadBalancer {
-                lbid: rule,
+                lbruleid: rule,
                 certid: cert.id.unwrap(),
                 forced: None,
             })
@@ -425,7 +453,7 @@ async fn before_4_22_the_virtual_router_takes_ssl_rules_but_refuses_certificates
         .unwrap();
     alice
         .assign_cert_to_load_balancer(&AssignCertToLoadBalancer {
-            lbid: ns_rule,
+            lbruleid: ns_rule,
             certid: cert.id.unwrap(),
             forced: None,
         })
@@ -478,7 +506,7 @@ async fn list_takes_one_filter_and_resolves_ids() {
     assert!(
         alice
             .list_ssl_certs(&ListSslCerts {
-                lbid: Some(rule.clone()),
+                lbruleid: Some(rule.clone()),
                 ..Default::default()
             })
             .await
@@ -493,7 +521,7 @@ async fn list_takes_one_filter_and_resolves_ids() {
     let (_, code, _, text) = api_error(
         alice
             .list_ssl_certs(&ListSslCerts {
-                lbid: Some(rule),
+                lbruleid: Some(rule),
                 certid: cert.id.clone(),
                 ..Default::default()
             })
@@ -503,8 +531,8 @@ async fn list_takes_one_filter_and_resolves_ids() {
     assert_eq!(
         (code, text.as_str()),
         (
-            431,
-            "Only one of certid, lbid, projectid, or accountid/account can be specified"
+            530,
+            "Internal error executing command, please contact your system administrator"
         )
     );
     let (_, code, _, _) = api_error(
@@ -517,4 +545,20 @@ async fn list_takes_one_filter_and_resolves_ids() {
             .unwrap_err(),
     );
     assert_eq!(code, 531, "another account's certificate");
+
+    // A root admin reads the refusal's text (ApiServer shows it the exception).
+    let admin = client(&sim, "admin");
+    let (_, code, _, text) = api_error(
+        admin
+            .call("listSslCerts", cloudstack::Params::new())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (code, text.as_str()),
+        (
+            530,
+            "com.cloud.exception.InvalidParameterValueException: Invalid parameters either certificate ID or Account ID or Loadbalancer ID or Project ID required"
+        )
+    );
 }

@@ -71,10 +71,11 @@ request! {
 }
 
 request! {
-    /// `disassociateIpAddress` (async). Give `id`, or `ipaddress` on 4.19+.
+    /// `disassociateIpAddress` (async). `id` is required (CloudStack's listing); `ipaddress`
+    /// (4.19+) adds nothing a caller of ours needs.
     DisassociateIpAddress => "disassociateIpAddress" {
-        /// Address id.
-        id: Option<String>,
+        /// Address id (required).
+        id: String,
         /// The address (4.19+).
         ipaddress: Option<String>,
     }

@@ -25,14 +25,15 @@ request! {
 }
 
 request! {
-    /// `listSslCerts` (synchronous, not paginated). At most one of `certid`, `lbid`,
-    /// `projectid`, `accountid`; with none, the caller's certificates (the configured
-    /// project's when the client has one).
+    /// `listSslCerts` (synchronous, not paginated). Exactly one of `certid`, `lbruleid`,
+    /// `projectid`, `accountid`: CloudStack before 4.24 refuses a call naming none
+    /// (`CertServiceImpl.listSslCerts`), every version one naming two.
+    /// [`crate::Client::list_ssl_certs`] fills in the owner when none is set.
     ListSslCerts => "listSslCerts" {
         /// Certificate id.
         certid: Option<String>,
-        /// The certificate bound to this LB rule.
-        lbid: Option<String>,
+        /// The certificate bound to this LB rule (`ApiConstants.LBID`).
+        lbruleid: Option<String>,
         /// A project's certificates.
         projectid: Option<String>,
         /// An account's certificates (by account id).
@@ -51,8 +52,8 @@ request! {
 request! {
     /// `assignCertToLoadBalancer` (async, queued on the rule's network).
     AssignCertToLoadBalancer => "assignCertToLoadBalancer" {
-        /// LB rule id (required; the rule's protocol must be `ssl`).
-        lbid: String,
+        /// LB rule id (required; the rule's protocol must be `ssl`; `ApiConstants.LBID`).
+        lbruleid: String,
         /// Certificate id (required).
         certid: String,
         /// Replace a certificate already bound (4.17+).
@@ -63,8 +64,8 @@ request! {
 request! {
     /// `removeCertFromLoadBalancer` (async, queued on the rule's network).
     RemoveCertFromLoadBalancer => "removeCertFromLoadBalancer" {
-        /// LB rule id (required).
-        lbid: String,
+        /// LB rule id (required; `ApiConstants.LBID`).
+        lbruleid: String,
     }
 }
 

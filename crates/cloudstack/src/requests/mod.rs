@@ -15,6 +15,9 @@ mod rules;
 mod server;
 mod tags;
 
+#[cfg(test)]
+mod contract_tests;
+
 pub use address::{AssociateIpAddress, DisassociateIpAddress, ListPublicIpAddresses};
 pub use certs::{
     AssignCertToLoadBalancer, DeleteSslCert, ListSslCerts, RemoveCertFromLoadBalancer,
@@ -35,7 +38,7 @@ pub use rules::{
     CreateFirewallRule, CreateNetworkAcl, DeleteFirewallRule, DeleteNetworkAcl, ListFirewallRules,
     ListNetworkAclLists, ListNetworkAcls,
 };
-pub use server::ListAsyncJobs;
+pub use server::{ListAccounts, ListAsyncJobs, ListCapabilities, QueryAsyncJobResult};
 pub use tags::{CreateTags, DeleteTags, ListTags};
 
 /// A typed request: its command name and its parameters.
@@ -44,21 +47,43 @@ pub trait Request {
     const COMMAND: &'static str;
     /// The request's parameters, encoded per API.md §4.
     fn to_params(&self) -> Params;
+    /// Every parameter the request can carry: its name, whether every value of the request
+    /// sends it, and whether it is a map (`name[i].field=`). Checked against CloudStack's
+    /// listing by the contract test.
+    fn parameters() -> Vec<ParameterShape>;
+}
+
+/// How a request field is sent (see [`Request::parameters`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParameterShape {
+    /// The CloudStack parameter name.
+    pub name: &'static str,
+    /// Sent by every value of the request (a plain, not optional, field).
+    pub always_sent: bool,
+    /// Sent as a map, `name[i].field=value`.
+    pub is_map: bool,
 }
 
 /// A request field that knows how to encode itself as parameters.
 pub trait ParamValue {
+    /// Whether every value is sent (`false` for `Option`s and lists, which may send nothing).
+    const ALWAYS_SENT: bool = false;
+    /// Whether the value is sent as a map (`name[i].field=value`).
+    const IS_MAP: bool = false;
     /// Adds this value under `name` to `params` (nothing for `None`/empty lists).
     fn put(&self, name: &str, params: &mut Params);
 }
 
 impl ParamValue for String {
+    const ALWAYS_SENT: bool = true;
+
     fn put(&self, name: &str, params: &mut Params) {
         params.insert(name, self.clone());
     }
 }
 
 impl ParamValue for u32 {
+    const ALWAYS_SENT: bool = true;
     fn put(&self, name: &str, params: &mut Params) {
         params.insert(name, self.to_string());
     }
@@ -79,6 +104,7 @@ macro_rules! optional_scalar {
 optional_scalar!(String, bool, u32, i32, u64);
 
 impl ParamValue for crate::Secret {
+    const ALWAYS_SENT: bool = true;
     fn put(&self, name: &str, params: &mut Params) {
         params.insert(name, self.expose().to_owned());
     }
@@ -101,6 +127,7 @@ impl ParamValue for Vec<String> {
 }
 
 impl ParamValue for Vec<(String, String)> {
+    const IS_MAP: bool = true;
     /// Encodes `name[i].<k>=…&name[i].<v>=…` with the field names of [`map_fields`]; an empty
     /// value is left out (a `deleteTags` pair with only a key deletes by key).
     fn put(&self, name: &str, params: &mut Params) {
@@ -151,6 +178,15 @@ macro_rules! request {
                     );
                 )*
                 params
+            }
+            fn parameters() -> Vec<$crate::requests::ParameterShape> {
+                vec![$(
+                    $crate::requests::ParameterShape {
+                        name: stringify!($field).trim_start_matches("r#"),
+                        always_sent: <$ty as $crate::requests::ParamValue>::ALWAYS_SENT,
+                        is_map: <$ty as $crate::requests::ParamValue>::IS_MAP,
+                    },
+                )*]
             }
         }
     };

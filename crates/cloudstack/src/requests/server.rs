@@ -19,3 +19,22 @@ request! {
         startdate: Option<String>,
     }
 }
+
+request! {
+    /// `listCapabilities`: the server's version and settings (any key may call it).
+    ListCapabilities => "listCapabilities" {}
+}
+
+request! {
+    /// `queryAsyncJobResult`: one job's state and, once done, its result.
+    QueryAsyncJobResult => "queryAsyncJobResult" {
+        /// The job id (required).
+        jobid: String,
+    }
+}
+
+request! {
+    /// `listAccounts`: without `listall`, the caller's own account only
+    /// (`AccountManagerImpl.buildACLSearchParameters`).
+    ListAccounts => "listAccounts" {}
+}

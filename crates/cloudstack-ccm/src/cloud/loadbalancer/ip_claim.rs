@@ -295,7 +295,7 @@ impl<'a> IpClaims<'a> {
     /// `disassociateIpAddress` on the network's queue; an IP already gone is fine.
     async fn release(&self, step: &Step, id: &str) -> Result<(), ApplyError> {
         let request = DisassociateIpAddress {
-            id: Some(id.to_string()),
+            id: id.to_string(),
             ..Default::default()
         };
         gone_is_fine(

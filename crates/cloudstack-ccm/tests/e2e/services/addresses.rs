@@ -18,7 +18,7 @@ const RESYNC: Duration = Duration::from_secs(100);
 async fn release_in_remote_mode(t: &LbTest, ip_id: &str) {
     if t.h.is_remote() {
         let request = DisassociateIpAddress {
-            id: Some(ip_id.to_string()),
+            id: ip_id.to_string(),
             ..Default::default()
         };
         t.client_of(common::ACCOUNT)

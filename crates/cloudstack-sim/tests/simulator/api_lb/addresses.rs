@@ -87,9 +87,22 @@ async fn associate_list_and_disassociate_addresses() {
             .starts_with("Unable to figure out zone to assign IP to")
     );
 
+    // CloudStack's listing declares `id` required: the address alone is the dispatcher's
+    // 431 before anything runs (ParamProcessWorker), and the address stays.
+    let by_address_only = alice
+        .call(
+            "disassociateIpAddress",
+            cloudstack::Params::new().set("ipaddress", address.as_str()),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (api_error(by_address_only).0, address.is_empty()),
+        (431, false)
+    );
     alice
         .disassociate_ip_address(&DisassociateIpAddress {
-            ipaddress: Some(address.clone()),
+            id: ip_id.clone(),
             ..Default::default()
         })
         .await
@@ -106,7 +119,7 @@ async fn associate_list_and_disassociate_addresses() {
     // released already — the job succeeds (a retried release is done, not an error).
     alice
         .disassociate_ip_address(&DisassociateIpAddress {
-            id: Some(ip_id.clone()),
+            id: ip_id.clone(),
             ..Default::default()
         })
         .await
@@ -149,7 +162,7 @@ async fn releasing_an_address_removes_its_rules_and_source_nat_stays() {
     );
     alice
         .disassociate_ip_address(&DisassociateIpAddress {
-            id: Some(ip),
+            id: ip,
             ..Default::default()
         })
         .await
@@ -177,7 +190,10 @@ async fn releasing_an_address_removes_its_rules_and_source_nat_stays() {
         .unwrap();
     let err = alice
         .disassociate_ip_address(&DisassociateIpAddress {
-            id: source_nat[0].id.clone(),
+            id: source_nat[0]
+                .id
+                .clone()
+                .expect("the source-NAT address has an id"),
             ..Default::default()
         })
         .await
@@ -263,7 +279,7 @@ async fn openfirewall_rules_go_with_their_lb_rule_and_address() {
     );
     alice
         .disassociate_ip_address(&DisassociateIpAddress {
-            id: Some(ip.clone()),
+            id: ip.clone(),
             ..Default::default()
         })
         .await

@@ -337,7 +337,7 @@ pub(super) fn request(step: &Step, done: &Applied) -> Result<StepRequest, ApplyE
             tags: keys.iter().map(|k| (k.clone(), String::new())).collect(),
         }),
         Step::ReleaseIp { id, .. } => Call::Delete(Queued::of(&DisassociateIpAddress {
-            id: Some(id.clone()),
+            id: id.clone(),
             ..Default::default()
         })),
         Step::UploadCertificate {
@@ -363,12 +363,12 @@ pub(super) fn request(step: &Step, done: &Applied) -> Result<StepRequest, ApplyE
             forced,
             ..
         } => Call::Job(Queued::of(&AssignCertToLoadBalancer {
-            lbid: rule_id(rule)?,
+            lbruleid: rule_id(rule)?,
             certid: resolve_certificate(step, certificate, done)?,
             forced: forced.then_some(true),
         })),
         Step::RemoveCertificate { rule } => Call::Job(Queued::of(&RemoveCertFromLoadBalancer {
-            lbid: rule_id(rule)?,
+            lbruleid: rule_id(rule)?,
         })),
         Step::DeleteCertificate { id, .. } => {
             Call::DeleteCertificate(DeleteSslCert { id: id.clone() })

@@ -52,6 +52,84 @@ pub enum ConnectError {
     },
 }
 
+impl ConnectError {
+    /// Whether CloudStack could not be asked (down, unreachable, failing, refusing the keys)
+    /// rather than having answered that the cloud-config is wrong: worth asking again.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ConnectError::DetectVersion { .. } | ConnectError::CheckScope { .. }
+        )
+    }
+}
+
+/// The longest wait between two attempts of [`wait_for_cloudstack`].
+const CLOUDSTACK_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How often [`wait_for_cloudstack`] says again that it is still waiting.
+const CLOUDSTACK_REMINDER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Learns the server version ([`server_version`]) and checks the cloud-config's scope
+/// ([`check_scope`]), asking again while CloudStack cannot be asked — a management-server
+/// upgrade or a network blip at start-up is waited out, not a crash loop: one warning,
+/// then a reminder every minute, attempts 0.5 s apart doubling up to 5 s. An answer that
+/// the cloud-config is wrong (a version that does not parse, a zone or project the account
+/// cannot see) is returned at once. `Ok(None)` when `shutdown` comes first.
+pub async fn wait_for_cloudstack(
+    config: &CloudConfig,
+    client: &cloudstack::Client,
+    shutdown: &crate::controllers::Shutdown,
+) -> Result<Option<cloudstack::ServerVersion>, ConnectError> {
+    let started = tokio::time::Instant::now();
+    let mut delay = std::time::Duration::from_millis(500);
+    let mut attempts = 0u32;
+    let mut last_said: Option<tokio::time::Instant> = None;
+    loop {
+        attempts += 1;
+        let attempt = async {
+            let version = server_version(config, client).await?;
+            check_scope(config, client).await?;
+            Ok::<_, ConnectError>(version)
+        };
+        let error = match attempt.await {
+            Ok(version) => {
+                if attempts > 1 {
+                    tracing::info!(
+                        waited = ?started.elapsed(),
+                        attempts,
+                        "CloudStack answers; starting"
+                    );
+                }
+                return Ok(Some(version));
+            }
+            Err(error) if error.is_transient() => error,
+            Err(error) => return Err(error),
+        };
+        let now = tokio::time::Instant::now();
+        match last_said {
+            None => tracing::warn!(
+                %error,
+                "CloudStack does not answer; waiting for it (health checks are served, readiness says not ready)"
+            ),
+            Some(at) if now.duration_since(at) >= CLOUDSTACK_REMINDER => tracing::warn!(
+                %error,
+                waited = ?started.elapsed(),
+                attempts,
+                "still waiting for CloudStack"
+            ),
+            Some(_) => tracing::debug!(%error, attempts, "CloudStack does not answer yet"),
+        }
+        if last_said.is_none_or(|at| now.duration_since(at) >= CLOUDSTACK_REMINDER) {
+            last_said = Some(now);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = shutdown.wait() => return Ok(None),
+        }
+        delay = (delay * 2).min(CLOUDSTACK_RETRY_MAX);
+    }
+}
+
 /// A CloudStack client for `config`, reporting every call to `metrics` and logging when
 /// CloudStack refuses the keys or accepts them again ([`crate::credentials`]).
 pub fn cloudstack_client(

@@ -172,13 +172,6 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
 
     let metrics = Arc::new(Metrics::new());
     let cloudstack = connect::cloudstack_client(&config, metrics.clone())?;
-    let server_version = connect::server_version(&config, &cloudstack).await?;
-    if config.version.is_some() {
-        tracing::info!(%server_version, "CloudStack version set by the cloud-config");
-    } else {
-        tracing::info!(%server_version, "detected the CloudStack version with listCapabilities");
-    }
-    connect::check_scope(&config, &cloudstack).await?;
     let kube = connect::kube_client(&args).await?;
 
     let status = LeaderStatus::new().with_metrics(metrics.clone());
@@ -222,6 +215,19 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
         std::future::pending::<()>().await;
     });
 
+    // CloudStack away at start-up (an upgrade, a blip) is waited out with /healthz served
+    // and /readyz not ready; new keys in the cloud-config are adopted meanwhile.
+    let Some(server_version) =
+        connect::wait_for_cloudstack(&config, &cloudstack, &shutdown).await?
+    else {
+        server.abort();
+        return Ok(());
+    };
+    if config.version.is_some() {
+        tracing::info!(%server_version, "CloudStack version set by the cloud-config");
+    } else {
+        tracing::info!(%server_version, "detected the CloudStack version with listCapabilities");
+    }
     let ctx = Arc::new(
         Context::new(
             kube.clone(),

@@ -18,7 +18,6 @@ use crate::cloud::loadbalancer::observe::account_view::AccountView;
 use crate::cloud::orphans::{self, Orphan, Owners};
 use crate::config::CloudConfig;
 use crate::connect;
-use crate::controllers::NodeCache;
 use crate::metrics::Metrics;
 use crate::tool::ToolError;
 
@@ -38,14 +37,18 @@ impl OrphanReport {
     }
 }
 
+/// The names of the cluster's Nodes as a caller already knows them (the controllers' Node
+/// cache), read when [`owners`] needs them.
+pub type NodeNames<'a> = &'a (dyn Fn() -> BTreeSet<String> + Sync);
+
 /// What exists in the cluster: Service UIDs and the addresses they name (the address,
 /// IP id and claim annotations, `loadBalancerIP`, the status), Node names (from
-/// `node_cache` when given, the controllers' Node cache; else listed), and
-/// `cluster_cidrs` (`--cluster-cidr`). Read it after what is tagged in CloudStack: an
-/// object made for a Service or Node created meanwhile then finds its owner.
+/// `node_names` when given; else listed), and `cluster_cidrs` (`--cluster-cidr`). Read it
+/// after what is tagged in CloudStack: an object made for a Service or Node created
+/// meanwhile then finds its owner.
 pub async fn owners(
     kube: &kube::Client,
-    node_cache: Option<&NodeCache>,
+    node_names: Option<NodeNames<'_>>,
     cluster_cidrs: &[Cidr],
 ) -> Result<Owners, ToolError> {
     let services = Api::<Service>::all(kube.clone())
@@ -55,12 +58,8 @@ pub async fn owners(
             what: "Services",
             source,
         })?;
-    let nodes: BTreeSet<String> = match node_cache {
-        Some(cache) => cache
-            .state()
-            .iter()
-            .filter_map(|node| node.metadata.name.clone())
-            .collect(),
+    let nodes: BTreeSet<String> = match node_names {
+        Some(names) => names(),
         None => Api::<Node>::all(kube.clone())
             .list(&ListParams::default())
             .await
@@ -111,8 +110,8 @@ pub async fn owners(
 pub struct Scope<'a> {
     /// `--cluster-name`: the tag value of the cluster's objects.
     pub cluster: &'a str,
-    /// The controllers' Node cache, or `None` to list the Nodes.
-    pub node_cache: Option<&'a NodeCache>,
+    /// The Node names the controllers' Node cache holds, or `None` to list the Nodes.
+    pub node_names: Option<NodeNames<'a>>,
     /// `--cluster-cidr`.
     pub cluster_cidrs: &'a [Cidr],
 }
@@ -147,7 +146,7 @@ pub(crate) async fn report_queued(
         None => orphans::observe(cloudstack, scope.cluster).await,
     }
     .map_err(ToolError::CloudStack)?;
-    let owners = owners(kube, scope.node_cache, scope.cluster_cidrs).await?;
+    let owners = owners(kube, scope.node_names, scope.cluster_cidrs).await?;
     let orphans = orphans::classify(&tagged, &owners);
     let deleted = if let Some(queues) = delete {
         orphans::delete_queued(cloudstack, queues, &orphans)
@@ -174,7 +173,7 @@ pub async fn run(
     let kube = connect::kube_client(args).await?;
     let scope = Scope {
         cluster: &args.cluster_name,
-        node_cache: None,
+        node_names: None,
         cluster_cidrs: &args.cluster_cidr,
     };
     let report = report(&cloudstack, &kube, scope, delete).await?;

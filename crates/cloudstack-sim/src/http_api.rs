@@ -79,7 +79,7 @@ pub(crate) async fn api(
     let arrived = now_ms();
     let unknown_params = listing::command(&command)
         .filter(|_| known)
-        .map(|listed| listed.unknown_names(&params))
+        .map(|listed| listed.unknown_names(&params.raw))
         .unwrap_or_default();
     let (outcome, account, job_id) = handle(&shared, &params).await;
     *lock(&shared.counts).entry(command.clone()).or_default() += 1;
@@ -186,7 +186,7 @@ async fn handle(
     }
     // Parameter processing (`ParamProcessWorker`) before the command's own checks.
     if let Some(listed) = listing::command(command.name)
-        && let Err(e) = listed.check_required(params)
+        && let Err(e) = listed.check_required(&params.command, &params.raw)
     {
         return (Err(e), account, None);
     }

@@ -13,6 +13,15 @@
 //! emulated version) is a 401 "unable to verify user credentials and/or request signature"
 //! keyed `errorresponse` (`ApiServer.getSerializedApiError`), whatever its signature.
 //!
+//! **CloudStack's listing.** Every command's parameters are those of CloudStack's own API
+//! listing (`api/listing.json`, `listApis` of the 4.22 era; see [`listing`]): a required
+//! one missing is the dispatcher's 431 "Unable to execute API command `<command>` due to
+//! missing parameter `<name>`" (`ParamProcessWorker`) before any check of the command; a
+//! name the command does not declare is ignored, as the server ignores it, and recorded in
+//! the call log (`unknown_params`); a handler that reads an undeclared name fails in debug
+//! builds. Preconditions that live in service code name their Java method (e.g.
+//! `listSslCerts` before 4.24: one of `certid`, `lbruleid`, `projectid`, `accountid`).
+//!
 //! **Synchronous part vs job.** `ApiServer.queueCommand` runs only parameter processing
 //! before queueing a non-create async command (`ParamProcessWorker`): UUID parameters are
 //! resolved — removed rows included (`translateUuidToInternalId` searches them), so an id

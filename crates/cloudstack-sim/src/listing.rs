@@ -17,7 +17,6 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 use crate::error::ApiError;
-use crate::params::Params;
 
 /// The listing as shipped: CloudStack's `listApis`, taken through the generated Go SDK.
 const LISTING_JSON: &str = include_str!("../api/listing.json");
@@ -81,11 +80,10 @@ impl CommandListing {
             .is_some_and(|(map, _)| self.maps.iter().any(|m| m == map))
     }
 
-    /// The names of `params` this command does not declare (sorted, once each): the server
-    /// ignores them.
-    pub fn unknown_names(&self, params: &Params) -> Vec<String> {
-        let mut unknown: Vec<String> = params
-            .raw
+    /// The names among the request's `sent` pairs that this command does not declare
+    /// (sorted, once each): the server ignores them.
+    pub fn unknown_names(&self, sent: &[(String, String)]) -> Vec<String> {
+        let mut unknown: Vec<String> = sent
             .iter()
             .map(|(name, _)| name.to_ascii_lowercase())
             .filter(|name| !self.accepts(name))
@@ -95,12 +93,13 @@ impl CommandListing {
         unknown
     }
 
-    /// The 431 of `ParamProcessWorker` for the first required parameter `params` lacks. A
-    /// map parameter is present when any `name[i].field` entry is (`ParamUnpackWorker`
-    /// gathers them under `name`); an empty value is present (only a missing one is null).
-    pub fn check_required(&self, params: &Params) -> Result<(), ApiError> {
+    /// The 431 of `ParamProcessWorker` for the first required parameter the request's
+    /// `sent` pairs lack (`command` as sent, for the text). A map parameter is present when
+    /// any `name[i].field` entry is (`ParamUnpackWorker` gathers them under `name`); an
+    /// empty value is present (only a missing one is null).
+    pub fn check_required(&self, command: &str, sent: &[(String, String)]) -> Result<(), ApiError> {
         let present = |required: &str| {
-            params.raw.iter().any(|(name, _)| {
+            sent.iter().any(|(name, _)| {
                 let name = name.to_ascii_lowercase();
                 name == required
                     || self.maps.iter().any(|m| m == required)
@@ -110,7 +109,7 @@ impl CommandListing {
             })
         };
         match self.required.iter().find(|r| !present(r)) {
-            Some(missing) => Err(ApiError::missing(&params.command, missing)),
+            Some(missing) => Err(ApiError::missing(command, missing)),
             None => Ok(()),
         }
     }
@@ -119,6 +118,7 @@ impl CommandListing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::params::Params;
 
     #[test]
     fn every_simulated_command_is_in_the_listing_with_its_kind() {
@@ -142,13 +142,13 @@ mod tests {
             ("lbid", "x"),
             ("certid", "y"),
         ]);
-        let error = assign.check_required(&sent).unwrap_err();
+        let error = assign.check_required(&sent.command, &sent.raw).unwrap_err();
         assert_eq!(error.code, 431);
         assert_eq!(
             error.text,
             "Unable to execute API command assigncerttoloadbalancer due to missing parameter lbruleid"
         );
-        assert_eq!(assign.unknown_names(&sent), vec!["lbid".to_owned()]);
+        assert_eq!(assign.unknown_names(&sent.raw), vec!["lbid".to_owned()]);
 
         let tags = command("createTags").unwrap();
         let with_map = Params::from_pairs(&[
@@ -160,8 +160,11 @@ mod tests {
             ("apiKey", "k"),
             ("signature", "s"),
         ]);
-        assert!(tags.check_required(&with_map).is_ok());
-        assert!(tags.unknown_names(&with_map).is_empty());
+        assert!(
+            tags.check_required(&with_map.command, &with_map.raw)
+                .is_ok()
+        );
+        assert!(tags.unknown_names(&with_map.raw).is_empty());
         let without_map = Params::from_pairs(&[
             ("command", "createTags"),
             ("resourceids", "r"),
@@ -169,7 +172,7 @@ mod tests {
             ("tagsx", "k"),
         ]);
         assert!(
-            tags.check_required(&without_map)
+            tags.check_required(&without_map.command, &without_map.raw)
                 .unwrap_err()
                 .text
                 .ends_with("missing parameter tags")

@@ -79,9 +79,16 @@ async fn pass(
     nodes: &NodeCache,
     last: &mut Option<BTreeMap<OrphanKind, usize>>,
 ) {
+    let node_names = || {
+        nodes
+            .state()
+            .iter()
+            .filter_map(|node| node.metadata.name.clone())
+            .collect()
+    };
     let scope = crate::orphans::Scope {
         cluster: &ctx.cluster_name,
-        node_cache: Some(nodes),
+        node_names: Some(&node_names),
         cluster_cidrs: &ctx.routes.cluster_cidrs,
     };
     let delete = ctx.delete_orphans.then(|| engine.queues());

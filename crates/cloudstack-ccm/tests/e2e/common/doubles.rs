@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use cloudstack_sim::VmSpec;
+use serde_json::Value;
 
 use super::{ACCOUNT, Harness, Target};
 
@@ -77,6 +78,32 @@ impl Harness {
             Target::Remote(remote) => remote.requests.count(verb, resource, &remote.prefix),
         }
     }
+}
+
+/// The CloudStack calls that failed since `since_ms` (simulator clock): answers with an
+/// error status, and async jobs that ended in failure, as `command: error`.
+pub fn failing_calls(h: &Harness, since_ms: u64) -> Vec<String> {
+    let mut failed: Vec<String> = h
+        .sim
+        .call_log()
+        .into_iter()
+        .filter(|call| call.at_ms >= since_ms && call.status >= 400)
+        .map(|call| format!("{}: {}", call.command, call.error.unwrap_or_default()))
+        .collect();
+    h.sim.with_state(|state| {
+        for job in &state.jobs {
+            if job.created_ms >= since_ms && job.status == 2 {
+                let text = job
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.get("errortext"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                failed.push(format!("{} (job): {text}", job.command));
+            }
+        }
+    });
+    failed
 }
 
 /// A VM on the small scenario's network (`net-vr`, zone `zone1`, offering `small`).

@@ -133,7 +133,47 @@ impl Harness {
             trigger,
             shutdown,
             tasks: Vec::new(),
+            failing_calls_expected: Default::default(),
         }
+    }
+
+    /// Says the test provokes failing CloudStack calls (injected faults, refused keys, a
+    /// VM or an address taken away, bad input sent on purpose): [`Harness::stop`] then does
+    /// not require every call to have succeeded. Unknown parameter names stay refused.
+    pub fn expect_failing_calls(&self) {
+        self.failing_calls_expected
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The contract with CloudStack, checked on the simulator's call log at the end of every
+    /// in-process test: no call named a parameter the command does not declare in
+    /// CloudStack's listing (the server would have ignored it), and — unless the test said
+    /// it provokes them — no call failed.
+    fn check_cloudstack_contract(&self) {
+        if !matches!(self.target, Target::InProcess) {
+            return;
+        }
+        let log = self.sim.call_log();
+        let unknown: Vec<String> = log
+            .iter()
+            .filter(|call| !call.unknown_params.is_empty())
+            .map(|call| format!("{} {:?}", call.command, call.unknown_params))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "calls named parameters CloudStack does not declare: {unknown:#?}"
+        );
+        if self
+            .failing_calls_expected
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        let failed = super::failing_calls(self, 0);
+        assert!(
+            failed.is_empty(),
+            "CloudStack calls failed on a normal day: {failed:#?}"
+        );
     }
 
     /// Starts a controller: `run(ctx, caches, shutdown)` (e.g. `node::run`), on the
@@ -161,6 +201,9 @@ impl Harness {
     /// Stops every controller started with [`Harness::spawn`] and checks they ended cleanly;
     /// in remote mode first deletes the Nodes the test created.
     pub async fn stop(self) {
+        if !std::thread::panicking() {
+            self.check_cloudstack_contract();
+        }
         if let Target::Remote(remote) = &self.target {
             let created = remote
                 .created_nodes

@@ -42,7 +42,7 @@ use target::{CallCounter, KubeRequestLog, RemoteSettings};
 #[allow(unused_imports)]
 pub use target::{Double, VmFacts, skip_check_in_remote_mode, skip_in_remote_mode};
 
-pub use doubles::vm_spec;
+pub use doubles::{failing_calls, vm_spec};
 pub use nodes::{TestNode, addresses, has_taint, labels, provider_id};
 pub use waits::{event_note, event_reason, eventually};
 
@@ -162,6 +162,8 @@ pub struct Harness {
     trigger: ShutdownTrigger,
     shutdown: Shutdown,
     tasks: Vec<JoinHandle<anyhow::Result<()>>>,
+    /// Set by [`Harness::expect_failing_calls`]: the test provokes failing CloudStack calls.
+    failing_calls_expected: std::sync::atomic::AtomicBool,
 }
 
 /// Installs the rustls provider and a test log subscriber (`RUST_LOG` filters it).

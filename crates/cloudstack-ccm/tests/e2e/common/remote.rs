@@ -192,6 +192,7 @@ impl Harness {
             trigger,
             shutdown,
             tasks: Vec::new(),
+            failing_calls_expected: Default::default(),
         }
     }
 }

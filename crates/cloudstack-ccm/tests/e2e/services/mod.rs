@@ -15,6 +15,7 @@ mod failures;
 mod lifecycle;
 mod lost_lease;
 mod networks;
+mod normal_day;
 mod plan;
 mod protocols;
 mod refused_ports;

@@ -27,9 +27,9 @@ use serde_json::Value;
 use crate::common::{Harness, HarnessOptions, TestNode, eventually};
 use cloud::probe;
 
+pub use crate::common::failing_calls;
 pub use cloud::{
-    RuleView, failing_calls, firewall_rules, ip_id_of, ip_state, mutating_counts,
-    rules_with_prefix, sim_now_ms,
+    RuleView, firewall_rules, ip_id_of, ip_state, mutating_counts, rules_with_prefix, sim_now_ms,
 };
 pub use objects::{
     annotation, has_finalizer, ingress_ip, ingress_ip_mode, lb_service, ports_patch, settle,

@@ -55,12 +55,28 @@ pub enum ConnectError {
 impl ConnectError {
     /// Whether CloudStack could not be asked (down, unreachable, failing, refusing the keys)
     /// rather than having answered that the cloud-config is wrong: worth asking again.
+    /// A certificate CloudStack's endpoint presents that the configured trust refuses is
+    /// the cloud-config's to fix (`ca-file`, `ssl-no-verify`): not transient.
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            ConnectError::DetectVersion { .. } | ConnectError::CheckScope { .. }
-        )
+        match self {
+            ConnectError::DetectVersion { source, .. }
+            | ConnectError::CheckScope { source, .. } => {
+                !matches!(source, cloudstack::Error::Certificate { .. })
+            }
+            _ => false,
+        }
     }
+}
+
+/// One attempt at what start-up needs of CloudStack: the server version
+/// ([`server_version`]) and the cloud-config's scope ([`check_scope`]).
+pub async fn contact_cloudstack(
+    config: &CloudConfig,
+    client: &cloudstack::Client,
+) -> Result<cloudstack::ServerVersion, ConnectError> {
+    let version = server_version(config, client).await?;
+    check_scope(config, client).await?;
+    Ok(version)
 }
 
 /// The longest wait between two attempts of [`wait_for_cloudstack`].
@@ -69,47 +85,33 @@ const CLOUDSTACK_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs
 /// How often [`wait_for_cloudstack`] says again that it is still waiting.
 const CLOUDSTACK_REMINDER: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Learns the server version ([`server_version`]) and checks the cloud-config's scope
-/// ([`check_scope`]), asking again while CloudStack cannot be asked — a management-server
-/// upgrade or a network blip at start-up is waited out, not a crash loop: one warning,
-/// then a reminder every minute, attempts 0.5 s apart doubling up to 5 s. An answer that
-/// the cloud-config is wrong (a version that does not parse, a zone or project the account
-/// cannot see) is returned at once. `Ok(None)` when `shutdown` comes first.
+/// After a first attempt of [`contact_cloudstack`] failed with the transient `error`, asks
+/// again until CloudStack answers — a management-server upgrade or a network blip at
+/// start-up is waited out, not a crash loop: one warning, then a reminder every minute,
+/// attempts 0.5 s apart doubling up to 5 s. An answer that the cloud-config is wrong (a
+/// version that does not parse, a zone or project the account cannot see, a certificate
+/// the configured trust refuses) is returned at once. `Ok(None)` when `shutdown` comes
+/// first.
 pub async fn wait_for_cloudstack(
     config: &CloudConfig,
     client: &cloudstack::Client,
     shutdown: &crate::controllers::Shutdown,
+    error: ConnectError,
 ) -> Result<Option<cloudstack::ServerVersion>, ConnectError> {
     let started = tokio::time::Instant::now();
     let mut delay = std::time::Duration::from_millis(500);
-    let mut attempts = 0u32;
+    let mut attempts = 1u32;
     let mut last_said: Option<tokio::time::Instant> = None;
+    let mut error = error;
     loop {
-        attempts += 1;
-        let attempt = async {
-            let version = server_version(config, client).await?;
-            check_scope(config, client).await?;
-            Ok::<_, ConnectError>(version)
-        };
-        let error = match attempt.await {
-            Ok(version) => {
-                if attempts > 1 {
-                    tracing::info!(
-                        waited = ?started.elapsed(),
-                        attempts,
-                        "CloudStack answers; starting"
-                    );
-                }
-                return Ok(Some(version));
-            }
-            Err(error) if error.is_transient() => error,
-            Err(error) => return Err(error),
-        };
+        if !error.is_transient() {
+            return Err(error);
+        }
         let now = tokio::time::Instant::now();
         match last_said {
             None => tracing::warn!(
                 %error,
-                "CloudStack does not answer; waiting for it (health checks are served, readiness says not ready)"
+                "waiting for CloudStack before starting the controllers (health checks are served, readiness says not ready)"
             ),
             Some(at) if now.duration_since(at) >= CLOUDSTACK_REMINDER => tracing::warn!(
                 %error,
@@ -127,6 +129,18 @@ pub async fn wait_for_cloudstack(
             () = shutdown.wait() => return Ok(None),
         }
         delay = (delay * 2).min(CLOUDSTACK_RETRY_MAX);
+        attempts += 1;
+        error = match contact_cloudstack(config, client).await {
+            Ok(version) => {
+                tracing::info!(
+                    waited = ?started.elapsed(),
+                    attempts,
+                    "CloudStack answers; starting"
+                );
+                return Ok(Some(version));
+            }
+            Err(error) => error,
+        };
     }
 }
 

@@ -217,11 +217,19 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
 
     // CloudStack away at start-up (an upgrade, a blip) is waited out with /healthz served
     // and /readyz not ready; new keys in the cloud-config are adopted meanwhile.
-    let Some(server_version) =
-        connect::wait_for_cloudstack(&config, &cloudstack, &shutdown).await?
-    else {
-        server.abort();
-        return Ok(());
+    // A cloud-config CloudStack refuses (a certificate, a zone) ends the process; a
+    // CloudStack that cannot be asked now is waited for, with /healthz served.
+    let server_version = match connect::contact_cloudstack(&config, &cloudstack).await {
+        Ok(version) => version,
+        Err(error) => {
+            match connect::wait_for_cloudstack(&config, &cloudstack, &shutdown, error).await? {
+                Some(version) => version,
+                None => {
+                    server.abort();
+                    return Ok(());
+                }
+            }
+        }
     };
     if config.version.is_some() {
         tracing::info!(%server_version, "CloudStack version set by the cloud-config");

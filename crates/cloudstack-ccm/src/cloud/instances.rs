@@ -38,6 +38,9 @@ pub struct NodeRef<'a> {
     pub provider_id: Option<&'a str>,
     /// The kubelet's `alpha.kubernetes.io/provided-node-ip` annotation, if any.
     pub provided_node_ip: Option<&'a str>,
+    /// `metadata.creationTimestamp`: a Node matched by name is matched in a VM list asked
+    /// for after it (see [`Inventory::lookup_listed_after`]).
+    pub created: Option<jiff::Timestamp>,
 }
 
 /// Kind of a node address (the Kubernetes `NodeAddressType` values we produce).
@@ -154,9 +157,15 @@ impl Instances {
         node: &NodeRef<'_>,
     ) -> Result<Option<Arc<VmRecord>>, InstanceError> {
         let key = VmKey::for_node(node)?;
+        // By id the answer cannot be another VM; by name, a list older than the Node may
+        // hold the VM its VM replaced under the same name.
+        let created = match key {
+            VmKey::Name(_) => node.created,
+            VmKey::Id(_) => None,
+        };
         let found = self
             .inventory
-            .lookup(|snapshot| match key.resolve(node.name, snapshot) {
+            .lookup_listed_after(created, |snapshot| match key.resolve(node.name, snapshot) {
                 Ok(None) => None,
                 other => Some(other),
             })
@@ -461,6 +470,7 @@ mod tests {
             name: "worker-1",
             provider_id: None,
             provided_node_ip: Some(ip),
+            created: None,
         };
         let got = node_addresses(&vm, &with_ip("fd00:0::5")).unwrap();
         assert_eq!(
@@ -531,6 +541,7 @@ mod tests {
             name: "worker-1",
             provider_id: Some("cloudstack:///8a0b4f3e-1c2d-4e5f-9a8b-7c6d5e4f3a2b"),
             provided_node_ip: None,
+            created: None,
         };
         assert_eq!(
             VmKey::for_node(&by_id).unwrap(),

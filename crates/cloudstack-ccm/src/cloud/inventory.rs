@@ -175,15 +175,22 @@ pub struct ListedVms {
     by_id: HashMap<String, Arc<VmRecord>>,
     by_name: HashMap<String, Vec<Arc<VmRecord>>>,
     fetched_at: Option<Instant>,
+    /// When the list call was sent (monotonic, and on the wall clock).
+    asked_at: Option<(Instant, jiff::Timestamp)>,
 }
 
 impl ListedVms {
     /// A view of `records` as if just listed.
     pub fn from_records(records: Vec<VmRecord>) -> Self {
-        Self::new(records, Instant::now())
+        let now = Instant::now();
+        Self::new(records, (now, jiff::Timestamp::now()), now)
     }
 
-    fn new(records: Vec<VmRecord>, fetched_at: Instant) -> Self {
+    fn new(
+        records: Vec<VmRecord>,
+        asked_at: (Instant, jiff::Timestamp),
+        fetched_at: Instant,
+    ) -> Self {
         let vms: Vec<Arc<VmRecord>> = records.into_iter().map(Arc::new).collect();
         let mut by_id = HashMap::with_capacity(vms.len());
         let mut by_name: HashMap<String, Vec<Arc<VmRecord>>> = HashMap::with_capacity(vms.len());
@@ -199,7 +206,22 @@ impl ListedVms {
             by_id,
             by_name,
             fetched_at: Some(fetched_at),
+            asked_at: Some(asked_at),
         }
+    }
+
+    /// Whether this list was asked for after an object created at `created` (a Node's
+    /// `creationTimestamp`, whole seconds on the API server's clock) existed: asked a
+    /// second or more after it, or after `known_since`, when the caller already knew the
+    /// object. A VM replaced under the same name shows in no older list.
+    pub(crate) fn asked_after(&self, created: jiff::Timestamp, known_since: Instant) -> bool {
+        self.asked_at.is_some_and(|(at, wall)| {
+            at >= known_since
+                || wall
+                    >= created
+                        .saturating_add(jiff::SignedDuration::from_secs(1))
+                        .unwrap_or(created)
+        })
     }
 
     /// The VM with this id (compared case-insensitively).
@@ -340,7 +362,25 @@ impl Inventory {
         &self,
         find: impl Fn(&ListedVms) -> Option<T>,
     ) -> Result<Option<T>, InventoryError> {
-        let snapshot = self.snapshot().await?;
+        self.lookup_listed_after(None, find).await
+    }
+
+    /// [`Inventory::lookup`] in a view asked for after `created` (when given): an older
+    /// view is listed again first, so an object made after it — a Node registered for a
+    /// VM that replaced another of the same name — is never matched from it.
+    pub async fn lookup_listed_after<T>(
+        &self,
+        created: Option<jiff::Timestamp>,
+        find: impl Fn(&ListedVms) -> Option<T>,
+    ) -> Result<Option<T>, InventoryError> {
+        let max_age = self.settings.max_age;
+        let known_since = Instant::now();
+        let snapshot = self
+            .refresh_when(|snap| {
+                snap.age().is_none_or(|age| age >= max_age)
+                    || created.is_some_and(|created| !snap.asked_after(created, known_since))
+            })
+            .await?;
         if let Some(found) = find(&snapshot) {
             self.count_lookup(true);
             return Ok(Some(found));
@@ -438,6 +478,7 @@ impl Inventory {
         if !stale(&current) {
             return Ok(current);
         }
+        let asked_at = (Instant::now(), jiff::Timestamp::now());
         let result = self.source.list_vms().await;
         self.attempts.fetch_add(1, Ordering::SeqCst);
         if let Some(observer) = &self.observer {
@@ -446,7 +487,7 @@ impl Inventory {
         match result {
             Ok(records) => {
                 tracing::debug!(vms = records.len(), "inventory refreshed");
-                let fresh = Arc::new(ListedVms::new(records, Instant::now()));
+                let fresh = Arc::new(ListedVms::new(records, asked_at, Instant::now()));
                 *self
                     .snapshot
                     .write()

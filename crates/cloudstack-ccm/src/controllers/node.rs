@@ -391,6 +391,7 @@ pub(crate) fn node_ref(node: &CachedNode) -> NodeRef<'_> {
             .as_ref()
             .and_then(|a| a.get(PROVIDED_NODE_IP_ANNOTATION))
             .map(String::as_str),
+        created: node.metadata.creation_timestamp.as_ref().map(|time| time.0),
     }
 }
 

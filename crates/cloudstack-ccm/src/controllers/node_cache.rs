@@ -312,6 +312,14 @@ impl NodeCache {
         self.inner.store.state()
     }
 
+    /// The names of every cached Node.
+    pub fn names(&self) -> std::collections::BTreeSet<String> {
+        self.state()
+            .iter()
+            .filter_map(|node| node.metadata.name.clone())
+            .collect()
+    }
+
     /// Waits until the first complete list of Nodes is in; any number of callers may wait.
     pub async fn wait_until_ready(&self) {
         let mut changes = self.changes();

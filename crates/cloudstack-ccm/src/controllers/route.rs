@@ -20,6 +20,9 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ObjectReference;
+use tokio::time::Instant;
+
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -37,12 +40,17 @@ use crate::cloud::routes::{
 use crate::controllers::node::node_ref;
 use crate::metrics::{RESULT_ERROR, RESULT_OK};
 
+use super::events::{Event, EventType, Recorder};
+use super::node::reporter;
 use super::node_cache::NodeCache;
 use super::node_vocabulary::NETWORK_UNAVAILABLE;
 use super::{Caches, Context, Shutdown};
 
 /// The controller's name in metrics.
 const METRICS_NAME: &str = "route";
+
+/// The component the route controller's Events name (the Kubernetes route controller's).
+const CONTROLLER_NAME: &str = "route_controller";
 
 /// The route controller's flags.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -177,17 +185,41 @@ pub struct RouteController {
     queues: NetworkQueues,
     /// Warnings already logged (each once).
     warned: Mutex<HashSet<String>>,
+    /// Posts the `FailedToCreateRoute` Events.
+    recorder: Recorder,
+    /// When each Node's last `FailedToCreateRoute` Event was posted, and since when its
+    /// route has failed (cleared once the route is made).
+    failures: Mutex<HashMap<String, RouteFailure>>,
 }
+
+/// A Node whose route could not be made.
+#[derive(Debug, Clone, Copy)]
+struct RouteFailure {
+    /// The first failure of this run of failures.
+    since: Instant,
+    /// The last Event posted about it.
+    posted: Instant,
+}
+
+/// The reason of the Warning the Kubernetes route controller posts on a Node whose route
+/// it could not create (`route_controller.go`, `reconcile`).
+pub const FAILED_TO_CREATE_ROUTE_REASON: &str = "FailedToCreateRoute";
+
+/// The shortest time between two `FailedToCreateRoute` Events about one Node: a route
+/// failing on every pass is one Event, then a reminder, not one Event per retry.
+const ROUTE_FAILURE_EVENT_PERIOD: Duration = Duration::from_secs(300);
 
 impl RouteController {
     /// A controller using `ctx` and the shared VM view and Node cache.
     pub fn new(ctx: Arc<Context>, caches: Caches) -> Self {
         RouteController {
-            ctx,
             instances: caches.instances,
             nodes: caches.nodes,
+            recorder: Recorder::new(ctx.kube.clone(), reporter(CONTROLLER_NAME)),
+            ctx,
             queues: NetworkQueues::default(),
             warned: Mutex::new(HashSet::new()),
+            failures: Mutex::default(),
         }
     }
 
@@ -249,8 +281,15 @@ impl RouteController {
                 let ok = outcome.result.is_ok();
                 let entry = created.entry(route.node.clone()).or_insert(ok);
                 *entry &= ok;
+                if let Err(error) = &outcome.result {
+                    self.report_failure(route, &error.to_string()).await;
+                }
             }
         }
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|node, _| created.get(node) == Some(&false));
         let node_api = Api::<Node>::all(self.ctx.kube.clone());
         // The conditions as cached at the start of the pass: no read per Node.
         let listed: HashMap<&str, &CachedNode> = nodes
@@ -264,6 +303,63 @@ impl RouteController {
             }
         }
         Ok(Pass::Done)
+    }
+
+    /// Posts the Kubernetes route controller's Warning `FailedToCreateRoute` on the Node,
+    /// with its message ("Could not create route … for node … after …: …"), at most once
+    /// every [`ROUTE_FAILURE_EVENT_PERIOD`] per Node. (The upstream controller posts no
+    /// Event when the route is made; the `NetworkUnavailable` condition says it.)
+    async fn report_failure(&self, route: &DesiredRoute, error: &str) {
+        let now = Instant::now();
+        let since = {
+            let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+            match failures.get_mut(&route.node) {
+                Some(failure)
+                    if now.duration_since(failure.posted) < ROUTE_FAILURE_EVENT_PERIOD =>
+                {
+                    return;
+                }
+                Some(failure) => {
+                    failure.posted = now;
+                    failure.since
+                }
+                None => {
+                    failures.insert(
+                        route.node.clone(),
+                        RouteFailure {
+                            since: now,
+                            posted: now,
+                        },
+                    );
+                    now
+                }
+            }
+        };
+        let note = format!(
+            "Could not create route {} {} for node {} after {:?}: {error}",
+            route.node,
+            route.cidr,
+            route.node,
+            now.duration_since(since)
+        );
+        let event = Event {
+            type_: EventType::Warning,
+            reason: FAILED_TO_CREATE_ROUTE_REASON.to_string(),
+            note: Some(note),
+            action: "CreateRoute".to_string(),
+            secondary: None,
+        };
+        let reference = ObjectReference {
+            kind: Some("Node".into()),
+            api_version: Some("v1".into()),
+            name: Some(route.node.clone()),
+            // As the upstream controller names it: the Node's name stands for its UID.
+            uid: Some(route.node.clone()),
+            ..Default::default()
+        };
+        if let Err(error) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(node = %route.node, %error, "recording an Event failed");
+        }
     }
 
     fn warn_once(&self, warning: &str) {

@@ -199,6 +199,7 @@ async fn a_failing_vm_list_never_deletes_a_node() {
         return;
     }
     let h = harness_with_lifecycle_controller().await;
+    h.expect_failing_calls();
     add_healthy_node(&h, "node-3").await;
     let id = h.vm_id("node-1");
     h.create_node(initialised_node(&h, "node-1").ready(false))

@@ -208,9 +208,21 @@ async fn the_binary_names_a_certificate_problem_in_one_line_without_retrying() {
     )
     .unwrap();
     let path = config.path().to_path_buf();
+    let api = fake_apiserver::FakeApiServer::start()
+        .await
+        .expect("fake API server starts");
+    let kubeconfig = tempfile::NamedTempFile::new().unwrap();
+    api.write_kubeconfig(kubeconfig.path())
+        .expect("kubeconfig written");
+    let kubeconfig = kubeconfig.path().to_path_buf();
+    let port = crate::reliability::ccm::free_port();
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(BINARY)
             .arg(format!("--cloud-config={}", path.display()))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg("--bind-address=127.0.0.1")
+            .arg(format!("--secure-port={port}"))
+            .arg("--insecure-plain-http")
             .arg("--leader-elect=false")
             .env_remove("RUST_LOG")
             .output()

@@ -79,13 +79,7 @@ async fn pass(
     nodes: &NodeCache,
     last: &mut Option<BTreeMap<OrphanKind, usize>>,
 ) {
-    let node_names = || {
-        nodes
-            .state()
-            .iter()
-            .filter_map(|node| node.metadata.name.clone())
-            .collect()
-    };
+    let node_names = || nodes.names();
     let scope = crate::orphans::Scope {
         cluster: &ctx.cluster_name,
         node_names: Some(&node_names),

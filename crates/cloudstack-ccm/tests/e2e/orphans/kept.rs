@@ -282,9 +282,10 @@ async fn a_node_that_joins_while_cloudstack_is_read_keeps_its_route() {
     let pass = {
         let (cloudstack, kube) = (h.ctx.cloudstack.clone(), h.kube.clone());
         tokio::spawn(async move {
+            let node_names = || nodes.names();
             let scope = Scope {
                 cluster: CLUSTER,
-                node_cache: Some(&nodes),
+                node_names: Some(&node_names),
                 cluster_cidrs: &[],
             };
             report(&cloudstack, &kube, scope, false).await

@@ -23,7 +23,7 @@ const GONE_UID: &str = "6f1c4c1e-0000-4000-8000-00000000dead";
 fn scope(cluster_cidrs: &[Cidr]) -> Scope<'_> {
     Scope {
         cluster: CLUSTER,
-        node_cache: None,
+        node_names: None,
         cluster_cidrs,
     }
 }

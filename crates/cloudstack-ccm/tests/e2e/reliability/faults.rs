@@ -124,6 +124,7 @@ async fn cloudstack_faults_converge_without_leaks_and_with_bounded_calls() {
     // (`job.cancel.threshold.minutes`); scaled down like the job durations.
     scenario.settings.job_cancel_threshold_ms = 2_000;
     let h = start_service_controller(scenario, &NODES).await;
+    h.expect_failing_calls();
     let baseline = Baseline::take(&h.sim);
     let mut faults = Faults {
         job_failure_rate: 0.05,
@@ -336,6 +337,7 @@ async fn a_failed_ip_association_is_not_taken_for_the_services_ip() {
     let mut scenario = Scenario::small();
     scenario.settings.job_duration_ms = 5;
     let h = super::in_process::start_with_nodes(scenario, &NODES).await;
+    h.expect_failing_calls();
     let cluster = h.cluster();
     h.sim.set_faults(Faults {
         job_failure_rate: 1.0,

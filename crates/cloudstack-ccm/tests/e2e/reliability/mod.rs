@@ -19,6 +19,7 @@ mod failover;
 mod faults;
 mod key_rotation;
 mod outage;
+mod startup_outage;
 
 use std::time::Duration;
 

@@ -151,6 +151,7 @@ async fn two_services_whose_claims_name_one_address_end_on_two() {
         return;
     }
     let mut t = LbTest::prepare(Scenario::small(), &NODES, RESYNC).await;
+    t.h.expect_failing_calls();
     t.h.sim.set_job_duration(Duration::from_millis(100));
     let before = owned(&t);
     let (address, id) = associated_untagged(&t).await;

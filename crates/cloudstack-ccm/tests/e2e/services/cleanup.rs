@@ -94,6 +94,7 @@ async fn what_was_deleted_by_hand_does_not_block_the_deletion() {
         return;
     }
     let t = LbTest::start(Scenario::small(), &NODES, RESYNC).await;
+    t.h.expect_failing_calls();
     // Source ranges: each port has its own firewall rule besides its load-balancer rule.
     let mut ranged = lb_service("ranged", &[("TCP", 80, 30080), ("TCP", 443, 30443)]);
     ranged

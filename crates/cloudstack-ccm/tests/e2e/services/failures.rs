@@ -21,6 +21,7 @@ async fn a_failed_step_is_reported_and_the_retry_finishes_the_job() {
         return;
     }
     let t = LbTest::start(Scenario::small(), &NODES, Duration::from_secs(100)).await;
+    t.h.expect_failing_calls();
     let mut faults = Faults::default();
     faults.errors.insert(
         "assignToLoadBalancerRule".into(),
@@ -148,6 +149,7 @@ async fn refused_policy_lists_leave_policies_alone_and_changes_and_deletes_conve
     let vms = scenario.add_vms(SMALL_NETSCALER_NETWORK, "ns-node-", 2);
     let nodes: Vec<&str> = vms.iter().map(String::as_str).collect();
     let t = LbTest::prepare(scenario, &nodes, resync).await;
+    t.h.expect_failing_calls();
     let policies = [
         (annotations::STICKINESS_METHOD.key, "SourceBased"),
         (annotations::HEALTH_CHECK_PATH.key, "/ready"),

@@ -42,6 +42,7 @@ async fn the_virtual_routers_stats_port_is_refused_before_an_ip_is_taken() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ip_taken_for_a_refused_rule_is_released_again() {
     let t = LbTest::start(Scenario::small(), &NODES, Duration::from_secs(100)).await;
+    t.h.expect_failing_calls();
     let allocated = || {
         t.h.sim.with_state(|s| {
             s.ips

@@ -5,8 +5,6 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use serde_json::Value;
-
 use crate::common::{Harness, Target};
 
 /// A rule as the simulator holds it.

@@ -367,20 +367,25 @@ impl Inventory {
 
     /// [`Inventory::lookup`] in a view asked for after `created` (when given): an older
     /// view is listed again first, so an object made after it — a Node registered for a
-    /// VM that replaced another of the same name — is never matched from it.
+    /// VM that replaced another of the same name — is never matched from it. That list is
+    /// made no sooner than `min_refresh_interval` after the one before, so a burst of
+    /// Nodes registering costs one list, not one each.
     pub async fn lookup_listed_after<T>(
         &self,
         created: Option<jiff::Timestamp>,
         find: impl Fn(&ListedVms) -> Option<T>,
     ) -> Result<Option<T>, InventoryError> {
-        let max_age = self.settings.max_age;
         let known_since = Instant::now();
-        let snapshot = self
-            .refresh_when(|snap| {
-                snap.age().is_none_or(|age| age >= max_age)
-                    || created.is_some_and(|created| !snap.asked_after(created, known_since))
-            })
-            .await?;
+        let newer =
+            |snap: &ListedVms| created.is_none_or(|created| snap.asked_after(created, known_since));
+        let mut snapshot = self.snapshot().await?;
+        if !newer(&snapshot) {
+            if let Some(age) = snapshot.age() {
+                let pause = self.settings.min_refresh_interval.saturating_sub(age);
+                tokio::time::sleep(pause).await;
+            }
+            snapshot = self.refresh_when(|snap| !newer(snap)).await?;
+        }
         if let Some(found) = find(&snapshot) {
             self.count_lookup(true);
             return Ok(Some(found));

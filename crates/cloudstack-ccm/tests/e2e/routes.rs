@@ -401,3 +401,77 @@ async fn the_vpc_demo_shows_routes_appear_and_go() {
         assert!(out.contains(line), "missing {line:?} in:\n{out}");
     }
 }
+
+/// `createStaticRoute` failing: the Node gets `NetworkUnavailable=True`/`NoRouteCreated` and
+/// one Warning `FailedToCreateRoute` naming the route and the error, as the Kubernetes route
+/// controller posts it — one Event, not one per retry of the 100 ms passes. Once the route
+/// is made the condition turns `False`/`RouteCreated` (the upstream controller posts no
+/// Event for that).
+#[tokio::test]
+async fn a_failing_route_is_a_warning_on_the_node_once_not_per_retry() {
+    if common::skip_in_remote_mode("injects faults into the simulator") {
+        return;
+    }
+    let mut h = start("4.22").await;
+    h.expect_failing_calls();
+    let w1 = vm_on(&h.sim, "tier1", "w1", "10.100.1.11");
+    create_node(&h, "w1", &w1, "10.244.1.0/24", "10.100.1.11").await;
+    let mut faults = cloudstack_sim::Faults::default();
+    faults.errors.insert(
+        "createStaticRoute".into(),
+        cloudstack_sim::ErrorFault {
+            rate: 1.0,
+            code: 530,
+            text: Some("the VPC router is down".into()),
+        },
+    );
+    h.sim.set_faults(faults);
+    h.spawn(route::run);
+    let node = h
+        .wait_for_node("w1", "NetworkUnavailable=True", |n| {
+            network_unavailable(n).is_some_and(|(status, _)| status == "True")
+        })
+        .await;
+    assert_eq!(
+        network_unavailable(&node),
+        Some(("True".into(), "NoRouteCreated".into()))
+    );
+    let event = h.wait_for_event("w1", "FailedToCreateRoute").await;
+    assert_eq!(event["type"], "Warning");
+    let note = common::event_note(&event);
+    assert!(
+        note.starts_with("Could not create route w1 10.244.1.0/24 for node w1 after")
+            && note.contains("the VPC router is down"),
+        "{note}"
+    );
+    // Many passes later: still one Event, seen once.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let failures: Vec<_> = h
+        .events_about("w1")
+        .into_iter()
+        .filter(|e| common::event_reason(e) == Some("FailedToCreateRoute"))
+        .collect();
+    assert_eq!(failures.len(), 1, "{failures:#?}");
+    assert_eq!(
+        failures[0]["count"].as_i64().unwrap_or(1),
+        1,
+        "{failures:#?}"
+    );
+    assert!(
+        h.cloudstack_call_counts()
+            .get("createStaticRoute")
+            .copied()
+            .unwrap_or(0)
+            > 3,
+        "the route was retried meanwhile"
+    );
+
+    // CloudStack creates routes again: the route is made, the condition follows.
+    h.sim.set_faults(cloudstack_sim::Faults::default());
+    h.wait_for_node("w1", "NetworkUnavailable=False", |n| {
+        network_unavailable(n)
+            .is_some_and(|(status, reason)| status == "False" && reason == "RouteCreated")
+    })
+    .await;
+    h.stop().await;
+}

@@ -178,6 +178,13 @@ fn create_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let public_port = port(&p.command, "publicport", p.required_int("publicport")?)?;
     let ip = lookup_required(p, "publicipid", |id| state.ip(id))?;
     check_algorithm(&algorithm)?;
+    // `LoadBalancingRulesManagerImpl.createPublicLoadBalancer`: an address whose association
+    // has not completed is not `readyToUse()` (state Allocating).
+    if ip.state == "Allocating" {
+        return Err(ApiError::param_bare(
+            "Unable to create load balancer rule, invalid IP address id specified",
+        ));
+    }
     let protocol = p.text("protocol").unwrap_or("tcp").trim().to_lowercase();
     if !PROTOCOLS.contains(&protocol.as_str()) {
         return Err(ApiError::param(format!("Invalid protocol: {protocol}")));

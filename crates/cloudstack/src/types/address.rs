@@ -76,6 +76,14 @@ impl PublicIpAddress {
     pub fn is_allocated(&self) -> bool {
         is_allocated(self.allocated.as_deref())
     }
+
+    /// Whether its association has not completed (state `Allocating`): CloudStack builds
+    /// no rule on it (`IPAddressVO.readyToUse()`) and refuses to list its firewall rules.
+    pub fn is_allocating(&self) -> bool {
+        self.state
+            .as_deref()
+            .is_some_and(|state| state.eq_ignore_ascii_case("Allocating"))
+    }
 }
 
 response! {

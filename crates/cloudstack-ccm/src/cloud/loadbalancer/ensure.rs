@@ -173,6 +173,16 @@ impl Engine {
         }
         let ctx = self.plan_context(&view, &network_id)?;
         let observed = self.observe(&view, spec, &ctx.network).await?;
+        if let Some(ip) = observed.ip.as_ref().filter(|ip| ip.is_allocating) {
+            // Its association job runs, or failed and CloudStack gives the address back:
+            // a rule on it would be refused. Read it again for the retry.
+            self.views
+                .renew_ips(&self.client, &BTreeSet::from([ip.id.clone()]))
+                .await;
+            return Err(EnsureError::IpNotReady {
+                address: ip.address,
+            });
+        }
         let mut backends = backends.clone();
         backends.network_id = network_id.clone();
         backends.gone = gone_members(

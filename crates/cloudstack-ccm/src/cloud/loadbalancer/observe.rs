@@ -47,6 +47,9 @@ pub struct ObservedIp {
     pub is_source_nat: bool,
     /// Static-NAT IPs cannot carry load-balancer rules.
     pub is_static_nat: bool,
+    /// State `Allocating`: its association has not completed (its job still runs, or
+    /// failed and CloudStack is giving the address back). Nothing is built on it yet.
+    pub is_allocating: bool,
     /// The IP's tags.
     pub tags: Tags,
 }

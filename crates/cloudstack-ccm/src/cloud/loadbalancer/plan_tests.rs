@@ -144,6 +144,7 @@ fn our_ip() -> ObservedIp {
         vpc_id: None,
         is_source_nat: false,
         is_static_nat: false,
+        is_allocating: false,
         tags: [(TAG_ASSOCIATED.to_string(), "true".to_string())].into(),
     }
 }

@@ -4,6 +4,7 @@
 pub mod support;
 
 mod addresses;
+mod allocating_ip;
 mod annotations;
 mod calls;
 mod claim_conflict;
@@ -19,6 +20,7 @@ mod normal_day;
 mod plan;
 mod protocols;
 mod refused_ports;
+mod replaced_vm;
 mod several_networks;
 mod tls;
 mod tls_chain;

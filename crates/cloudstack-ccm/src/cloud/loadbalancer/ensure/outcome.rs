@@ -24,6 +24,15 @@ pub enum EnsureError {
     /// The plan ran, yet the load balancer has no public IP.
     #[error("the load balancer has no public IP")]
     NoPublicIp,
+    /// The Service's address is still `Allocating`: no rule is built on it until its
+    /// association completes (retried soon; a failed association gives it back).
+    #[error(
+        "public IP {address} is still being associated (state Allocating); its rules wait until the association completes"
+    )]
+    IpNotReady {
+        /// The address.
+        address: IpAddr,
+    },
 }
 
 /// Why the network of a Service's load balancer is not known.

@@ -227,7 +227,10 @@ impl AccountView {
         client: &cloudstack::Client,
         ip_id: &str,
     ) -> Result<Vec<Arc<FirewallRule>>, cloudstack::Error> {
-        if !self.firewall_unknown.contains(ip_id) {
+        // An address still being associated has none, and CloudStack refuses to list them.
+        if !self.firewall_unknown.contains(ip_id)
+            || self.ip_by_id(ip_id).is_some_and(|ip| ip.is_allocating())
+        {
             return Ok(self
                 .firewall_rules
                 .iter()
@@ -305,10 +308,12 @@ async fn read_ip(client: &cloudstack::Client, id: &str) -> Result<RenewedIp, clo
         .await?
         .into_iter()
         .find(|ip| ip.id.as_deref() == Some(id));
-    if ip.is_none() {
+    // Nothing stands on an address still being associated, and CloudStack refuses to
+    // list its firewall rules.
+    if ip.as_ref().is_none_or(|ip| ip.is_allocating()) {
         return Ok(RenewedIp {
             id: id.to_string(),
-            ip: None,
+            ip,
             rules: Vec::new(),
             firewall_rules: Vec::new(),
         });

@@ -87,6 +87,7 @@ pub(crate) fn observed_ip(ip: &PublicIpAddress, ours: bool) -> Option<ObservedIp
         vpc_id: ip.vpcid.clone(),
         is_source_nat: ip.issourcenat.unwrap_or(false),
         is_static_nat: ip.isstaticnat.unwrap_or(false),
+        is_allocating: ip.is_allocating(),
         tags: tag_map(&ip.tags),
     })
 }

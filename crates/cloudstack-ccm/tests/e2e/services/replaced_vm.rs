@@ -1,0 +1,108 @@
+//! A VM replaced under the same name (reinstalled, or replaced by an autoscaler reusing
+//! names): CloudStack expunges the old VM and creates a new one called the same, the Node
+//! is deleted and registered again a moment later. The new Node must be bound to the new
+//! VM — never to the old one from a VM list older than the Node — and the new VM become a
+//! member of the load balancer, with no failing call (the old VM is never assigned).
+
+use crate::common;
+
+use std::time::Duration;
+
+use super::support::*;
+use cloudstack_ccm::cloud::inventory::InventorySettings;
+use cloudstack_ccm::controllers::node;
+use cloudstack_sim::Scenario;
+use kube::api::DeleteParams;
+
+const RESYNC: Duration = Duration::from_secs(100);
+
+/// The VM ids that are members of the Service's rules, sorted.
+fn member_ids(t: &LbTest, uid_prefix: &str) -> Vec<String> {
+    t.h.sim.with_state(|state| {
+        let mut ids: Vec<String> = state
+            .lb_rules
+            .iter()
+            .filter(|rule| rule.name.starts_with(uid_prefix))
+            .flat_map(|rule| rule.members.iter().map(|m| m.vm_id.clone()))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_registered_again_for_a_replaced_vm_is_bound_to_the_new_vm() {
+    if common::skip_in_remote_mode("replaces a VM in the simulator") {
+        return;
+    }
+    let mut scenario = Scenario::small();
+    scenario.settings.job_duration_ms = 2;
+    // The production freshness: a VM list is reused for up to 30 s.
+    let h = common::Harness::start_with(common::HarnessOptions {
+        scenario,
+        inventory: InventorySettings::default(),
+        service_resync_period: RESYNC,
+        ..common::HarnessOptions::default()
+    })
+    .await;
+    add_node(&h, "node-1").await;
+    let mut t = LbTest::from_harness(h);
+    t.h.spawn(node::run);
+    t.start_controller(RESYNC);
+
+    // node-3 registers, is initialised and becomes a member.
+    let old_id = t.h.vm_id("node-3");
+    t.h.create_node(common::TestNode::new("node-3").ready(true))
+        .await;
+    let initialised =
+        t.h.wait_for_node("node-3", "initialised", |n| {
+            !common::has_taint(n, common::UNINITIALIZED_TAINT)
+        })
+        .await;
+    assert_eq!(
+        common::provider_id(&initialised),
+        format!("external-cloudstack://{old_id}")
+    );
+    t.create(&lb_service("web", &[("TCP", 80, 30080)])).await;
+    let uid = t.uid("web").await;
+    let prefix = cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(&uid);
+    let node_1 = t.h.vm_id("node-1");
+    common::eventually("both VMs are members", t.h.wait(), || async {
+        let mut want = vec![node_1.clone(), old_id.clone()];
+        want.sort();
+        (member_ids(&t, &prefix) == want).then_some(())
+    })
+    .await;
+
+    // The VM is replaced under the same name; the Node goes and comes back 0.2 s later.
+    assert!(t.h.sim.remove_vm(&old_id), "the old VM is expunged");
+    let new_id = t.h.add_vm("node-3", "10.1.1.99");
+    t.h.nodes()
+        .delete("node-3", &DeleteParams::default())
+        .await
+        .expect("the Node is deleted");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    t.h.create_node(common::TestNode::new("node-3").ready(true))
+        .await;
+    let again =
+        t.h.wait_for_node("node-3", "initialised again", |n| {
+            !common::has_taint(n, common::UNINITIALIZED_TAINT)
+        })
+        .await;
+    assert_eq!(
+        common::provider_id(&again),
+        format!("external-cloudstack://{new_id}"),
+        "bound to the new VM, not to {old_id}"
+    );
+    common::eventually("the new VM is a member", t.h.wait(), || async {
+        let mut want = vec![node_1.clone(), new_id.clone()];
+        want.sort();
+        (member_ids(&t, &prefix) == want).then_some(())
+    })
+    .await;
+    settle().await;
+    let failed = failing_calls(&t.h, 0);
+    assert!(failed.is_empty(), "{failed:#?}");
+    t.stop().await;
+}

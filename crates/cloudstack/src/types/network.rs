@@ -108,6 +108,9 @@ response! {
         ispersistent: Option<bool>,
         /// Restart required.
         restartrequired: Option<bool>,
+        /// IPv4 routing of a ROUTED network (`Static` or `Dynamic`; 4.20+); absent or
+        /// empty on a NATTED one (`NetworkResponse.ipv4Routing`).
+        ip4routing: Option<String>,
         /// Services with capabilities and providers.
         service: Vec<NetworkServiceInfo>,
         /// Tags.

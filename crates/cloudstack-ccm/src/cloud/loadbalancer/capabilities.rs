@@ -52,6 +52,11 @@ pub(crate) struct NetworkFacts {
     pub acl_id: Option<String>,
     /// Name of the tier's ACL list.
     pub acl_name: Option<String>,
+    /// ROUTED mode (`ip4routing` set): CloudStack routes the guest subnet, with no NAT and
+    /// no load balancer.
+    pub routed: bool,
+    /// Guest type `Shared`.
+    pub shared: bool,
     /// The network's services.
     pub services: Vec<NetworkService>,
 }
@@ -66,6 +71,11 @@ impl NetworkFacts {
             vpc_id: network.vpcid.clone().filter(|v| !v.is_empty()),
             acl_id: network.aclid.clone().filter(|v| !v.is_empty()),
             acl_name: network.aclname.clone().filter(|v| !v.is_empty()),
+            routed: network.ip4routing.as_deref().is_some_and(|r| !r.is_empty()),
+            shared: network
+                .r#type
+                .as_deref()
+                .is_some_and(|t| t.eq_ignore_ascii_case("Shared")),
             services: network
                 .service
                 .iter()
@@ -101,6 +111,41 @@ pub enum PortAccess {
     Open,
 }
 
+/// The load-balancer providers whose behaviour differs from what they advertise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LbProviderKind {
+    /// The Virtual Router family (`VirtualRouter`, `VpcVirtualRouter`, `InternalLbVm`).
+    VirtualRouter,
+    /// NSX (`NsxElement`): monitors members itself, ignores `cidrlist` and stickiness.
+    Nsx,
+    /// Netris (`NetrisElement`): TCP only, honours `cidrlist`, refuses `algorithm` and
+    /// `tcp-proxy` on update, ignores stickiness.
+    Netris,
+    /// Any other provider (NetScaler, ...), taken at its word.
+    Other,
+}
+
+impl LbProviderKind {
+    /// The kind of the provider named `name` (as `service[].provider[].name` has it).
+    fn of(name: Option<&str>, health_check: bool) -> LbProviderKind {
+        match name {
+            Some(p)
+                if VIRTUAL_ROUTER_PROVIDERS
+                    .iter()
+                    .any(|v| v.eq_ignore_ascii_case(p)) =>
+            {
+                LbProviderKind::VirtualRouter
+            }
+            Some(p) if p.eq_ignore_ascii_case("Nsx") => LbProviderKind::Nsx,
+            Some(p) if p.eq_ignore_ascii_case("Netris") => LbProviderKind::Netris,
+            Some(_) => LbProviderKind::Other,
+            // What the Virtual Router looks like in responses that omit the provider.
+            None if !health_check => LbProviderKind::VirtualRouter,
+            None => LbProviderKind::Other,
+        }
+    }
+}
+
 /// What the network's load-balancer provider supports, after version adjustments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkCapabilities {
@@ -114,6 +159,12 @@ pub struct NetworkCapabilities {
     pub port_access: PortAccess,
     /// Whether the network offers the `Lb` service at all.
     pub has_lb: bool,
+    /// ROUTED mode (`ip4routing`): no load balancer can exist there.
+    pub routed: bool,
+    /// A shared network.
+    pub shared: bool,
+    /// The provider's kind, for what its capabilities do not say.
+    pub lb_kind: LbProviderKind,
     /// The LB provider, when the response names it.
     pub lb_provider: Option<String>,
     /// LB protocols the provider accepts.
@@ -165,14 +216,8 @@ impl NetworkCapabilities {
         let health_check = lb
             .and_then(|s| s.capability("HealthCheckPolicy"))
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
-        // The Virtual Router family, or an unnamed provider without health checks (what
-        // the Virtual Router looks like in responses that omit the provider).
-        let virtual_router = match &lb_provider {
-            Some(p) => VIRTUAL_ROUTER_PROVIDERS
-                .iter()
-                .any(|v| v.eq_ignore_ascii_case(p)),
-            None => !health_check,
-        };
+        let lb_kind = LbProviderKind::of(lb_provider.as_deref(), health_check);
+        let virtual_router = lb_kind == LbProviderKind::VirtualRouter;
         let mut lb_protocols: BTreeSet<LbProtocol> =
             match lb.and_then(|s| s.capability("SupportedProtocols")) {
                 Some(list) => split_list(list).filter_map(LbProtocol::parse).collect(),
@@ -180,6 +225,11 @@ impl NetworkCapabilities {
             };
         if virtual_router && !server.virtual_router_udp_lb {
             lb_protocols.remove(&LbProtocol::Udp);
+        }
+        // Netris advertises "tcp, udp", but `CreateLoadBalancerRuleCmd.getProtocol` gives it
+        // tcp whatever was asked: a UDP rule would silently serve TCP.
+        if lb_kind == LbProviderKind::Netris {
+            lb_protocols = [LbProtocol::Tcp].into();
         }
         let lb_algorithms = match lb.and_then(|s| s.capability("SupportedLbAlgorithms")) {
             Some(list) => split_list(list).filter_map(Algorithm::parse).collect(),
@@ -192,16 +242,24 @@ impl NetworkCapabilities {
         if ssl_termination {
             lb_protocols.insert(LbProtocol::Ssl);
         }
-        let stickiness_methods = lb
-            .and_then(|s| s.capability("SupportedStickinessMethods"))
-            .map(parse_stickiness_methods)
-            .unwrap_or_default();
+        // NSX and Netris advertise the HAProxy methods, store the policies and never apply
+        // them (`NsxElement.applyLBRules`, `NetrisElement.applyLBRules` pass none).
+        let stickiness_methods = match lb_kind {
+            LbProviderKind::Nsx | LbProviderKind::Netris => BTreeSet::new(),
+            _ => lb
+                .and_then(|s| s.capability("SupportedStickinessMethods"))
+                .map(parse_stickiness_methods)
+                .unwrap_or_default(),
+        };
         NetworkCapabilities {
             network_id: network.id.clone(),
             network_name: network.name.clone(),
             vpc_id: network.vpc_id.clone(),
             port_access,
             has_lb: lb.is_some(),
+            routed: network.routed,
+            shared: network.shared,
+            lb_kind,
             lb_provider,
             lb_protocols,
             lb_algorithms,
@@ -214,6 +272,21 @@ impl NetworkCapabilities {
             },
             ssl_termination,
         }
+    }
+
+    /// Why the network has no CloudStack load balancer, when it has none: ROUTED mode, a
+    /// shared network, or an offering without `Lb`.
+    pub(crate) fn no_load_balancer_reason(&self) -> Option<&'static str> {
+        if self.has_lb {
+            return None;
+        }
+        Some(if self.routed {
+            "it is in ROUTED mode (ip4routing): CloudStack routes its subnet and has no load balancer there; give the Service a loadBalancerClass served by MetalLB or Cilium LB-IPAM"
+        } else if self.shared {
+            "it is a shared network without the Lb service; give the Service a loadBalancerClass served by MetalLB or Cilium LB-IPAM"
+        } else {
+            "its network offering has no Lb service"
+        })
     }
 
     /// A readable name for messages: `name (id)`.

@@ -65,6 +65,7 @@ mod last_applied;
 mod members;
 mod policies;
 mod ports;
+mod provider;
 mod rules;
 mod stages;
 mod step;
@@ -161,9 +162,23 @@ impl Plan {
 /// A spec that cannot be reached on this network; nothing is changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
-    /// The network has no load-balancing service.
-    #[error("network {network} offers no load balancing")]
+    /// The network has no load-balancing service (ROUTED mode, a shared network, an
+    /// offering without `Lb`).
+    #[error("no CloudStack load balancer on network {network}: {why}")]
     NoLoadBalancing {
+        /// Network label.
+        network: String,
+        /// Why, and what the user can do instead.
+        why: String,
+    },
+    /// The provider needs an address of the Service's own (Netris), and the Service's is
+    /// the network's source-NAT address.
+    #[error(
+        "address {address} is the source-NAT address of network {network}: Netris load balancers need an address of their own; remove the requested address"
+    )]
+    AddressNotDedicated {
+        /// The address.
+        address: IpAddr,
         /// Network label.
         network: String,
     },
@@ -307,6 +322,8 @@ pub fn plan(
         });
     }
     let spec = gated.as_ref().unwrap_or(spec);
+    let served = provider::gate(spec, observed, ctx, &mut warnings)?;
+    let spec = served.as_ref().unwrap_or(spec);
     check_capabilities(spec, ctx, &mut warnings)?;
     let (ip, associate) = plan_ip(spec, observed, ctx)?;
     if let Some(address) = ip_address(observed) {

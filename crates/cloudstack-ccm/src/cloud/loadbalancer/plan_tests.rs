@@ -118,6 +118,7 @@ fn vpc(acl_name: &str) -> PlanContext {
                 ..Default::default()
             },
         ],
+        ..Default::default()
     };
     ctx_with(facts, (4, 19, 0))
 }
@@ -292,5 +293,7 @@ mod members;
 mod policies;
 #[path = "plan_ports_tests.rs"]
 mod ports;
+#[path = "plan_provider_tests.rs"]
+mod provider;
 #[path = "plan_rules_tests.rs"]
 mod rules;

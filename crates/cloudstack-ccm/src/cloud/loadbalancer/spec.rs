@@ -39,6 +39,14 @@ pub enum SpecError {
     /// The Service has no ports.
     #[error("spec.ports: a load balancer needs at least one port")]
     NoPorts,
+    /// The Service is IPv6 only, and CloudStack load balancers are IPv4 only.
+    #[error(
+        "spec.ipFamilies: {families}: CloudStack load balancers are IPv4 only, so nothing is created in CloudStack; add IPv4 (ipFamilyPolicy PreferDualStack), or give the Service a loadBalancerClass served by MetalLB or Cilium"
+    )]
+    Ipv6Only {
+        /// The families asked for, as written.
+        families: String,
+    },
     /// A port's protocol is not TCP or UDP.
     #[error(
         "{field}: protocol {protocol} is not supported by CloudStack load balancers (TCP and UDP only)"
@@ -260,6 +268,18 @@ impl LbSpec {
         let annotations = Annotations::new(meta.annotations.as_ref());
         let spec = service.spec.clone().unwrap_or_default();
         let mut read = Lenient::default();
+        // CloudStack's load-balancer rules and public addresses are IPv4 only.
+        let families = spec.ip_families.clone().unwrap_or_default();
+        if !families.is_empty() && !families.iter().any(|f| f.eq_ignore_ascii_case("IPv4")) {
+            return Err(SpecError::Ipv6Only {
+                families: format!("[{}]", families.join(", ")),
+            });
+        }
+        if families.len() > 1 && spec.ip_family_policy.as_deref() == Some("RequireDualStack") {
+            read.warnings.push(
+                "spec.ipFamilyPolicy RequireDualStack: CloudStack load balancers are IPv4 only; the Service gets an IPv4 load balancer and no IPv6 address".to_string(),
+            );
+        }
         let tls = super::tls_spec::read_tls(&annotations)?;
 
         let recorded_ip_id = read.or(annotations.get(&ann::IP_ID, ann::parse_uuid), None, "none");

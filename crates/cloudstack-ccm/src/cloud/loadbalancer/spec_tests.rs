@@ -595,3 +595,37 @@ fn tls_ports_become_ssl_rules_and_the_others_stay() {
         "{bad}"
     );
 }
+
+#[test]
+fn ipv6_only_is_refused_and_required_dual_stack_gets_its_ipv4_load_balancer_with_a_warning() {
+    let ports = json!([{"protocol": "TCP", "port": 80, "nodePort": 30080}]);
+    let err = build(
+        json!({}),
+        json!({"type": "LoadBalancer", "ports": ports, "ipFamilies": ["IPv6"], "ipFamilyPolicy": "SingleStack"}),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, SpecError::Ipv6Only { .. })
+            && err
+                .to_string()
+                .starts_with("spec.ipFamilies: [IPv6]: CloudStack load balancers are IPv4 only"),
+        "{err}"
+    );
+    let dual = build(
+        json!({}),
+        json!({"type": "LoadBalancer", "ports": ports, "ipFamilies": ["IPv6", "IPv4"], "ipFamilyPolicy": "RequireDualStack"}),
+    )
+    .expect("served over IPv4");
+    assert_eq!(dual.rules.len(), 1);
+    assert!(
+        dual.warnings.iter().any(|w| w.contains("RequireDualStack")),
+        "{:?}",
+        dual.warnings
+    );
+    let preferred = build(
+        json!({}),
+        json!({"type": "LoadBalancer", "ports": ports, "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "PreferDualStack"}),
+    )
+    .expect("served over IPv4");
+    assert!(preferred.warnings.is_empty(), "{:?}", preferred.warnings);
+}

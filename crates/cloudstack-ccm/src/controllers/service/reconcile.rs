@@ -9,6 +9,7 @@ use kube::{Api, ResourceExt};
 
 use crate::cloud::loadbalancer::ensure::{Change, Engine, EnsureError};
 use crate::cloud::loadbalancer::ip_claim::{IpRecorder, RecordError, RecordedIp};
+use crate::cloud::loadbalancer::plan::PlanError;
 use crate::cloud::loadbalancer::spec::{LbSpec, SpecError, SpecOptions};
 use crate::controllers::Context;
 use crate::controllers::events::Recorder;
@@ -162,6 +163,13 @@ async fn reconcile_service(
             // Bad input: nothing is created; a change of the Service re-runs this.
             tracing::warn!(service = %key_of(service), error = %err, "invalid load-balancer Service");
             events::publish_sync_failed(&state.recorder, service, &err).await;
+            if let SpecError::Ipv6Only { .. } = err {
+                let unsupported = status::Unsupported {
+                    reason: "IPv6NotSupported",
+                    message: err.to_string(),
+                };
+                set_condition(&api, service, Some(&unsupported)).await;
+            }
             return Ok(Action::await_change());
         }
     };
@@ -180,16 +188,45 @@ async fn reconcile_service(
         )
     };
     match ensure(&service, &api, &spec, state).await {
-        Ok(()) => Ok(Action::await_change()),
+        Ok(()) => {
+            set_condition(&api, &service, None).await;
+            Ok(Action::await_change())
+        }
         Err(ReconcileError::Engine(err)) if err.is_permanent() => {
             events::publish_sync_failed(&state.recorder, &service, &err).await;
             tracing::warn!(service = %key_of(&service), error = %err, "load balancer cannot be built as asked");
+            if let Some(unsupported) = unsupported_by_network(&err) {
+                set_condition(&api, &service, Some(&unsupported)).await;
+            }
             Ok(Action::await_change())
         }
         Err(err) => {
             events::publish_sync_failed(&state.recorder, &service, &err).await;
             Err(err)
         }
+    }
+}
+
+/// The condition of a Service whose network has no CloudStack load balancer at all.
+fn unsupported_by_network(err: &EnsureError) -> Option<status::Unsupported> {
+    match err {
+        EnsureError::Plan(plan @ PlanError::NoLoadBalancing { .. }) => Some(status::Unsupported {
+            reason: "NoLoadBalancerOnNetwork",
+            message: plan.to_string(),
+        }),
+        _ => None,
+    }
+}
+
+/// Sets (or clears) the Service's [`status::LOAD_BALANCER_SUPPORTED`] condition; a failed
+/// write is logged (the Warning Event says the same).
+async fn set_condition(
+    api: &Api<Service>,
+    service: &Service,
+    unsupported: Option<&status::Unsupported>,
+) {
+    if let Err(error) = status::set_unsupported(api, service, unsupported).await {
+        tracing::warn!(service = %key_of(service), %error, "cannot set the LoadBalancerSupported condition");
     }
 }
 

@@ -81,6 +81,65 @@ pub(crate) async fn patch_if_changed(
     Ok(true)
 }
 
+/// The condition the controller sets on a Service it cannot serve with a CloudStack load
+/// balancer at all (no load balancer on the network, an IPv6-only Service), `False` with
+/// a reason and the cause; removed once that no longer holds.
+pub const LOAD_BALANCER_SUPPORTED: &str = "cloudstack.apache.org/LoadBalancerSupported";
+
+/// Why a Service gets no CloudStack load balancer: the condition's `reason` and `message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unsupported {
+    /// CamelCase reason (`NoLoadBalancerOnNetwork`, `IPv6NotSupported`).
+    pub reason: &'static str,
+    /// What the Warning Event says.
+    pub message: String,
+}
+
+/// Sets [`LOAD_BALANCER_SUPPORTED`] to `False` with `unsupported`, or removes it when
+/// `None`; no write when the Service already says so. The other conditions are kept.
+pub(crate) async fn set_unsupported(
+    api: &Api<Service>,
+    service: &Service,
+    unsupported: Option<&Unsupported>,
+) -> Result<bool, kube::Error> {
+    let current = service
+        .status
+        .as_ref()
+        .and_then(|status| status.conditions.clone())
+        .unwrap_or_default();
+    let ours = current.iter().find(|c| c.type_ == LOAD_BALANCER_SUPPORTED);
+    let same = match (ours, unsupported) {
+        (None, None) => true,
+        (Some(c), Some(u)) => c.status == "False" && c.reason == u.reason && c.message == u.message,
+        _ => false,
+    };
+    if same {
+        return Ok(false);
+    }
+    let mut conditions: Vec<_> = current
+        .iter()
+        .filter(|c| c.type_ != LOAD_BALANCER_SUPPORTED)
+        .cloned()
+        .collect();
+    if let Some(u) = unsupported {
+        conditions.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: LOAD_BALANCER_SUPPORTED.to_string(),
+            status: "False".to_string(),
+            reason: u.reason.to_string(),
+            message: u.message.clone(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::now(),
+            ),
+            observed_generation: service.metadata.generation,
+        });
+    }
+    let name = service.metadata.name.as_deref().unwrap_or_default();
+    let patch = json!({ "status": { "conditions": conditions } });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,8 +9,11 @@ pub(super) fn check_capabilities(
 ) -> Result<(), PlanError> {
     let caps = &ctx.network;
     let network = caps.network_label();
-    if !caps.has_lb {
-        return Err(PlanError::NoLoadBalancing { network });
+    if let Some(why) = caps.no_load_balancer_reason() {
+        return Err(PlanError::NoLoadBalancing {
+            network,
+            why: why.to_string(),
+        });
     }
     for rule in &spec.rules {
         if caps.reserved_ports.contains(&rule.public_port) {

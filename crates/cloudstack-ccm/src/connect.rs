@@ -91,13 +91,14 @@ const CLOUDSTACK_REMINDER: std::time::Duration = std::time::Duration::from_secs(
 /// attempts 0.5 s apart doubling up to 5 s. An answer that the cloud-config is wrong (a
 /// version that does not parse, a zone or project the account cannot see, a certificate
 /// the configured trust refuses) is returned at once. `Ok(None)` when `shutdown` comes
-/// first.
+/// first (the process is stopping).
 pub async fn wait_for_cloudstack(
     config: &CloudConfig,
     client: &cloudstack::Client,
-    shutdown: &crate::controllers::Shutdown,
+    shutdown: impl std::future::Future<Output = ()>,
     error: ConnectError,
 ) -> Result<Option<cloudstack::ServerVersion>, ConnectError> {
+    tokio::pin!(shutdown);
     let started = tokio::time::Instant::now();
     let mut delay = std::time::Duration::from_millis(500);
     let mut attempts = 1u32;
@@ -126,7 +127,7 @@ pub async fn wait_for_cloudstack(
         }
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
-            () = shutdown.wait() => return Ok(None),
+            () = &mut shutdown => return Ok(None),
         }
         delay = (delay * 2).min(CLOUDSTACK_RETRY_MAX);
         attempts += 1;

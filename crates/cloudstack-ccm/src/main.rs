@@ -222,7 +222,8 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
     let server_version = match connect::contact_cloudstack(&config, &cloudstack).await {
         Ok(version) => version,
         Err(error) => {
-            match connect::wait_for_cloudstack(&config, &cloudstack, &shutdown, error).await? {
+            match connect::wait_for_cloudstack(&config, &cloudstack, shutdown.wait(), error).await?
+            {
                 Some(version) => version,
                 None => {
                     server.abort();

@@ -1,6 +1,8 @@
 //! Turns a [`Scenario`] (objects named by name) into a [`State`] (objects linked by id).
 
-use crate::scenario::{Scenario, ScenarioError, VmSpec};
+use crate::scenario::{
+    GuestType, LbProvider, NetworkMode, NetworkSpec, Scenario, ScenarioError, VmSpec,
+};
 use crate::state::{
     Account, AclList, Network, Nic, Offering, Owner, PrivateGateway, Project, PublicIp, State, Vm,
     Vpc, Zone, new_id, now_text,
@@ -33,6 +35,7 @@ impl State {
             ips: vec![],
             lb_rules: vec![],
             firewall_rules: vec![],
+            routing_firewall_rules: vec![],
             expunged_vms: vec![],
             pf_rules: vec![],
             acl_items: vec![],
@@ -247,6 +250,7 @@ impl State {
                         })?,
                 ),
             };
+            check_kind(n, &what)?;
             let network = Network {
                 id: id_or_new(&n.id),
                 name: n.name.clone(),
@@ -255,9 +259,15 @@ impl State {
                 vpc_id,
                 acl_id,
                 lb_provider: n.lb_provider,
+                mode: n.network_mode,
+                guest_type: n.guest_type,
                 owner: state.owner(&n.account, &n.project, &what)?,
             };
-            if !network.is_tier() {
+            // An isolated network's router gets a public address flagged source NAT: the
+            // source-NAT address of a NATTED network, the router's address (the next hop of
+            // `ip4routes`) of a ROUTED one. A shared network has no router address; a tier
+            // uses its VPC's.
+            if !network.is_tier() && !network.is_shared() {
                 state.allocate_source_nat(
                     &network.zone_id,
                     &network.owner,
@@ -427,6 +437,35 @@ impl State {
         ip.source_nat = true;
         Ok(())
     }
+}
+
+/// The combinations of guest type, mode and provider CloudStack's offerings allow: a shared
+/// network is no VPC tier, has no network mode and no LB provider (its offering has no Lb
+/// service); a NetScaler serves no ROUTED network (no Lb service there).
+fn check_kind(n: &NetworkSpec, what: &str) -> Result<(), ScenarioError> {
+    if n.guest_type == GuestType::Shared {
+        if n.vpc.is_some() {
+            return Err(invalid(format!(
+                "{what}: a Shared network cannot be a VPC tier"
+            )));
+        }
+        if n.network_mode == NetworkMode::Routed {
+            return Err(invalid(format!(
+                "{what}: a Shared network has no network mode; leave network_mode out"
+            )));
+        }
+        if n.lb_provider != LbProvider::VirtualRouter {
+            return Err(invalid(format!(
+                "{what}: a Shared network has no Lb service; leave lb_provider out"
+            )));
+        }
+    }
+    if n.network_mode == NetworkMode::Routed && n.lb_provider == LbProvider::Netscaler {
+        return Err(invalid(format!(
+            "{what}: a ROUTED network has no Lb service; its Firewall/NetworkACL provider is VirtualRouter, Nsx or Netris"
+        )));
+    }
+    Ok(())
 }
 
 fn parse_v4(text: &str, what: &str) -> Result<Ipv4Addr, ScenarioError> {

@@ -60,6 +60,16 @@ pub enum JobAction {
         /// Rule id.
         rule_id: String,
     },
+    /// Apply a routing firewall rule.
+    CreateRoutingFirewallRule {
+        /// Rule id.
+        rule_id: String,
+    },
+    /// Revoke a routing firewall rule.
+    DeleteRoutingFirewallRule {
+        /// Rule id.
+        rule_id: String,
+    },
     /// Activate an ACL item.
     CreateNetworkAcl {
         /// ACL item id.

@@ -51,6 +51,44 @@
 //! * associateIpAddress with a VPC tier's `networkid` → 431 "…Specify vpcId to associate ip
 //!   address to VPC" (`NetworkServiceImpl.associateIPToNetwork`), the address released.
 //!
+//! **Network kinds** ([`NetworkSpec`]: `network_mode`, `guest_type`, `lb_provider`;
+//! [`state::Network::services`]; `commands/infra.rs` renders them). A network has the
+//! services of its offering and nothing else, and every command asks the network, as the
+//! server's `NetworkModel.areServicesSupportedInNetwork` does:
+//! * ROUTED (4.20+): Dhcp, Dns, UserData and Firewall (isolated) or NetworkACL (tier) —
+//!   "SourceNat/StaticNat/Lb/PortForwarding/Vpn service are not supported in ROUTED mode"
+//!   (`createNetworkOffering`); `listNetworks` shows `ip4routing: Static` and `ip4routes`
+//!   `[{subnet, gateway}]`, the gateway being the router's public address (the address
+//!   flagged source NAT of the network, or of its VPC). `associateIpAddress networkid=` of
+//!   a ROUTED isolated network answers `{id, jobid}` and the job fails 431 "In zone of type
+//!   Advanced ip address can be associated only to the network of guest type Isolated with
+//!   the SourceNat enabled" (`IpAddressManagerImpl.associateIPToGuestNetwork`), the address
+//!   released; the same refusal meets a VPC address's first load-balancer (431, cs 9999)
+//!   or port-forwarding rule (431, cs 4350) naming a ROUTED tier. Routing firewall rules
+//!   (`create`/`list`/`deleteRoutingFirewallRule`, `RoutedIpv4ManagerImpl`) filter the
+//!   routed subnet of an isolated network.
+//! * Shared (`DefaultSharedNetworkOffering`): `type: Shared`, Dhcp, Dns, UserData;
+//!   `associateIpAddress networkid=` is a synchronous 431 "Associate IP address can only be
+//!   called on the shared networks in the advanced zone with Firewall/Source Nat/Static
+//!   Nat/Port Forwarding/Load balancing services enabled" (`NetworkServiceImpl.allocateIP`).
+//! * A load-balancer rule on an address of a network without Lb: "LB service is not
+//!   supported in specified network id" (`isLbServiceSupportedInNetwork`, 431, cs 9999) —
+//!   unless the address is the network's source-NAT address, where
+//!   `NetworkModelImpl.checkIpForService` finds no Lb provider first and the create ends in
+//!   530 "Failed to create load balancer rule: `<name>`" (root admins; others the generic
+//!   text).
+//! * NSX and Netris (`NsxElement`, `NetrisElement.initCapabilities`) provide Lb, the NAT
+//!   services and Firewall/NetworkACL on their networks: algorithms `roundrobin,leastconn`,
+//!   protocols `tcp, udp`, the HAProxy stickiness methods, schemes `Internal,Public`, no
+//!   `HealthCheckPolicy` (createLBHealthCheckPolicy refused as on the Virtual Router), no
+//!   `SslTermination` (assignCertToLoadBalancer refused); their `validateLBRule` accepts every
+//!   rule. A stickiness policy is stored and applies to nothing. On Netris,
+//!   `updateLoadBalancerRule` refuses any `algorithm` and `protocol=tcp-proxy` in the job
+//!   (`validateInputsForExternalNetworkProvider`, 431). A `protocol=udp` rule on Netris is
+//!   created and lists `udp`: the response shows the rule's `lbProtocol`, while the Netris
+//!   element builds its L4LB from `getProtocol()`, which `CreateLoadBalancerRuleCmd` fixes to
+//!   `tcp` — the listener would be TCP, which no API answer shows.
+//!
 //! **VM lifecycle** (`UserVmManagerImpl.destroyVm`, `expungeVm`, `expunge` →
 //! `cleanupVmResources`): destroy without expunge only moves the VM to Destroyed — its
 //! `LoadBalancerVMMapVO` rows, static NAT and NICs stay, and `listLoadBalancerRuleInstances`
@@ -137,6 +175,7 @@ pub mod listing;
 pub mod params;
 pub mod response;
 pub mod scenario;
+mod scenario_kinds;
 mod scenario_small;
 mod server;
 mod shared;
@@ -147,8 +186,13 @@ pub mod version;
 pub use error::ApiError;
 pub use faults::{CallRecord, ErrorFault, Faults};
 pub use scenario::{
-    AccountSpec, AclListSpec, IpRange, LbProvider, NetworkSpec, NicSpec, OfferingSpec, ProjectSpec,
-    Role, Scenario, ScenarioError, Secret, Settings, Throttle, VmSpec, VpcSpec, ZoneSpec,
+    AccountSpec, AclListSpec, GuestType, IpRange, LbProvider, NetworkMode, NetworkSpec, NicSpec,
+    OfferingSpec, ProjectSpec, Role, Scenario, ScenarioError, Secret, Settings, Throttle, VmSpec,
+    VpcSpec, ZoneSpec,
+};
+pub use scenario_kinds::{
+    KINDS_NETRIS_ACL, KINDS_NETRIS_TIER, KINDS_NETRIS_VPC, KINDS_NSX_NETWORK, KINDS_ROUTED_NETWORK,
+    KINDS_ROUTED_TIER, KINDS_ROUTED_VPC, KINDS_SHARED_NETWORK,
 };
 pub use scenario_small::{
     SMALL_ACL, SMALL_NETSCALER_NETWORK, SMALL_NETWORK, SMALL_PROJECT, SMALL_TIER, SMALL_VPC,

@@ -240,7 +240,10 @@ pub struct AclListSpec {
     pub description: Option<String>,
 }
 
-/// Load-balancer provider of a network.
+/// Load-balancer provider of a network. For an NSX or Netris network it also provides the
+/// Firewall (isolated) or NetworkACL (tier) service, source NAT, static NAT and port
+/// forwarding; for a ROUTED network, which has no Lb service, it names only the provider of
+/// the Firewall/NetworkACL service.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub enum LbProvider {
     /// The Virtual Router (HAProxy): no UDP since 4.15, no health checks, port 8081 reserved.
@@ -248,10 +251,50 @@ pub enum LbProvider {
     VirtualRouter,
     /// A NetScaler-like appliance: UDP and health checks.
     Netscaler,
+    /// VMware NSX (4.19+, `NsxElement`): tcp and udp, roundrobin and leastconn, no health
+    /// checks, no SSL termination.
+    Nsx,
+    /// Netris (4.21+, `NetrisElement`): as NSX, and `updateLoadBalancerRule` takes no
+    /// algorithm and no `tcp-proxy`.
+    Netris,
 }
 
-/// A guest network: isolated (Firewall service) or a VPC tier (NetworkACL service).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// The network mode of a network's offering (`NetworkOffering.NetworkMode`, 4.20+).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum NetworkMode {
+    /// Guest addresses behind source NAT, public addresses for LB, PF and static NAT.
+    #[default]
+    Natted,
+    /// The guest subnet is routed (static routing here): no Lb, SourceNat, StaticNat or
+    /// PortForwarding service; Firewall (isolated) or NetworkACL (tier) filter it.
+    Routed,
+}
+
+/// The guest type of a network (`Network.GuestType`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub enum GuestType {
+    /// An isolated network or a VPC tier.
+    #[default]
+    Isolated,
+    /// A shared network; here always with the default shared offering's services (Dhcp,
+    /// Dns, UserData): no public address can be associated with it.
+    Shared,
+}
+
+impl GuestType {
+    /// The name the API prints (`type` of a network or NIC).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Isolated => "Isolated",
+            Self::Shared => "Shared",
+        }
+    }
+}
+
+/// A guest network: isolated (Firewall service) or a VPC tier (NetworkACL service), NATTED
+/// or ROUTED, or a shared network.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkSpec {
     /// Fixed id; generated when absent.
@@ -272,6 +315,12 @@ pub struct NetworkSpec {
     /// Load-balancer provider.
     #[serde(default)]
     pub lb_provider: LbProvider,
+    /// `NATTED` (the default) or `ROUTED`.
+    #[serde(default)]
+    pub network_mode: NetworkMode,
+    /// `Isolated` (the default) or `Shared` (not a VPC tier, NATTED, default LB provider).
+    #[serde(default)]
+    pub guest_type: GuestType,
     /// Owning account name (the first account when neither owner is given).
     #[serde(default)]
     pub account: Option<String>,

@@ -47,7 +47,7 @@ fn network(
         acl: acl.map(str::to_owned),
         lb_provider: lb,
         account: Some("alice".into()),
-        project: None,
+        ..NetworkSpec::default()
     }
 }
 

@@ -2,12 +2,14 @@
 //! file and the `/sim/dump` introspection.
 
 use crate::jobs::Job;
-use crate::scenario::{GatewayState, LbProvider, Role, Secret, Settings};
+use crate::scenario::{GatewayState, Role, Secret, Settings};
 use crate::version::Version;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod networks;
 mod ssl_certs;
+pub use networks::{Network, RoutingFirewallRule, Service};
 pub use ssl_certs::{CertBinding, SslCert};
 
 /// Who owns a resource.
@@ -83,34 +85,6 @@ pub struct AclList {
     pub description: String,
     /// VPC id (None for `default_allow`/`default_deny`).
     pub vpc_id: Option<String>,
-}
-
-/// A guest network.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Network {
-    /// Id.
-    pub id: String,
-    /// Name.
-    pub name: String,
-    /// Zone id.
-    pub zone_id: String,
-    /// CIDR.
-    pub cidr: String,
-    /// VPC id for a tier.
-    pub vpc_id: Option<String>,
-    /// ACL list id for a tier.
-    pub acl_id: Option<String>,
-    /// LB provider.
-    pub lb_provider: LbProvider,
-    /// Owner.
-    pub owner: Owner,
-}
-
-impl Network {
-    /// A VPC tier (NetworkACL service) rather than an isolated network (Firewall service).
-    pub fn is_tier(&self) -> bool {
-        self.vpc_id.is_some()
-    }
 }
 
 /// A service offering.
@@ -458,6 +432,9 @@ pub struct State {
     pub lb_rules: Vec<LbRule>,
     /// Firewall rules.
     pub firewall_rules: Vec<FirewallRule>,
+    /// Routing firewall rules of ROUTED networks.
+    #[serde(default)]
+    pub routing_firewall_rules: Vec<RoutingFirewallRule>,
     /// Port-forwarding rules.
     #[serde(default)]
     pub pf_rules: Vec<PfRule>,

@@ -43,6 +43,7 @@ pub use self::orphan_count::OrphanPasses;
 pub use self::planning::{RuleMemberSet, ServicePlan, plan_services};
 pub use self::reconcile::{ReconcileError, deletion_spec};
 pub use self::settings::Settings;
+pub use self::status::LOAD_BALANCER_SUPPORTED;
 
 /// The shortest resync period honoured.
 const MIN_RESYNC_PERIOD: Duration = Duration::from_millis(10);
@@ -126,6 +127,7 @@ pub async fn run_with(
         endpoints,
         engine: engine.clone(),
         ctx: ctx.clone(),
+        warned: Default::default(),
     });
 
     // A change of the eligible Nodes changes members only: the shared view holds no VMs

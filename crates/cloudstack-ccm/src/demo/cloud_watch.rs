@@ -203,6 +203,12 @@ impl CloudWatch {
             JobAction::DeleteFirewallRule { rule_id } => {
                 format!("firewall closed: {}", self.opening(rule_id))
             }
+            JobAction::CreateRoutingFirewallRule { rule_id } => {
+                format!("routing firewall rule {rule_id} created")
+            }
+            JobAction::DeleteRoutingFirewallRule { rule_id } => {
+                format!("routing firewall rule {rule_id} deleted")
+            }
             JobAction::CreateNetworkAcl { item_id } => {
                 match state.acl_items.iter().find(|i| &i.id == item_id) {
                     Some(item) => format!(

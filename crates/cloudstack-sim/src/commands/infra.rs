@@ -6,7 +6,7 @@ use super::{COMMANDS, Ctx, embedded_tags, like, resolve, tags_match};
 use crate::error::ApiError;
 use crate::response::{Page, list_body};
 use crate::scenario::LbProvider;
-use crate::state::{Network, State};
+use crate::state::{Network, Service, State};
 use serde_json::{Map, Value, json};
 
 /// listZones.
@@ -41,10 +41,14 @@ fn capability(name: &str, value: &str) -> Value {
 
 const STICKINESS_METHODS: &str = r#"[{"methodname":"LbCookie","paramlist":[{"paramname":"cookie-name","required":false,"isflag":false,"description":" "},{"paramname":"mode","required":false,"isflag":false,"description":" "},{"paramname":"nocache","required":false,"isflag":true,"description":" "},{"paramname":"indirect","required":false,"isflag":true,"description":" "},{"paramname":"postonly","required":false,"isflag":true,"description":" "},{"paramname":"domain","required":false,"isflag":false,"description":" "}],"description":"This is loadbalancer cookie based stickiness method."},{"methodname":"AppCookie","paramlist":[{"paramname":"cookie-name","required":false,"isflag":false,"description":" "},{"paramname":"length","required":false,"isflag":false,"description":" "},{"paramname":"holdtime","required":false,"isflag":false,"description":" "},{"paramname":"request-learn","required":false,"isflag":true,"description":" "},{"paramname":"prefix","required":false,"isflag":true,"description":" "},{"paramname":"mode","required":false,"isflag":false,"description":" "}],"description":"This is App session based sticky method. Define session stickiness on an existing application cookie. It can be used only for a specific http traffic"},{"methodname":"SourceBased","paramlist":[{"paramname":"tablesize","required":false,"isflag":false,"description":" "},{"paramname":"expire","required":false,"isflag":false,"description":" "}],"description":"This is source based Stickiness method, it can be used for any type of protocol."}]"#;
 
-/// Stickiness methods each provider supports.
+/// Stickiness methods each provider supports: the HAProxy list (`VirtualRouterElement
+/// .getHAProxyStickinessCapability`), which `NsxElement` and `NetrisElement` advertise too
+/// (they never apply a policy: `createLBStickinessPolicy` succeeds and has no effect).
 pub fn stickiness_methods(provider: LbProvider) -> &'static [&'static str] {
     match provider {
-        LbProvider::VirtualRouter => &["LbCookie", "AppCookie", "SourceBased"],
+        LbProvider::VirtualRouter | LbProvider::Nsx | LbProvider::Netris => {
+            &["LbCookie", "AppCookie", "SourceBased"]
+        }
         LbProvider::Netscaler => &["LbCookie", "AppCookie", "SourceBased"],
     }
 }
@@ -52,63 +56,137 @@ pub fn stickiness_methods(provider: LbProvider) -> &'static [&'static str] {
 /// Whether the network's LB provider has the `SslTermination` capability
 /// (`LoadBalancingRulesManagerImpl.getLBCapability`): NetScaler since 4.3, the Virtual
 /// Router from 4.22 (apache/cloudstack#11468 added it to `VirtualRouterElement
-/// .setCapabilities`; `SupportedProtocols` stayed `tcp, udp, tcp-proxy`).
+/// .setCapabilities`; `SupportedProtocols` stayed `tcp, udp, tcp-proxy`); never NSX or
+/// Netris (`NsxElement`/`NetrisElement.initCapabilities`).
 pub fn ssl_termination(state: &State, network: &Network) -> bool {
     match network.lb_provider {
         LbProvider::VirtualRouter => state.version.at_least(4, 22),
         LbProvider::Netscaler => true,
+        LbProvider::Nsx | LbProvider::Netris => false,
     }
 }
 
-/// The `service[]` array of a network, as `listNetworks` shows it.
-pub fn services(state: &State, network: &Network) -> Value {
-    let router = if network.is_tier() {
-        "VpcVirtualRouter"
-    } else {
-        "VirtualRouter"
-    };
-    let mut lb_caps = vec![
-        capability("SupportedLBIsolation", "dedicated"),
-        capability("SupportedLbAlgorithms", "roundrobin,leastconn,source"),
-        capability("LbSchemes", "Public"),
-        capability("SupportedStickinessMethods", STICKINESS_METHODS),
-    ];
-    let lb_provider = match network.lb_provider {
-        LbProvider::VirtualRouter => {
-            lb_caps.push(capability("SupportedProtocols", "tcp, udp, tcp-proxy"));
-            router
-        }
-        LbProvider::Netscaler => {
-            lb_caps.push(capability("SupportedProtocols", "tcp,udp,tcp-proxy"));
-            lb_caps.push(capability("HealthCheckPolicy", "true"));
-            "Netscaler"
-        }
-    };
-    if ssl_termination(state, network) {
-        lb_caps.push(capability("SslTermination", "true"));
+/// Whether the LB provider has the `HealthCheckPolicy` capability
+/// (`LoadBalancingRulesManagerImpl.validateHealthCheck`): only the NetScaler; neither the
+/// Virtual Router nor NSX nor Netris (their `initCapabilities` list none).
+pub fn health_check_policy(provider: LbProvider) -> bool {
+    provider == LbProvider::Netscaler
+}
+
+/// The Lb service's capabilities by provider (`getCapabilities` of `VirtualRouterElement`,
+/// `NetscalerElement`, `NsxElement`, `NetrisElement`).
+fn lb_capabilities(state: &State, network: &Network) -> Vec<Value> {
+    let mut caps = vec![capability("SupportedLBIsolation", "dedicated")];
+    match network.lb_provider {
+        LbProvider::VirtualRouter => caps.extend([
+            capability("SupportedLbAlgorithms", "roundrobin,leastconn,source"),
+            capability("LbSchemes", "Public"),
+            capability("SupportedStickinessMethods", STICKINESS_METHODS),
+            capability("SupportedProtocols", "tcp, udp, tcp-proxy"),
+        ]),
+        LbProvider::Netscaler => caps.extend([
+            capability("SupportedLbAlgorithms", "roundrobin,leastconn,source"),
+            capability("LbSchemes", "Public"),
+            capability("SupportedStickinessMethods", STICKINESS_METHODS),
+            capability("SupportedProtocols", "tcp,udp,tcp-proxy"),
+        ]),
+        LbProvider::Nsx | LbProvider::Netris => caps.extend([
+            capability("SupportedLbAlgorithms", "roundrobin,leastconn"),
+            capability("LbSchemes", "Internal,Public"),
+            capability("SupportedStickinessMethods", STICKINESS_METHODS),
+            capability("SupportedProtocols", "tcp, udp"),
+        ]),
     }
-    let plain = |name: &str| json!({"name": name, "provider": [{"name": router}]});
-    let mut list = vec![
-        json!({"name": "Lb", "capability": lb_caps, "provider": [{"name": lb_provider}]}),
-        json!({"name": "SourceNat", "capability": [capability("SupportedSourceNatTypes", "peraccount"), capability("RedundantRouter", "true")], "provider": [{"name": router}]}),
-        json!({"name": "PortForwarding", "capability": [capability("SupportedProtocols", "tcp,udp")], "provider": [{"name": router}]}),
-        plain("StaticNat"),
-        plain("Dhcp"),
-        plain("Dns"),
-        plain("UserData"),
-    ];
-    if network.is_tier() {
-        list.push(json!({"name": "NetworkACL", "capability": [capability("SupportedProtocols", "tcp,udp,icmp")], "provider": [{"name": router}]}));
-    } else {
-        list.push(json!({"name": "Firewall", "capability": [
+    if network.lb_provider == LbProvider::Netris {
+        // `NetrisElement.getNetrisAutoScaleCounters`, serialised by Gson.
+        caps.push(capability(
+            "AutoScaleCounters",
+            r#"[{"methodname":"CPU","paramlist":[]},{"methodname":"MEMORY","paramlist":[]}]"#,
+        ));
+        caps.push(capability("VmAutoScaling", "true"));
+    }
+    if health_check_policy(network.lb_provider) {
+        caps.push(capability("HealthCheckPolicy", "true"));
+    }
+    if ssl_termination(state, network) {
+        caps.push(capability("SslTermination", "true"));
+    }
+    caps
+}
+
+/// The capabilities of a service other than Lb, by provider.
+fn service_capabilities(service: Service, provider: &str) -> Vec<Value> {
+    let external = matches!(provider, "Nsx" | "Netris");
+    match service {
+        Service::SourceNat => vec![
+            capability("SupportedSourceNatTypes", "peraccount"),
+            capability("RedundantRouter", "true"),
+        ],
+        Service::PortForwarding if !external => {
+            vec![capability("SupportedProtocols", "tcp,udp")]
+        }
+        Service::NetworkAcl if !external => vec![capability("SupportedProtocols", "tcp,udp,icmp")],
+        Service::Firewall => vec![
             capability("SupportedProtocols", "tcp,udp,icmp"),
             capability("SupportedTrafficDirection", "ingress, egress"),
             capability("MultipleIps", "true"),
             capability("TrafficStatistics", "per public ip"),
-            capability("SupportedEgressProtocols", "tcp,udp,icmp, all"),
-        ], "provider": [{"name": router}]}));
+            capability(
+                "SupportedEgressProtocols",
+                if external {
+                    "tcp,udp,icmp,all"
+                } else {
+                    "tcp,udp,icmp, all"
+                },
+            ),
+        ],
+        _ => vec![],
     }
-    Value::Array(list)
+}
+
+/// The capability value `name` of the network's `service`, as `getNetworkServiceCapabilities`
+/// gives it; `None` when the network lacks the service or the provider lacks the capability.
+pub fn service_capability(network: &Network, service: Service, name: &str) -> Option<String> {
+    let provider = network.provider(service)?;
+    service_capabilities(service, provider)
+        .into_iter()
+        .find(|c| c["name"] == name)
+        .and_then(|c| c["value"].as_str().map(str::to_owned))
+}
+
+/// The `service[]` array of a network, as `listNetworks` shows it ([`Network::services`]:
+/// which services, by which provider). Dhcp, Dns, UserData and StaticNat carry no
+/// capability list.
+pub fn services(state: &State, network: &Network) -> Value {
+    let list = network.services().into_iter().map(|(service, provider)| {
+        let caps = match service {
+            Service::Lb => lb_capabilities(state, network),
+            Service::Dhcp | Service::Dns | Service::UserData | Service::StaticNat => {
+                return json!({"name": service.name(), "provider": [{"name": provider}]});
+            }
+            _ => service_capabilities(service, provider),
+        };
+        json!({"name": service.name(), "capability": caps, "provider": [{"name": provider}]})
+    });
+    Value::Array(list.collect())
+}
+
+/// The next hop of a ROUTED network's `ip4routes`: its router's public address — the
+/// address flagged source NAT of the network, or of its VPC for a tier
+/// (`ApiResponseHelper.createVpcResponse` lists `listByAssociatedVpc(vpc, true)`; the
+/// network response is read as doing the same with the network's).
+fn route_gateway(state: &State, n: &Network) -> Option<String> {
+    state
+        .ips
+        .iter()
+        .find(|ip| {
+            ip.source_nat
+                && match &n.vpc_id {
+                    Some(vpc) => ip.vpc_id.as_ref() == Some(vpc),
+                    None => ip.network_id.as_deref() == Some(n.id.as_str()),
+                }
+        })
+        .map(|ip| ip.address.clone())
 }
 
 /// The `network` object.
@@ -133,7 +211,7 @@ pub fn render_network(state: &State, n: &Network) -> Value {
         ("id", json!(n.id)),
         ("name", json!(n.name)),
         ("displaytext", json!(n.name)),
-        ("type", json!("Isolated")),
+        ("type", json!(n.guest_type.as_str())),
         ("traffictype", json!("Guest")),
         ("broadcastdomaintype", json!("Vlan")),
         ("state", json!("Implemented")),
@@ -145,14 +223,7 @@ pub fn render_network(state: &State, n: &Network) -> Value {
         ("netmask", json!(std::net::Ipv4Addr::from(mask).to_string())),
         ("zoneid", json!(n.zone_id)),
         ("zonename", json!(zone)),
-        (
-            "networkofferingname",
-            json!(if n.is_tier() {
-                "DefaultIsolatedNetworkOfferingForVpcNetworks"
-            } else {
-                "DefaultIsolatedNetworkOfferingWithSourceNatService"
-            }),
-        ),
+        ("networkofferingname", json!(n.offering_name())),
         ("ispersistent", json!(false)),
         ("restartrequired", json!(false)),
         ("acltype", json!("Account")),
@@ -161,6 +232,16 @@ pub fn render_network(state: &State, n: &Network) -> Value {
         ("tags", embedded_tags(state, "Network", &n.id)),
     ] {
         out.insert(k.into(), v);
+    }
+    // NetworkResponse.ipv4Routing/ipv4Routes (4.20+): static routing of the guest subnet
+    // to the router's public address.
+    if n.is_routed() {
+        out.insert("ip4routing".into(), json!("Static"));
+        let routes: Vec<Value> = route_gateway(state, n)
+            .map(|gateway| json!({"subnet": n.cidr, "gateway": gateway}))
+            .into_iter()
+            .collect();
+        out.insert("ip4routes".into(), Value::Array(routes));
     }
     if let Some(vpc) = n.vpc_id.as_ref().and_then(|v| state.vpc(v)) {
         out.insert("vpcid".into(), json!(vpc.id));
@@ -191,7 +272,7 @@ pub fn list_networks(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             && vpc.is_none_or(|v| n.vpc_id.as_deref() == Some(v))
             && p.text("name").is_none_or(|x| x == n.name)
             && p.text("type")
-                .is_none_or(|t| t.eq_ignore_ascii_case("Isolated"))
+                .is_none_or(|t| t.eq_ignore_ascii_case(n.guest_type.as_str()))
             && p.bool("forvpc").is_none_or(|f| f == n.is_tier())
             && p.text("keyword").is_none_or(|k| like(&n.name, k))
             && tags_match(state, p, "Network", &n.id)?;

@@ -6,7 +6,21 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::error::ApiError;
-use crate::state::{FirewallRule, State};
+use crate::state::{FirewallRule, Network, Service, State};
+
+/// `IpAddressManagerImpl.associateIPToGuestNetwork` in an Advanced zone: an address is
+/// associated only with an isolated network (a VPC tier is one) whose offering has
+/// SourceNat — so never with a ROUTED one. The refusal, an
+/// `InvalidParameterValueException`, for `network`; `None` when it may take the address.
+/// (The shared-network branch has its own text; `allocateIP` refuses the simulator's shared
+/// networks before any association.)
+pub fn guest_association_refusal(network: &Network) -> Option<ApiError> {
+    (!network.is_shared() && !network.offers(Service::SourceNat)).then(|| {
+        ApiError::param(
+            "In zone of type Advanced ip address can be associated only to the network of guest type Isolated with the SourceNat enabled",
+        )
+    })
+}
 
 /// True for a valid IPv4/IPv6 CIDR or a bare address.
 pub fn check_cidr(text: &str) -> bool {

@@ -1,6 +1,7 @@
 //! Public IP addresses: list, associate, disassociate (API.md §3.4–§3.6).
 
 use super::access::{Caller, owner_fields};
+use super::ip_rules::guest_association_refusal;
 use super::{Ctx, create_reply, embedded_tags, job_reply, lookup, resolve, success, tags_match};
 use crate::error::ApiError;
 use crate::jobs::JobAction;
@@ -115,6 +116,15 @@ pub fn associate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let owner = ctx.caller.owner_for_create(state, p)?;
     let (zone_id, network_id, vpc_id) = match (network, vpc, zone) {
         (Some(n), _, _) => {
+            // `NetworkServiceImpl.allocateIP`, create phase: in an Advanced zone a shared
+            // network takes an address only when its offering has one of the services
+            // `isSharedNetworkOfferingWithServices` looks for; the simulator's shared
+            // networks have none of them.
+            if n.is_shared() {
+                return Err(ApiError::param(
+                    "Associate IP address can only be called on the shared networks in the advanced zone with Firewall/Source Nat/Static Nat/Port Forwarding/Load balancing services enabled",
+                ));
+            }
             ctx.caller
                 .check(state, &n.owner, &format!("network {}", n.id))?;
             (n.zone_id.clone(), Some(n.id.clone()), n.vpc_id.clone())
@@ -131,6 +141,7 @@ pub fn associate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             ));
         }
     };
+    let refusal = network.and_then(guest_association_refusal);
     let index = match p.text("ipaddress") {
         Some(address) => {
             let index = state.ips.iter().position(|i| i.address == address && i.zone_id == zone_id);
@@ -156,13 +167,17 @@ pub fn associate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     ip.vpc_id = vpc_id.clone();
     let ip_id = ip.id.clone();
     // AssociateIPAddrCmd.execute → NetworkServiceImpl.associateIPToNetwork, in the job: a
-    // VPC tier's address must be associated with the VPC; the address is released again.
+    // VPC tier's address must be associated with the VPC; then
+    // `IpAddressManagerImpl.associateIPToGuestNetwork` refuses an isolated network without
+    // SourceNat (a ROUTED one). Either way the address is released again.
     let tier = network_id.is_some() && vpc_id.is_some();
-    let failure = tier.then(|| {
-        ApiError::param(
+    let failure = if tier {
+        Some(ApiError::param(
             "Can't assign ip to the network directly when network belongs to VPC.Specify vpcId to associate ip address to VPC",
-        )
-    });
+        ))
+    } else {
+        refusal
+    };
     let queue = network_id.or(vpc_id);
     let job = ctx.start_job_with(
         queue,

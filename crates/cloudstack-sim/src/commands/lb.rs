@@ -2,7 +2,9 @@
 
 use super::access::owner_fields;
 use super::access::{Caller, job_denied};
-use super::ip_rules::{check_cidr, firewall_conflict, forwarding_conflict};
+use super::ip_rules::{
+    check_cidr, firewall_conflict, forwarding_conflict, guest_association_refusal,
+};
 use super::{
     Ctx, create_reply, embedded_tags, job_reply, like, lookup, lookup_required, resolve, success,
     tags_match,
@@ -11,7 +13,7 @@ use crate::error::ApiError;
 use crate::jobs::JobAction;
 use crate::response::list_body;
 use crate::scenario::LbProvider;
-use crate::state::{FirewallRule, LbRule, State, new_id};
+use crate::state::{FirewallRule, LbRule, Service, State, new_id};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
@@ -116,7 +118,8 @@ fn check_algorithm(algorithm: &str) -> Result<(), ApiError> {
 }
 
 /// Provider validation (`validateLBRule`): the Virtual Router takes no UDP since 4.15 and
-/// never public port 8081 (HAProxy stats). `createPublicLoadBalancer` runs it before
+/// never public port 8081 (HAProxy stats); `NsxElement`/`NetrisElement.validateLBRule`
+/// accept every rule. `createPublicLoadBalancer` runs it before
 /// `detectRulesConflict`, so a UDP rule on a port a TCP rule holds gets this error, not a
 /// conflict; its `InvalidParameterValueException` reaches the caller through
 /// `CreateLoadBalancerRuleCmd.create` as a bare `ServerApiException` (`cserrorcode` 9999).
@@ -130,7 +133,7 @@ fn check_provider(
         LbProvider::VirtualRouter => {
             (protocol == "udp" && state.version.at_least(4, 15)) || public_port == 8081
         }
-        LbProvider::Netscaler => false,
+        LbProvider::Netscaler | LbProvider::Nsx | LbProvider::Netris => false,
     };
     if unsupported {
         Err(ApiError::param_bare(
@@ -243,6 +246,8 @@ fn create_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     } else {
         None
     };
+    let assign_to_tier = ip.network_id.is_none();
+    check_network_kind(ctx.caller.is_admin(), ip, network, assign_to_tier, &name)?;
     check_provider(state, network.lb_provider, &protocol, public_port)?;
     let start = i64::from(public_port);
     // FirewallManagerImpl.detectRulesConflict: a load-balancer rule conflicts with any
@@ -304,6 +309,50 @@ fn create_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         },
     );
     Ok(create_reply(&rule_id, &job))
+}
+
+/// What `createPublicLoadBalancerRule` and `createPublicLoadBalancer` refuse about the
+/// rule's network, in their order:
+/// * `NetworkModelImpl.checkIpForService(ip, Lb)` on an isolated network: an address that
+///   already serves a service (here its source NAT — a ROUTED network's router address, a
+///   VPC's source-NAT address) needs a provider of Lb in the network, else an
+///   `InvalidParameterException` that `createPublicLoadBalancerRule` swallows, ending in
+///   `CloudRuntimeException("Failed to create load balancer rule: <name>")`: 530 (cs 4250),
+///   shown to a root admin only (`ApiServer.handleRequest`);
+/// * a VPC address not associated yet goes to the tier through
+///   `associateIPToGuestNetwork` ([`guest_association_refusal`]: a ROUTED tier has no
+///   SourceNat) — 431, the address stays with its VPC;
+/// * `isLbServiceSupportedInNetwork`: "LB service is not supported in specified network
+///   id" (431).
+///
+/// The 431s leave through [`create_load_balancer_rule`] with `cserrorcode` 9999.
+fn check_network_kind(
+    caller_is_admin: bool,
+    ip: &crate::state::PublicIp,
+    network: &crate::state::Network,
+    assign_to_tier: bool,
+    name: &str,
+) -> Result<(), ApiError> {
+    if ip.source_nat && !network.is_shared() && !network.offers(Service::Lb) {
+        return Err(ApiError::new(
+            530,
+            Some(4250),
+            if caller_is_admin {
+                format!("Failed to create load balancer rule: {name}")
+            } else {
+                "Internal error executing command, please contact your system administrator".into()
+            },
+        ));
+    }
+    if assign_to_tier && let Some(refusal) = guest_association_refusal(network) {
+        return Err(refusal);
+    }
+    if !network.offers(Service::Lb) {
+        return Err(ApiError::param(
+            "LB service is not supported in specified network id",
+        ));
+    }
+    Ok(())
 }
 
 /// Job of createLoadBalancerRule (`CreateLoadBalancerRuleCmd.execute`): only the firewall
@@ -384,7 +433,9 @@ fn rule_text(rule: &LbRule) -> String {
 /// itself is never validated by the update: the Virtual Router's
 /// `NetworkHelperImpl.validateHAProxyLBRule` checks only the stats port 8081, UDP (from 4.15)
 /// and the protocol, so an unknown algorithm is stored and the job succeeds there, while
-/// `NetscalerElement.validateLBRule` refuses an algorithm it does not know. A changed
+/// `NetscalerElement.validateLBRule` refuses an algorithm it does not know (NSX and Netris
+/// accept any; on Netris [`netris_update_refusal`] has refused every `algorithm` before the
+/// `cidrlist` check). A changed
 /// algorithm or protocol (and from 4.22 a changed `cidrlist`, apache/cloudstack#11568)
 /// re-applies the rule (`applyLoadBalancerConfig`, see [`apply_rule`]).
 pub fn finish_update(
@@ -398,6 +449,13 @@ pub fn finish_update(
         .ok_or_else(|| ApiError::param(format!("Unable to find lb rule by id={rule_id}")))?;
     if !caller.can_access(state, &rule.owner) {
         return Err(job_denied(caller, &format!("load balancer rule {rule_id}")));
+    }
+    let provider = state
+        .network(&rule.network_id)
+        .map(|n| n.lb_provider)
+        .unwrap_or_default();
+    if provider == LbProvider::Netris {
+        netris_update_refusal(changes)?;
     }
     let mut updated = rule.clone();
     for (field, value) in changes {
@@ -416,10 +474,6 @@ pub fn finish_update(
             _ => {}
         }
     }
-    let provider = state
-        .network(&rule.network_id)
-        .map(|n| n.lb_provider)
-        .unwrap_or_default();
     let algorithm_refused =
         provider == LbProvider::Netscaler && check_algorithm(&updated.algorithm).is_err();
     if !PROTOCOLS.contains(&updated.protocol.as_str())
@@ -449,6 +503,27 @@ pub fn finish_update(
         .map(|rule| render_rule(state, rule))
         .unwrap_or_default();
     Ok(json!({"loadbalancer": rendered}))
+}
+
+/// `LoadBalancingRulesManagerImpl.validateInputsForExternalNetworkProvider`, run by
+/// `updateLoadBalancerRule` after the access check and before the `cidrlist` check when the
+/// network's offering has Lb by Netris: any `algorithm` at all, and `protocol=tcp-proxy`
+/// (any case), are refused (431 in the job).
+fn netris_update_refusal(changes: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    if let Some(algorithm) = changes.get("algorithm") {
+        return Err(ApiError::param(format!(
+            "Algorithm: {algorithm} specified for Netris Provider is not supported."
+        )));
+    }
+    if changes
+        .get("protocol")
+        .is_some_and(|p| p.eq_ignore_ascii_case("tcp-proxy"))
+    {
+        return Err(ApiError::param(
+            "TCP Proxy protocol is not supported for Netris Provider.",
+        ));
+    }
+    Ok(())
 }
 
 /// deleteLoadBalancerRule: `id` resolved before the job is queued; ownership checked in the

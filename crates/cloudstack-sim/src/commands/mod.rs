@@ -10,9 +10,12 @@ mod ips;
 mod jobs_cmd;
 mod lb;
 mod lb_members;
+#[cfg(test)]
+mod network_kind_tests;
 mod policies;
 mod port_forwarding;
 mod routes;
+mod routing_firewall;
 mod ssl_certs;
 mod tags;
 mod vm_lifecycle;
@@ -207,6 +210,27 @@ pub const COMMANDS: &[Command] = &[
     sync("listFirewallRules", firewall::list_firewall_rules),
     job("createFirewallRule", firewall::create_firewall_rule),
     job("deleteFirewallRule", firewall::delete_firewall_rule),
+    Command {
+        name: "listRoutingFirewallRules",
+        run: routing_firewall::list_routing_firewall_rules,
+        is_async: false,
+        since: Some((4, 20)),
+        admin_only: false,
+    },
+    Command {
+        name: "createRoutingFirewallRule",
+        run: routing_firewall::create_routing_firewall_rule,
+        is_async: true,
+        since: Some((4, 20)),
+        admin_only: false,
+    },
+    Command {
+        name: "deleteRoutingFirewallRule",
+        run: routing_firewall::delete_routing_firewall_rule,
+        is_async: true,
+        since: Some((4, 20)),
+        admin_only: false,
+    },
     sync(
         "listPortForwardingRules",
         port_forwarding::list_port_forwarding_rules,
@@ -301,6 +325,12 @@ pub fn run_job_action(
         }
         JobAction::CreateFirewallRule { rule_id } => firewall::finish_create(state, rule_id),
         JobAction::DeleteFirewallRule { rule_id } => firewall::finish_delete(state, rule_id),
+        JobAction::CreateRoutingFirewallRule { rule_id } => {
+            routing_firewall::finish_create(state, rule_id)
+        }
+        JobAction::DeleteRoutingFirewallRule { rule_id } => {
+            routing_firewall::finish_delete(state, &caller, rule_id)
+        }
         JobAction::CreateNetworkAcl { item_id } => acl::finish_create(state, item_id),
         JobAction::DeleteNetworkAcl { item_id } => acl::finish_delete(state, item_id),
         JobAction::CreateTags {
@@ -343,6 +373,9 @@ pub fn roll_back_job(state: &mut State, action: &JobAction) {
         }
         JobAction::CreateFirewallRule { rule_id } => {
             state.firewall_rules.retain(|r| &r.id != rule_id)
+        }
+        JobAction::CreateRoutingFirewallRule { rule_id } => {
+            state.routing_firewall_rules.retain(|r| &r.id != rule_id)
         }
         JobAction::CreateNetworkAcl { item_id } => state.acl_items.retain(|r| &r.id != item_id),
         JobAction::CreatePolicy { policy_id } => state.policies.retain(|p| &p.id != policy_id),

@@ -1,7 +1,7 @@
 //! LB health-check and stickiness policies, where the network's provider supports them
 //! (API.md §3.18: the Virtual Router has no health checks).
 
-use super::infra::stickiness_methods;
+use super::infra::{health_check_policy, stickiness_methods};
 use super::{Ctx, create_reply, job_reply, lookup, lookup_required, success};
 use crate::error::ApiError;
 use crate::jobs::JobAction;
@@ -120,7 +120,10 @@ fn in_range(
     Ok(())
 }
 
-/// createLBHealthCheckPolicy.
+/// createLBHealthCheckPolicy. `LoadBalancingRulesManagerImpl.createLBHealthCheckPolicy`:
+/// `validateHealthCheck` finds no `HealthCheckPolicy` capability on the Virtual Router, NSX
+/// or Netris ([`health_check_policy`]) → "Failed to create HealthCheck policy: Validation
+/// Failed (HealthCheck Policy is not supported by LB Provider for the LB rule id :<id>)".
 pub fn create_health_check_policy(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let state = &*ctx.state;
     let rule = lookup_required(ctx.params, "lbruleid", |id| state.lb_rule(id))?.clone();
@@ -129,7 +132,7 @@ pub fn create_health_check_policy(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> 
         &rule.owner,
         &format!("load balancer rule {}", rule.id),
     )?;
-    if provider(state, &rule) != LbProvider::Netscaler {
+    if !health_check_policy(provider(state, &rule)) {
         return Err(ApiError::new(
             430,
             Some(4350),
@@ -167,7 +170,9 @@ pub fn create_health_check_policy(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> 
     start_create(ctx, &rule, policy)
 }
 
-/// createLBStickinessPolicy.
+/// createLBStickinessPolicy: the method must be one the provider advertises
+/// (`genericValidator`, [`stickiness_methods`]); NSX and Netris advertise the HAProxy list,
+/// so a policy there is stored and applied to nothing.
 pub fn create_stickiness_policy(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;

@@ -20,7 +20,7 @@
 //! without rules, which then leaves its tier ([`super::ip_rules::unassign_from_tier`]).
 
 use super::access::owner_fields;
-use super::ip_rules::{firewall_conflict, forwarding_conflict};
+use super::ip_rules::{firewall_conflict, forwarding_conflict, guest_association_refusal};
 use super::{
     Ctx, create_reply, embedded_tags, job_reply, lookup, lookup_required, resolve, success,
     tags_match,
@@ -174,6 +174,13 @@ pub fn create_port_forwarding_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError>
             )));
         }
     };
+    // `associateIPToGuestNetwork` refuses a tier without SourceNat (a ROUTED one); the
+    // `InvalidParameterValueException` passes `CreatePortForwardingRuleCmd.create` as is.
+    if assign_to_tier
+        && let Some(refusal) = state.network(&network).and_then(guest_association_refusal)
+    {
+        return Err(refusal);
+    }
     if vm.removed.is_some() {
         return Err(ApiError::param(format!(
             "Unable to create port forwarding rule on address {}, invalid virtual machine id specified ({}).",

@@ -40,11 +40,19 @@ fn resource_owner(state: &State, kind: &str, id: &str) -> Option<Owner> {
         "Vpc" => state.vpc(id).map(|v| v.owner.clone()),
         "LoadBalancer" => state.lb_rule(id).map(|r| r.owner.clone()),
         "PublicIpAddress" => state.ip(id).and_then(|i| i.owner.clone()),
+        // Routing firewall rules live in the firewall-rule table too.
         "FirewallRule" => state
             .firewall_rules
             .iter()
             .find(|r| r.id == id)
-            .map(|r| r.owner.clone()),
+            .map(|r| r.owner.clone())
+            .or_else(|| {
+                state
+                    .routing_firewall_rules
+                    .iter()
+                    .find(|r| r.id == id)
+                    .map(|r| r.owner.clone())
+            }),
         "PortForwardingRule" => state
             .pf_rules
             .iter()

@@ -63,16 +63,28 @@ impl VmDetails {
 fn render_nics(state: &State, vm: &Vm) -> Value {
     let nics = vm.nics.iter().map(|nic| {
         let network = state.network(&nic.network_id);
-        let (base, prefix) = network.map(|n| n.cidr.as_str()).unwrap_or("0.0.0.0/24").split_once('/').unwrap_or(("0.0.0.0", "24"));
+        let (base, prefix) = network
+            .map(|n| n.cidr.as_str())
+            .unwrap_or("0.0.0.0/24")
+            .split_once('/')
+            .unwrap_or(("0.0.0.0", "24"));
         let prefix: u32 = prefix.parse().unwrap_or(24);
-        let base: u32 = base.parse::<std::net::Ipv4Addr>().map(u32::from).unwrap_or_default();
-        let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix.min(32)) };
+        let base: u32 = base
+            .parse::<std::net::Ipv4Addr>()
+            .map(u32::from)
+            .unwrap_or_default();
+        let mask = if prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - prefix.min(32))
+        };
         let mut out = json!({
             "id": nic.id, "networkid": nic.network_id,
             "networkname": network.map(|n| n.name.clone()).unwrap_or_default(),
             "ipaddress": nic.ipv4, "netmask": std::net::Ipv4Addr::from(mask).to_string(),
             "gateway": std::net::Ipv4Addr::from(base + 1).to_string(),
-            "macaddress": nic.mac, "isdefault": nic.isdefault, "traffictype": "Guest", "type": "Isolated",
+            "macaddress": nic.mac, "isdefault": nic.isdefault, "traffictype": "Guest",
+            "type": network.map_or("Isolated", |n| n.guest_type.as_str()),
             "secondaryip": [], "extradhcpoption": [],
         });
         if let Some(v6) = &nic.ipv6 {
@@ -80,7 +92,10 @@ fn render_nics(state: &State, vm: &Vm) -> Value {
             out["ip6cidr"] = json!("fd00::/64");
             out["ip6gateway"] = json!("fd00::1");
         }
-        if let Some(vpc) = network.and_then(|n| n.vpc_id.as_ref()).and_then(|v| state.vpc(v)) {
+        if let Some(vpc) = network
+            .and_then(|n| n.vpc_id.as_ref())
+            .and_then(|v| state.vpc(v))
+        {
             out["vpcid"] = json!(vpc.id);
             out["vpcname"] = json!(vpc.name);
         }

@@ -133,6 +133,7 @@ async fn scoping_by_account_listall_and_project() {
         lb_provider: Default::default(),
         account: None,
         project: Some("proj1".into()),
+        ..Default::default()
     });
     scenario.vms.push(VmSpec {
         id: None,

@@ -26,6 +26,7 @@ fn scenario() -> Scenario {
         lb_provider: Default::default(),
         account: None,
         project: Some("proj1".into()),
+        ..Default::default()
     });
     scenario
 }

@@ -28,6 +28,7 @@ fn scenario() -> Scenario {
         lb_provider: Default::default(),
         account: Some("alice".into()),
         project: None,
+        ..Default::default()
     });
     scenario.add_vms("tier1", "app-", 1);
     scenario.add_vms("tier2", "web-", 1);

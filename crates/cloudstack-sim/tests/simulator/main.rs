@@ -1,7 +1,8 @@
 //! The CloudStack simulator's tests, one test binary with a module per area: the API's
 //! protocol (signing, errors, async jobs and their queues), reads and project scoping,
 //! load-balancer, firewall, ACL and static-route rules and their conflicts, the tier a VPC
-//! address serves, VM lifecycle, the `/sim` admin API, scenario files, the binary's command
+//! address serves, the network kinds (ROUTED, shared, NSX, Netris) and routing firewall
+//! rules, VM lifecycle, the `/sim` admin API, scenario files, the binary's command
 //! line, and the Debian `cs` client against it. Each behaviour's source in CloudStack is
 //! named in the crate docs.
 
@@ -24,6 +25,7 @@ mod api_ssl_certs;
 mod api_ssl_chains;
 mod api_vpc_tiers;
 mod binary_cli;
+mod network_kinds;
 mod python_cs;
 mod scenario_file;
 mod vm_lifecycle;

@@ -49,6 +49,28 @@ pub struct State {
     pub spec_options: SpecOptions,
     /// Retry delays per Service.
     pub backoff: RetryBackoff,
+    /// The plan warnings last published per Service UID: a warning of a plan that
+    /// changes nothing (a Netris rule keeping its algorithm) is published when it is new,
+    /// not on every resync.
+    pub(crate) warned: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
+}
+
+impl State {
+    /// Whether `warnings` differ from those last published for `service` (and remembers
+    /// them).
+    fn new_warnings(&self, service: &Service, warnings: &[String]) -> bool {
+        let uid = service.metadata.uid.clone().unwrap_or_default();
+        let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        if warnings.is_empty() {
+            warned.remove(&uid);
+            return false;
+        }
+        if warned.get(&uid).is_some_and(|last| last == warnings) {
+            return false;
+        }
+        warned.insert(uid, warnings.to_vec());
+        true
+    }
 }
 
 /// Why a reconcile failed; retried with backoff.
@@ -319,8 +341,11 @@ async fn ensure(
             events::publish(&state.recorder, service, Reason::EnsuredLoadBalancer, None).await
         }
     }
-    if change != Change::None {
+    let new_warnings = state.new_warnings(service, &ensured.warnings);
+    if change != Change::None || new_warnings {
         events::publish_warnings(&state.recorder, service, ensured.warnings.iter().cloned()).await;
+    }
+    if change != Change::None {
         tracing::info!(service = %key_of(service), steps = ensured.steps, ip = %ensured.public_ip, "load balancer ensured");
     }
     if spec.recorded_ip_id.as_deref() != Some(ensured.ip_id.as_str()) {
@@ -354,6 +379,7 @@ async fn cleanup(
     api: &Api<Service>,
     state: &State,
 ) -> Result<(), ReconcileError> {
+    state.new_warnings(service, &[]);
     let spec = match deletion_spec(service, &state.spec_options) {
         Ok(spec) => spec,
         Err(err) => {

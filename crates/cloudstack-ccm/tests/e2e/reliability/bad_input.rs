@@ -42,9 +42,8 @@ fn scenario() -> Scenario {
         cidr: "10.9.9.0/24".into(),
         vpc: None,
         acl: None,
-        lb_provider: Default::default(),
         account: Some("bob".into()),
-        project: None,
+        ..Default::default()
     });
     scenario.vms.push(VmSpec {
         id: None,

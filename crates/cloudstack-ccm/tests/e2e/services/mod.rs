@@ -15,6 +15,7 @@ mod eligibility;
 mod failures;
 mod lifecycle;
 mod lost_lease;
+mod network_kinds;
 mod networks;
 mod normal_day;
 mod plan;

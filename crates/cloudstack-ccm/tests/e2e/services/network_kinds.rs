@@ -1,0 +1,280 @@
+//! Every network a cluster lives on (docs/networks.md): where CloudStack has no load
+//! balancer (ROUTED, shared) a Service gets a Warning and a condition and nothing in
+//! CloudStack, with no failing call; NSX and Netris are served as they behave; IPv6-only
+//! Services are refused the same way, dual-stack ones get their IPv4 load balancer.
+
+use crate::common;
+
+use std::time::Duration;
+
+use super::support::*;
+use cloudstack_ccm::cloud::loadbalancer::annotations;
+use cloudstack_ccm::controllers::service::LOAD_BALANCER_SUPPORTED;
+use cloudstack_sim::Scenario;
+use k8s_openapi::api::core::v1::Service;
+
+const RESYNC: Duration = Duration::from_secs(100);
+
+/// The Service's `LoadBalancerSupported` condition: (status, reason, message).
+fn supported_condition(service: &Service) -> Option<(String, String, String)> {
+    service
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == LOAD_BALANCER_SUPPORTED)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// CloudStack objects of any kind the simulator holds beyond `before` (IPs allocated,
+/// rules, firewall rules, ACL items, jobs).
+fn cloud_objects(t: &LbTest) -> (usize, usize, usize, usize, usize) {
+    t.h.sim.with_state(|s| {
+        (
+            s.ips.iter().filter(|ip| ip.state != "Free").count(),
+            s.lb_rules.len(),
+            s.firewall_rules.len(),
+            s.acl_items.len(),
+            s.jobs.len(),
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ipv6_only_service_gets_a_warning_and_a_condition_and_nothing_in_cloudstack() {
+    if common::skip_in_remote_mode("reads the simulator's state") {
+        return;
+    }
+    let t = LbTest::start(Scenario::small(), &["node-1", "node-2"], RESYNC).await;
+    let before = cloud_objects(&t);
+    let mut v6 = lb_service("v6", &[("TCP", 80, 30080)]);
+    let spec = v6.spec.as_mut().expect("spec");
+    spec.ip_families = Some(vec!["IPv6".into()]);
+    spec.ip_family_policy = Some("SingleStack".into());
+    t.create(&v6).await;
+    let event = t
+        .wait_event("v6", "SyncLoadBalancerFailed", "IPv4 only")
+        .await;
+    assert_eq!(event["type"], "Warning");
+    let service = t
+        .wait_for("v6", "has the condition", |s| {
+            supported_condition(s).is_some()
+        })
+        .await;
+    let (status, reason, message) = supported_condition(&service).expect("condition");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "IPv6NotSupported")
+    );
+    assert!(message.contains("spec.ipFamilies: [IPv6]"), "{message}");
+
+    // Dual-stack, required: the IPv4 load balancer, and a Warning.
+    let mut dual = lb_service("dual", &[("TCP", 80, 30081)]);
+    let spec = dual.spec.as_mut().expect("spec");
+    spec.ip_families = Some(vec!["IPv4".into(), "IPv6".into()]);
+    spec.ip_family_policy = Some("RequireDualStack".into());
+    t.create(&dual).await;
+    t.wait_event("dual", "LoadBalancerWarning", "RequireDualStack")
+        .await;
+    let served = t
+        .wait_for("dual", "has its IPv4 ingress", |s| ingress_ip(s).is_some())
+        .await;
+    assert!(
+        ingress_ip(&served)
+            .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
+            .is_some_and(|ip| ip.is_ipv4())
+    );
+    assert!(supported_condition(&served).is_none());
+    settle().await;
+    let (ips, rules, ..) = cloud_objects(&t);
+    assert_eq!(
+        (ips - before.0, rules - before.1),
+        (1, 1),
+        "only the dual-stack Service's address and rule"
+    );
+    t.stop().await;
+}
+
+/// A service controller with one Node, the VM `vm` of `Scenario::network_kinds()`.
+async fn on_network_of(vm: &str) -> LbTest {
+    LbTest::start(Scenario::network_kinds(), &[vm], RESYNC).await
+}
+
+/// The calls a careless controller would make on a network without a load balancer.
+const LOAD_BALANCER_CALLS: [&str; 5] = [
+    "associateIpAddress",
+    "createLoadBalancerRule",
+    "createFirewallRule",
+    "createNetworkACL",
+    "assignToLoadBalancerRule",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routed_and_shared_networks_get_a_warning_and_a_condition_and_nothing_in_cloudstack() {
+    if common::skip_in_remote_mode("needs the simulator's network kinds") {
+        return;
+    }
+    for (vm, network, why) in [
+        (
+            "vm-routed",
+            cloudstack_sim::KINDS_ROUTED_NETWORK,
+            "ROUTED mode",
+        ),
+        (
+            "vm-tier-routed",
+            cloudstack_sim::KINDS_ROUTED_TIER,
+            "ROUTED mode",
+        ),
+        (
+            "vm-shared",
+            cloudstack_sim::KINDS_SHARED_NETWORK,
+            "shared network",
+        ),
+    ] {
+        let t = on_network_of(vm).await;
+        let before = cloud_objects(&t);
+        t.create(&lb_service(
+            "web",
+            &[("TCP", 80, 30080), ("UDP", 53, 30053)],
+        ))
+        .await;
+        let event = t.wait_event("web", "SyncLoadBalancerFailed", why).await;
+        let note = common::event_note(&event);
+        assert!(
+            note.contains(network) && note.contains("loadBalancerClass"),
+            "{vm}: {note}"
+        );
+        let service = t
+            .wait_for("web", "has the condition", |s| {
+                supported_condition(s).is_some()
+            })
+            .await;
+        let (status, reason, message) = supported_condition(&service).expect("condition");
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "NoLoadBalancerOnNetwork"),
+            "{vm}"
+        );
+        assert!(message.contains(network), "{vm}: {message}");
+        settle().await;
+        assert_eq!(cloud_objects(&t), before, "{vm}: nothing in CloudStack");
+        let counts = t.h.cloudstack_call_counts();
+        for command in LOAD_BALANCER_CALLS {
+            assert_eq!(counts.get(command), None, "{vm}: {command}");
+        }
+        // The Service goes: nothing to clean up, and it goes at once.
+        t.delete("web").await;
+        t.wait_gone("web").await;
+        let failed = failing_calls(&t.h, 0);
+        assert!(failed.is_empty(), "{vm}: {failed:#?}");
+        println!("{vm}: {note}");
+        t.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nsx_serves_a_health_checked_service_and_says_nsx_monitors_the_members() {
+    if common::skip_in_remote_mode("needs the simulator's network kinds") {
+        return;
+    }
+    let t = on_network_of("vm-nsx").await;
+    t.create(&with_annotations(
+        lb_service("web", &[("TCP", 80, 30080), ("UDP", 53, 30053)]),
+        &[
+            (annotations::HEALTH_CHECK_PATH.key, "/ready"),
+            (annotations::SOURCE_CIDRS.key, "10.0.0.0/8"),
+        ],
+    ))
+    .await;
+    t.wait_rules("web", "TCP and UDP rules with their member", |r| {
+        r.len() == 2 && r.iter().all(|r| r.members.len() == 1)
+    })
+    .await;
+    t.wait_event("web", "LoadBalancerWarning", "NSX monitors")
+        .await;
+    let rules = t.rules("web").await;
+    let ip_id = rules[0].ip_id.clone();
+    assert!(
+        rules
+            .iter()
+            .all(|r| r.cidrs.is_empty() || r.cidrs == ["0.0.0.0/0"]),
+        "no cidrlist on the rules: {rules:?}"
+    );
+    let firewall = firewall_rules(&t.h, &ip_id);
+    assert_eq!(firewall.len(), 2, "{firewall:?}");
+    assert!(
+        firewall
+            .iter()
+            .all(|(_, _, cidrs)| cidrs == &["10.0.0.0/8"]),
+        "{firewall:?}"
+    );
+    assert_eq!(
+        t.h.cloudstack_call_counts()
+            .get("createLBHealthCheckPolicy"),
+        None
+    );
+    t.wait_for("web", "has its ingress", |s| ingress_ip(s).is_some())
+        .await;
+    t.delete("web").await;
+    t.wait_gone("web").await;
+    assert!(
+        failing_calls(&t.h, 0).is_empty(),
+        "{:#?}",
+        failing_calls(&t.h, 0)
+    );
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn netris_serves_tcp_only_and_never_sends_what_it_refuses() {
+    if common::skip_in_remote_mode("needs the simulator's network kinds") {
+        return;
+    }
+    let t = on_network_of("vm-netris").await;
+    t.create(&with_annotations(
+        lb_service("web", &[("TCP", 80, 30080), ("UDP", 53, 30053)]),
+        &[(annotations::PROXY_PROTOCOL.key, "true")],
+    ))
+    .await;
+    let rules = t
+        .wait_rules("web", "one TCP rule with its member", |r| {
+            r.len() == 1 && r[0].members.len() == 1
+        })
+        .await;
+    assert_eq!(
+        (rules[0].protocol.as_str(), rules[0].public_port),
+        ("tcp", 80)
+    );
+    t.wait_event("web", "LoadBalancerWarning", "UDP is not served by Netris")
+        .await;
+    t.wait_event("web", "LoadBalancerWarning", "PROXY protocol not applied")
+        .await;
+    // A new algorithm: Netris refuses it on update; a Warning, no call.
+    t.patch(
+        "web",
+        serde_json::json!({"metadata": {"annotations": {annotations::ALGORITHM.key: "leastconn"}}}),
+    )
+    .await;
+    t.wait_event(
+        "web",
+        "LoadBalancerWarning",
+        "algorithm leastconn not applied",
+    )
+    .await;
+    settle().await;
+    assert_eq!(
+        t.h.cloudstack_call_counts().get("updateLoadBalancerRule"),
+        None
+    );
+    t.wait_for("web", "has its ingress", |s| ingress_ip(s).is_some())
+        .await;
+    t.delete("web").await;
+    t.wait_gone("web").await;
+    assert!(
+        failing_calls(&t.h, 0).is_empty(),
+        "{:#?}",
+        failing_calls(&t.h, 0)
+    );
+    t.stop().await;
+}

@@ -8,7 +8,9 @@ use std::time::Duration;
 use super::support::*;
 use cloudstack_ccm::cloud::loadbalancer::ensure::Engine;
 use cloudstack_ccm::controllers::node_cache::CachedNode;
-use cloudstack_ccm::controllers::service::{EndpointSnapshot, plan_services, settings};
+use cloudstack_ccm::controllers::service::{
+    EndpointSnapshot, ServicePlan, plan_services, settings,
+};
 use cloudstack_sim::Scenario;
 use kube::api::ListParams;
 
@@ -31,39 +33,8 @@ async fn the_dry_run_plans_without_changing_anything() {
     ))
     .await;
     t.create(&lb_service("dns", &[("UDP", 53, 30053)])).await;
-    let services = t
-        .services()
-        .list(&ListParams::default())
-        .await
-        .expect("services")
-        .items;
-    let nodes =
-        t.h.nodes()
-            .list(&ListParams::default())
-            .await
-            .expect("nodes")
-            .items
-            .into_iter()
-            .map(CachedNode::from)
-            .collect::<Vec<_>>();
-    let ctx = &t.h.ctx;
-    let engine = Engine::new(
-        ctx.cloudstack.clone(),
-        t.h.instances.inventory().clone(),
-        fast_settings(Duration::from_secs(100)).engine(ctx),
-    );
     t.h.sim.reset_counts();
-
-    let endpoints = EndpointSnapshot::read(&ctx.kube).await.expect("endpoints");
-    let plans = plan_services(
-        &engine,
-        None,
-        &services,
-        &nodes,
-        &endpoints,
-        &settings::spec_options(ctx),
-    )
-    .await;
+    let plans = plan_all(&t).await;
     assert!(
         mutating_counts(&t.h).is_empty(),
         "a dry run changes nothing: {:?}",
@@ -92,5 +63,133 @@ async fn the_dry_run_plans_without_changing_anything() {
         .as_ref()
         .expect_err("UDP is refused on the Virtual Router");
     assert!(refused.contains("udp"), "{refused}");
+    t.stop().await;
+}
+
+/// Plans every Service of `t`'s cluster as `cloudstack-ccm plan` does.
+async fn plan_all(t: &LbTest) -> Vec<ServicePlan> {
+    let services = t
+        .services()
+        .list(&ListParams::default())
+        .await
+        .expect("services")
+        .items;
+    let nodes =
+        t.h.nodes()
+            .list(&ListParams::default())
+            .await
+            .expect("nodes")
+            .items
+            .into_iter()
+            .map(CachedNode::from)
+            .collect::<Vec<_>>();
+    let ctx = &t.h.ctx;
+    let engine = Engine::new(
+        ctx.cloudstack.clone(),
+        t.h.instances.inventory().clone(),
+        fast_settings(Duration::from_secs(100)).engine(ctx),
+    );
+
+    let endpoints = EndpointSnapshot::read(&ctx.kube).await.expect("endpoints");
+    plan_services(
+        &engine,
+        None,
+        &services,
+        &nodes,
+        &endpoints,
+        &settings::spec_options(ctx),
+    )
+    .await
+}
+
+/// `cloudstack-ccm plan` over a mixed world: for each Service, what would happen and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dry_run_says_for_each_network_kind_what_would_happen_and_why() {
+    if common::skip_in_remote_mode("needs the simulator's network kinds") {
+        return;
+    }
+    let t = LbTest::prepare(
+        Scenario::network_kinds(),
+        &["vm-routed", "vm-shared", "vm-nsx", "vm-netris"],
+        Duration::from_secs(100),
+    )
+    .await;
+    let on = |name: &str, network: &str, ports: &[(&str, i32, i32)], extra: &[(&str, &str)]| {
+        let id = t.network_id(network);
+        let mut annotations = vec![(
+            cloudstack_ccm::cloud::loadbalancer::annotations::NETWORK_ID.key,
+            id,
+        )];
+        annotations.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+        let pairs: Vec<(&str, &str)> = annotations.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        with_annotations(lb_service(name, ports), &pairs)
+    };
+    let hc = cloudstack_ccm::cloud::loadbalancer::annotations::HEALTH_CHECK_PATH.key;
+    for service in [
+        on(
+            "routed",
+            cloudstack_sim::KINDS_ROUTED_NETWORK,
+            &[("TCP", 80, 30080)],
+            &[],
+        ),
+        on(
+            "shared",
+            cloudstack_sim::KINDS_SHARED_NETWORK,
+            &[("TCP", 80, 30081)],
+            &[],
+        ),
+        on(
+            "nsx",
+            cloudstack_sim::KINDS_NSX_NETWORK,
+            &[("TCP", 80, 30082)],
+            &[(hc, "/ready")],
+        ),
+        on(
+            "netris",
+            cloudstack_sim::KINDS_NETRIS_TIER,
+            &[("TCP", 80, 30083), ("UDP", 53, 30053)],
+            &[],
+        ),
+    ] {
+        t.create(&service).await;
+    }
+    t.h.sim.reset_counts();
+    let plans = plan_all(&t).await;
+    assert!(
+        mutating_counts(&t.h).is_empty(),
+        "{:?}",
+        mutating_counts(&t.h)
+    );
+    let plan_of = |name: &str| {
+        &plans
+            .iter()
+            .find(|p| p.key == format!("default/{name}"))
+            .unwrap_or_else(|| panic!("{name} planned"))
+            .plan
+    };
+    for (name, word) in [("routed", "ROUTED mode"), ("shared", "shared network")] {
+        let why = plan_of(name).as_ref().expect_err("no load balancer there");
+        println!("{name}: {why}");
+        assert!(
+            why.contains(word) && why.contains("loadBalancerClass"),
+            "{why}"
+        );
+    }
+    for (name, warning) in [
+        ("nsx", "health check not applied: NSX monitors"),
+        ("netris", "port(s) 53: UDP is not served by Netris"),
+    ] {
+        let plan = plan_of(name).as_ref().expect("served");
+        println!(
+            "{name}: {} job(s); {}",
+            plan.job_count(),
+            plan.warnings.join("; ")
+        );
+        assert!(
+            plan.warnings.iter().any(|w| w.contains(warning)),
+            "{:?}",
+            plan.warnings
+        );
+    }
     t.stop().await;
 }

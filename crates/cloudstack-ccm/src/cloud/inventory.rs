@@ -302,6 +302,9 @@ pub struct Inventory {
     hits: AtomicU64,
     misses: AtomicU64,
     observer: Option<Arc<dyn InventoryObserver>>,
+    /// Set by [`Inventory::distrust`]: a call built on the view failed; the next read lists
+    /// again.
+    distrusted: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Inventory {
@@ -325,7 +328,21 @@ impl Inventory {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             observer: None,
+            distrusted: Default::default(),
         }
+    }
+
+    /// Says that a call built on the current view failed (a VM assigned to a load
+    /// balancer may be gone since the view was listed): the next read lists the VMs again,
+    /// so a gone VM is not assigned again and again until the view ages out.
+    pub(crate) fn distrust(&self) {
+        self.distrusted.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the view is distrusted (listed again by the next read; the failure that
+    /// distrusted it is retried on the caller's back-off, which bounds the lists).
+    pub(crate) fn distrusts(&self) -> bool {
+        self.distrusted.load(Ordering::SeqCst)
     }
 
     /// Reports refreshes and lookups to `observer` as well.
@@ -467,6 +484,7 @@ impl Inventory {
         &self,
         stale: impl Fn(&ListedVms) -> bool,
     ) -> Result<Arc<ListedVms>, InventoryError> {
+        let stale = |view: &ListedVms| stale(view) || self.distrusts();
         let current = self.current();
         if !stale(&current) {
             return Ok(current);
@@ -492,6 +510,7 @@ impl Inventory {
         match result {
             Ok(records) => {
                 tracing::debug!(vms = records.len(), "inventory refreshed");
+                self.distrusted.store(false, Ordering::SeqCst);
                 let fresh = Arc::new(ListedVms::new(records, asked_at, Instant::now()));
                 *self
                     .snapshot

@@ -277,6 +277,14 @@ impl Engine {
             interrupted.ran_to_its_end();
             self.after_changes(&plan, &observed, &applied, result.is_ok())
                 .await;
+            if result.is_err()
+                && plan
+                    .steps()
+                    .any(|s| matches!(s, Step::AssignMembers { .. }))
+            {
+                // A VM to assign may be gone since the VMs were listed.
+                self.inventory.distrust();
+            }
             result?;
             self.seed_created_rules(&plan, &applied);
             applied

@@ -106,3 +106,58 @@ async fn a_node_registered_again_for_a_replaced_vm_is_bound_to_the_new_vm() {
     assert!(failed.is_empty(), "{failed:#?}");
     t.stop().await;
 }
+
+/// A Node whose VM CloudStack expunged (the node lifecycle controller not yet there to
+/// delete the Node) while the VM list the controller holds still shows it: the first
+/// assignment of that VM fails, the list is read again at once, and the VM is not
+/// assigned again — not once per retry until the list ages out (30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_cloudstack_says_is_gone_is_not_assigned_again_and_again() {
+    if common::skip_in_remote_mode("expunges a VM in the simulator") {
+        return;
+    }
+    let mut scenario = Scenario::small();
+    scenario.settings.job_duration_ms = 2;
+    let h = common::Harness::start_with(common::HarnessOptions {
+        scenario,
+        inventory: InventorySettings::default(),
+        service_resync_period: RESYNC,
+        ..common::HarnessOptions::default()
+    })
+    .await;
+    h.expect_failing_calls();
+    add_node(&h, "node-1").await;
+    add_node(&h, "node-2").await;
+    let mut t = LbTest::from_harness(h);
+    t.start_controller(RESYNC);
+    t.create(&lb_service("web", &[("TCP", 80, 30080)])).await;
+    t.wait_rules("web", "one rule with both members", |r| {
+        r.len() == 1 && r[0].members.len() == 2
+    })
+    .await;
+
+    // node-2's VM is expunged; the controller's VM list (30 s fresh) still holds it.
+    let gone = t.h.vm_id("node-2");
+    assert!(t.h.sim.remove_vm(&gone));
+    t.patch(
+        "web",
+        ports_patch(&[("TCP", 80, 30080), ("TCP", 443, 30443)]),
+    )
+    .await;
+    t.wait_rules("web", "two rules, node-1 only on the new one", |r| {
+        r.len() == 2
+            && r.iter()
+                .any(|r| r.public_port == 443 && r.members.len() == 1)
+    })
+    .await;
+    settle().await;
+    let failed_assigns = failing_calls(&t.h, 0)
+        .into_iter()
+        .filter(|f| f.starts_with("assignToLoadBalancerRule"))
+        .count();
+    assert!(
+        failed_assigns <= 1,
+        "the gone VM was assigned {failed_assigns} times"
+    );
+    t.stop().await;
+}

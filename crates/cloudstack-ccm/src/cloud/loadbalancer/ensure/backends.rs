@@ -72,7 +72,8 @@ impl Engine {
         network_id: Option<&str>,
     ) -> Result<ResolvedBackends, EnsureError> {
         let current = self.inventory.current();
-        if let Some(found) = self.memo().iter().find(|memo| {
+        let trusted = !self.inventory.distrusts();
+        if let Some(found) = self.memo().iter().filter(|_| trusted).find(|memo| {
             Arc::ptr_eq(&memo.nodes, nodes)
                 && Arc::ptr_eq(&memo.vms, &current)
                 && memo.network_id.as_deref() == network_id

@@ -20,6 +20,7 @@ mod node_watch;
 mod orphan_count;
 mod planning;
 mod reconcile;
+mod routed_firewall;
 pub mod settings;
 pub mod status;
 mod tls_secrets;
@@ -42,6 +43,7 @@ pub use self::ip_record::ip_annotations;
 pub use self::orphan_count::OrphanPasses;
 pub use self::planning::{RuleMemberSet, ServicePlan, plan_services};
 pub use self::reconcile::{ReconcileError, deletion_spec};
+pub use self::routed_firewall::ROUTED_FIREWALL_FINALIZER;
 pub use self::settings::Settings;
 pub use self::status::LOAD_BALANCER_SUPPORTED;
 

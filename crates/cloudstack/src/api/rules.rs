@@ -2,7 +2,7 @@
 
 use crate::requests::{
     CreateFirewallRule, CreateNetworkAcl, DeleteFirewallRule, DeleteNetworkAcl, ListFirewallRules,
-    ListNetworkAclLists, ListNetworkAcls,
+    ListNetworkAclLists, ListNetworkAcls, ListRoutingFirewallRules,
 };
 use crate::types::{FirewallRule, NetworkAcl, NetworkAclList};
 use crate::{AsyncStart, Client, Error};
@@ -35,6 +35,15 @@ impl Client {
     /// `deleteFirewallRule`.
     pub async fn delete_firewall_rule(&self, request: &DeleteFirewallRule) -> Result<(), Error> {
         self.run_request(request).await
+    }
+
+    /// `listRoutingFirewallRules`, all pages (the rules of ROUTED networks; the reply's items
+    /// are firewall rules with `destcidrlist`).
+    pub async fn list_routing_firewall_rules(
+        &self,
+        request: &ListRoutingFirewallRules,
+    ) -> Result<Vec<FirewallRule>, Error> {
+        self.list_request(request, "firewallrule").await
     }
 
     /// `listNetworkACLLists`, all pages.

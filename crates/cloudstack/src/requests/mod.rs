@@ -35,8 +35,9 @@ pub use policy::{
 };
 pub use routes::{CreateStaticRoute, DeleteStaticRoute, ListStaticRoutes};
 pub use rules::{
-    CreateFirewallRule, CreateNetworkAcl, DeleteFirewallRule, DeleteNetworkAcl, ListFirewallRules,
-    ListNetworkAclLists, ListNetworkAcls,
+    CreateFirewallRule, CreateNetworkAcl, CreateRoutingFirewallRule, DeleteFirewallRule,
+    DeleteNetworkAcl, DeleteRoutingFirewallRule, ListFirewallRules, ListNetworkAclLists,
+    ListNetworkAcls, ListRoutingFirewallRules,
 };
 pub use server::{ListAccounts, ListAsyncJobs, ListCapabilities, QueryAsyncJobResult};
 pub use tags::{CreateTags, DeleteTags, ListTags};

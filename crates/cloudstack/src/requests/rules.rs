@@ -157,3 +157,48 @@ request! {
         id: String,
     }
 }
+
+request! {
+    /// `createRoutingFirewallRule` (async create, 4.20+): opens a ROUTED isolated network to
+    /// traffic from `cidrlist` to `destcidrlist` on a port range.
+    CreateRoutingFirewallRule => "createRoutingFirewallRule" {
+        /// The ROUTED network (required).
+        networkid: String,
+        /// `tcp`, `udp`, `icmp`, `all` or a protocol number (required).
+        protocol: String,
+        /// First port.
+        startport: Option<u32>,
+        /// Last port.
+        endport: Option<u32>,
+        /// Source CIDRs (server default `0.0.0.0/0`).
+        cidrlist: Vec<String>,
+        /// Destination CIDRs (server default `0.0.0.0/0`).
+        destcidrlist: Vec<String>,
+        /// `ingress` (default) or `egress`.
+        traffictype: Option<String>,
+    }
+}
+
+request! {
+    /// `listRoutingFirewallRules` (4.20+).
+    ListRoutingFirewallRules => "listRoutingFirewallRules" {
+        /// Rule id.
+        id: Option<String>,
+        /// Network id.
+        networkid: Option<String>,
+        /// List everything the caller may see.
+        listall: Option<bool>,
+        /// Project id.
+        projectid: Option<String>,
+        /// Tag filter.
+        tags: Vec<(String, String)>,
+    }
+}
+
+request! {
+    /// `deleteRoutingFirewallRule` (async, 4.20+).
+    DeleteRoutingFirewallRule => "deleteRoutingFirewallRule" {
+        /// Rule id (required).
+        id: String,
+    }
+}

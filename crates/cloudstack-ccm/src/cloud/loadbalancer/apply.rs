@@ -130,15 +130,18 @@ pub async fn apply(
         ticket,
         ip: IpClaims::new(client, ticket, picked, recorder, zone_id),
         state: Mutex::new(Applied::default()),
-        ownership: plan
-            .steps()
-            .find_map(|s| match s {
-                Step::TagResources {
-                    resource_type: TagResourceType::LoadBalancer,
-                    tags,
-                    ..
-                } => Some(tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
-                _ => None,
+        ownership: Some(plan.ownership.clone())
+            .filter(|tags| !tags.is_empty())
+            .map(|tags| tags.into_iter().collect())
+            .or_else(|| {
+                plan.steps().find_map(|s| match s {
+                    Step::TagResources {
+                        resource_type: TagResourceType::LoadBalancer,
+                        tags,
+                        ..
+                    } => Some(tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+                    _ => None,
+                })
             })
             .unwrap_or_default(),
     };
@@ -303,6 +306,8 @@ async fn run_step(run: &Run<'_>, step: &Step, phase: &PhaseSteps) -> Result<(), 
                     }
                 }
                 Step::CreateAclItem { .. } => changes.acl_changed(),
+                // Routing firewall rules are not part of the account's view.
+                Step::CreateRoutingFirewallRule { .. } => {}
                 _ => changes.inexact(format!("step {step}")),
             }
             Ok(())
@@ -316,7 +321,9 @@ async fn run_step(run: &Run<'_>, step: &Step, phase: &PhaseSteps) -> Result<(), 
                 }
                 Step::ReleaseIp { id, .. } => changes.released(id),
                 Step::DeleteAclItem { .. } => changes.acl_changed(),
-                Step::DeleteHealthCheck { .. } | Step::DeleteStickiness { .. } => {}
+                Step::DeleteHealthCheck { .. }
+                | Step::DeleteStickiness { .. }
+                | Step::DeleteRoutingFirewallRule { .. } => {}
                 _ => changes.inexact(format!("step {step}")),
             }
             Ok(())

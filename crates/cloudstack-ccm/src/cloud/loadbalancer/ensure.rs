@@ -29,6 +29,7 @@ mod caches;
 mod for_service;
 mod interrupted;
 mod outcome;
+mod routed_firewall;
 
 use backends::ResolvedMemo;
 pub use backends::{NodeElsewhere, ResolvedBackends};
@@ -36,6 +37,7 @@ use caches::deletes_unnamed_firewall_rule;
 pub(crate) use for_service::KeptRules;
 use outcome::change_of;
 pub use outcome::{Change, Deleted, EnsureError, Ensured, NetworkError, Prepared};
+pub use routed_firewall::RoutedFirewallRequest;
 
 /// The engine's knobs.
 #[derive(Debug, Clone)]

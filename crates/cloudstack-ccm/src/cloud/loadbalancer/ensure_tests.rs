@@ -12,7 +12,7 @@ fn prepared(steps: Vec<Step>) -> Prepared {
     Prepared {
         plan: Plan {
             phases,
-            warnings: Vec::new(),
+            ..Plan::default()
         },
         observed: ObservedLb::default(),
         network_id: "net".into(),

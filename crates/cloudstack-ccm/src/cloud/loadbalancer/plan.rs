@@ -66,6 +66,7 @@ mod members;
 mod policies;
 mod ports;
 mod provider;
+mod routed_firewall;
 mod rules;
 mod stages;
 mod step;
@@ -79,6 +80,7 @@ use ip::{ip_address, plan_ip};
 use last_applied::with_last_applied_access;
 use ports::firewall_deletes_first;
 pub(crate) use ports::{acl_item_is_ours, adopted_go_acl_item};
+pub use routed_firewall::{ObservedRoutingRule, RoutedFirewallSpec, plan_routed_firewall};
 use stages::{Planner, Stage};
 pub use step::{
     AssociateTarget, CertRef, IpRef, ResourceRef, RuleRef, Step, TagResourceType, VmIds,
@@ -129,6 +131,9 @@ pub struct Plan {
     pub phases: Vec<Phase>,
     /// Things the plan could not do and will not fail for (e.g. a default ACL list).
     pub warnings: Vec<String>,
+    /// The tags every object the plan creates gets (when empty: those of the plan's
+    /// `TagResources` step of its load-balancer rules).
+    pub ownership: Tags,
 }
 
 impl Plan {
@@ -155,6 +160,7 @@ impl Plan {
                 .map(|steps| Phase { steps })
                 .collect(),
             warnings,
+            ownership: Tags::new(),
         }
     }
 }
@@ -170,6 +176,15 @@ pub enum PlanError {
         network: String,
         /// Why, and what the user can do instead.
         why: String,
+    },
+    /// The routing firewall companion was asked for on a network that is not an isolated
+    /// ROUTED network.
+    #[error(
+        "network {network} is not an isolated network in ROUTED mode: the routing firewall companion opens addresses there only (open a VPC tier's ports with ACL items of its list)"
+    )]
+    NotRoutedIsolated {
+        /// Network label.
+        network: String,
     },
     /// The provider needs an address of the Service's own (Netris), and the Service's is
     /// the network's source-NAT address.

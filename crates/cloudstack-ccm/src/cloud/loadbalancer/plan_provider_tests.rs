@@ -214,3 +214,51 @@ fn netris_never_builds_on_the_source_nat_address() {
         "{err}"
     );
 }
+
+#[test]
+fn the_routing_firewall_companion_keeps_one_rule_per_port_and_address() {
+    let spec = RoutedFirewallSpec {
+        service_uid: UID.into(),
+        network_id: NET.into(),
+        addresses: vec!["10.1.10.200".parse().unwrap()],
+        ports: vec![(IpProtocol::Tcp, 80), (IpProtocol::Udp, 53)],
+        sources: vec![Cidr::ANY_V4],
+    };
+    let created = plan_routed_firewall(Some(&spec), &[], "prod");
+    assert_eq!(kinds(&created), vec![vec!["create-routing-fw"; 2]]);
+    assert_eq!(
+        created.ownership.get(TAG_SERVICE_UID).map(String::as_str),
+        Some(UID)
+    );
+    let observed = |id: &str, port: u16, destination: &str| ObservedRoutingRule {
+        id: id.into(),
+        network_id: NET.into(),
+        protocol: if port == 53 {
+            IpProtocol::Udp
+        } else {
+            IpProtocol::Tcp
+        },
+        port,
+        destinations: [Cidr::parse(destination).unwrap()].into(),
+        sources: [Cidr::ANY_V4].into(),
+    };
+    let standing = [
+        observed("r1", 80, "10.1.10.200/32"),
+        observed("r2", 53, "10.1.10.200/32"),
+    ];
+    assert!(plan_routed_firewall(Some(&spec), &standing, "prod").is_empty());
+    // The address moved: the old rules go first, then the new ones are made.
+    let moved = RoutedFirewallSpec {
+        addresses: vec!["10.1.10.201".parse().unwrap()],
+        ..spec.clone()
+    };
+    assert_eq!(
+        kinds(&plan_routed_firewall(Some(&moved), &standing, "prod")),
+        vec![vec!["delete-routing-fw"; 2], vec!["create-routing-fw"; 2]]
+    );
+    // No spec: everything of the Service goes.
+    assert_eq!(
+        kinds(&plan_routed_firewall(None, &standing, "prod")),
+        vec![vec!["delete-routing-fw"; 2]]
+    );
+}

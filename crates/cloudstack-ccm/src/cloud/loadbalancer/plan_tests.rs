@@ -231,6 +231,8 @@ fn kinds(plan: &Plan) -> Vec<Vec<&'static str>> {
                     Step::DeleteFirewallRule { .. } => "delete-fw",
                     Step::CreateAclItem { .. } => "create-acl",
                     Step::DeleteAclItem { .. } => "delete-acl",
+                    Step::CreateRoutingFirewallRule { .. } => "create-routing-fw",
+                    Step::DeleteRoutingFirewallRule { .. } => "delete-routing-fw",
                     Step::CreateHealthCheck { .. } => "create-hc",
                     Step::DeleteHealthCheck { .. } => "delete-hc",
                     Step::CreateStickiness { .. } => "create-st",

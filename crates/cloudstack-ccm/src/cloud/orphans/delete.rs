@@ -82,7 +82,7 @@ fn plan_of(phases: &Phases) -> Plan {
                 steps: steps.iter().map(|(_, step)| step.clone()).collect(),
             })
             .collect(),
-        warnings: Vec::new(),
+        ..Plan::default()
     }
 }
 
@@ -114,7 +114,7 @@ async fn run_network(
                     phases: vec![Phase {
                         steps: vec![step.clone()],
                     }],
-                    warnings: Vec::new(),
+                    ..Plan::default()
                 };
                 let (_, result) =
                     apply::apply(client, ticket, picked, &plan, &NoRecording, None).await;

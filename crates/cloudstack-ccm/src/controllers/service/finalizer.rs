@@ -19,41 +19,64 @@ pub(crate) fn wants_load_balancer(service: &Service, options: &SpecOptions) -> b
 
 /// Whether `service` carries the cleanup finalizer.
 pub fn has_finalizer(service: &Service) -> bool {
-    service
-        .metadata
-        .finalizers
-        .as_ref()
-        .is_some_and(|list| list.iter().any(|f| f == FINALIZER))
+    has_named(service, FINALIZER)
 }
 
 /// Adds the finalizer with a JSON patch guarded by a `test` of the current list, so a
 /// concurrent change of the finalizers makes the patch fail instead of losing one.
 pub async fn add(api: &Api<Service>, service: &Service) -> Result<Service, kube::Error> {
+    add_named(api, service, FINALIZER).await
+}
+
+/// Removes the finalizer (if present) with a guarded JSON patch.
+pub async fn remove(api: &Api<Service>, service: &Service) -> Result<(), kube::Error> {
+    remove_named(api, service, FINALIZER).await
+}
+
+/// Whether `service` carries the finalizer `finalizer`.
+pub(crate) fn has_named(service: &Service, finalizer: &str) -> bool {
+    service
+        .metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|list| list.iter().any(|f| f == finalizer))
+}
+
+/// [`add`] for the finalizer `finalizer`.
+pub(crate) async fn add_named(
+    api: &Api<Service>,
+    service: &Service,
+    finalizer: &str,
+) -> Result<Service, kube::Error> {
     let name = service.metadata.name.as_deref().unwrap_or_default();
     let patch = match service.metadata.finalizers.as_ref() {
         None => json!([
             { "op": "test", "path": "/metadata/finalizers", "value": null },
-            { "op": "add", "path": "/metadata/finalizers", "value": [FINALIZER] },
+            { "op": "add", "path": "/metadata/finalizers", "value": [finalizer] },
         ]),
         Some(current) => json!([
             { "op": "test", "path": "/metadata/finalizers", "value": current },
-            { "op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER },
+            { "op": "add", "path": "/metadata/finalizers/-", "value": finalizer },
         ]),
     };
     json_patch(api, name, patch).await
 }
 
-/// Removes the finalizer (if present) with a guarded JSON patch.
-pub async fn remove(api: &Api<Service>, service: &Service) -> Result<(), kube::Error> {
+/// [`remove`] for the finalizer `finalizer`.
+pub(crate) async fn remove_named(
+    api: &Api<Service>,
+    service: &Service,
+    finalizer: &str,
+) -> Result<(), kube::Error> {
     let name = service.metadata.name.as_deref().unwrap_or_default();
     let Some(current) = service.metadata.finalizers.as_ref() else {
         return Ok(());
     };
-    let Some(index) = current.iter().position(|f| f == FINALIZER) else {
+    let Some(index) = current.iter().position(|f| f == finalizer) else {
         return Ok(());
     };
     let patch = json!([
-        { "op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER },
+        { "op": "test", "path": format!("/metadata/finalizers/{index}"), "value": finalizer },
         { "op": "remove", "path": format!("/metadata/finalizers/{index}") },
     ]);
     match json_patch(api, name, patch).await {

@@ -21,6 +21,7 @@ use super::finalizer;
 use super::ip_record::AnnotationIpRecorder;
 use super::local;
 use super::node_watch::EligibleNodes;
+use super::routed_firewall;
 use super::status::{self, IngressTarget};
 use super::tls_secrets;
 use crate::cloud::loadbalancer::ensure::KeptRules;
@@ -174,6 +175,22 @@ async fn reconcile_service(
     let api: Api<Service> = Api::namespaced(state.ctx.kube.clone(), &namespace);
     if !finalizer::wants_load_balancer(service, &state.spec_options) {
         state.endpoints.forget(service);
+        if routed_firewall::concerns(service) {
+            let with = routed_firewall::Companion {
+                api: &api,
+                engine: &state.engine,
+                recorder: &state.recorder,
+                eligible: state.nodes.eligible(),
+            };
+            return routed_firewall::reconcile(service, with)
+                .await
+                .map_err(|err| match err {
+                    routed_firewall::RoutedFirewallError::Kube { action, source } => {
+                        ReconcileError::Kube { action, source }
+                    }
+                    routed_firewall::RoutedFirewallError::Engine(err) => err.into(),
+                });
+        }
         if finalizer::has_finalizer(service) {
             cleanup(service, &api, state).await?;
         }

@@ -278,3 +278,163 @@ async fn netris_serves_tcp_only_and_never_sends_what_it_refuses() {
     );
     t.stop().await;
 }
+
+/// A routing firewall rule as the simulator holds it: (network, protocol, port,
+/// destinations, sources).
+type RoutingRule = (String, String, i64, Vec<String>, Vec<String>);
+
+/// The routing firewall rules of the simulator, sorted.
+fn routing_rules(t: &LbTest) -> Vec<RoutingRule> {
+    let mut rules: Vec<_> = t.h.sim.with_state(|s| {
+        s.routing_firewall_rules
+            .iter()
+            .map(|r| {
+                (
+                    r.network_id.clone(),
+                    r.protocol.clone(),
+                    r.start_port.unwrap_or_default(),
+                    r.dest_cidrs.clone(),
+                    r.cidrs.clone(),
+                )
+            })
+            .collect()
+    });
+    rules.sort();
+    rules
+}
+
+/// What MetalLB does: gives the Service an address in its status.
+async fn assign_address(t: &LbTest, name: &str, address: &str) {
+    use kube::api::{Patch, PatchParams};
+    let patch = serde_json::json!({"status": {"loadBalancer": {"ingress": [{"ip": address}]}}});
+    t.services()
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("status patched");
+}
+
+/// A Service MetalLB serves, opted in to the routing firewall companion.
+fn metallb_service(name: &str) -> Service {
+    let mut service = with_annotations(
+        lb_service(name, &[("TCP", 80, 30080), ("UDP", 53, 30053)]),
+        &[(annotations::ROUTED_FIREWALL.key, "true")],
+    );
+    let spec = service.spec.as_mut().expect("spec");
+    spec.load_balancer_class = Some("metallb.io/metallb".into());
+    spec.load_balancer_source_ranges = Some(vec!["192.0.2.0/24".into()]);
+    service
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metallb_address_on_a_routed_network_gets_its_routing_firewall_rules_and_loses_them_with_the_service()
+ {
+    if common::skip_in_remote_mode("needs the simulator's network kinds") {
+        return;
+    }
+    let t = on_network_of("vm-routed").await;
+    let network = t.network_id(cloudstack_sim::KINDS_ROUTED_NETWORK);
+    t.create(&metallb_service("web")).await;
+    assign_address(&t, "web", "10.1.10.200").await;
+    let want = |address: &str| {
+        vec![
+            (
+                network.clone(),
+                "tcp".to_string(),
+                80,
+                vec![format!("{address}/32")],
+                vec!["192.0.2.0/24".to_string()],
+            ),
+            (
+                network.clone(),
+                "udp".to_string(),
+                53,
+                vec![format!("{address}/32")],
+                vec!["192.0.2.0/24".to_string()],
+            ),
+        ]
+    };
+    let mut sorted = want("10.1.10.200");
+    sorted.sort();
+    common::eventually("a routing firewall rule per port", t.h.wait(), || async {
+        (routing_rules(&t) == sorted).then_some(())
+    })
+    .await;
+    let service = t.get("web").await.expect("web");
+    assert!(
+        service
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == cloudstack_ccm::controllers::service::ROUTED_FIREWALL_FINALIZER)
+    );
+    assert!(
+        !has_finalizer(&service),
+        "not the load-balancer finalizer: MetalLB serves the Service"
+    );
+    let uid = t.uid("web").await;
+    common::eventually("both rules carry the Service's UID", t.h.wait(), || async {
+        let tagged = t.h.sim.with_state(|s| {
+            s.tags
+                .iter()
+                .filter(|tag| tag.key == "cloudstack-ccm/service-uid" && tag.value == uid)
+                .count()
+        });
+        (tagged == 2).then_some(())
+    })
+    .await;
+
+    // MetalLB moves the Service to another address: the rules follow.
+    assign_address(&t, "web", "10.1.10.201").await;
+    let mut moved = want("10.1.10.201");
+    moved.sort();
+    common::eventually("the rules follow the address", t.h.wait(), || async {
+        (routing_rules(&t) == moved).then_some(())
+    })
+    .await;
+
+    // The Service goes: its rules go, then the Service.
+    t.delete("web").await;
+    t.wait_gone("web").await;
+    assert!(routing_rules(&t).is_empty(), "{:?}", routing_rules(&t));
+    let counts = t.h.cloudstack_call_counts();
+    assert_eq!(counts.get("associateIpAddress"), None);
+    assert_eq!(counts.get("createLoadBalancerRule"), None);
+    assert!(
+        failing_calls(&t.h, 0).is_empty(),
+        "{:#?}",
+        failing_calls(&t.h, 0)
+    );
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_routing_firewall_companion_on_a_network_that_is_not_routed_is_a_warning() {
+    if common::skip_in_remote_mode("needs the simulator's network kinds") {
+        return;
+    }
+    let t = on_network_of("vm-nsx").await;
+    t.create(&metallb_service("web")).await;
+    assign_address(&t, "web", "203.0.113.77").await;
+    t.wait_event(
+        "web",
+        "SyncLoadBalancerFailed",
+        "not an isolated network in ROUTED mode",
+    )
+    .await;
+    settle().await;
+    assert!(routing_rules(&t).is_empty());
+    assert_eq!(
+        t.h.cloudstack_call_counts()
+            .get("createRoutingFirewallRule"),
+        None
+    );
+    t.delete("web").await;
+    t.wait_gone("web").await;
+    assert!(
+        failing_calls(&t.h, 0).is_empty(),
+        "{:#?}",
+        failing_calls(&t.h, 0)
+    );
+    t.stop().await;
+}

@@ -218,6 +218,18 @@ pub static K8S_SOURCE_RANGES: Annotation = Annotation {
     support: "All.",
 };
 
+/// `…-routed-firewall`: open the Service's address on a ROUTED network.
+pub static ROUTED_FIREWALL: Annotation = Annotation {
+    key: "service.beta.kubernetes.io/cloudstack-load-balancer-routed-firewall",
+    kind: AnnotationKind::Bool,
+    default: "false",
+    description: "For a LoadBalancer Service another controller serves (its `loadBalancerClass` is not this controller's; MetalLB, Cilium LB-IPAM) on an isolated network in ROUTED mode: keep one routing firewall rule per port (`createRoutingFirewallRule`) from `loadBalancerSourceRanges` (else everywhere) to each IPv4 address in `status.loadBalancer.ingress`, tagged with the Service's UID and deleted with the Service. See docs/networks.md.",
+    example: "true",
+    origin: Origin::CloudstackCcm,
+    set_by: SetBy::User,
+    support: "Isolated ROUTED networks, CloudStack ≥ 4.20 (a VPC tier gets a Warning).",
+};
+
 /// Every annotation, in documentation order.
 pub static ALL: &[&Annotation] = &[
     &PROXY_PROTOCOL,
@@ -237,6 +249,7 @@ pub static ALL: &[&Annotation] = &[
     &TLS_SECRET,
     &TLS_CERTIFICATE_ID,
     &TLS_PORTS,
+    &ROUTED_FIREWALL,
     &IP_ASSOCIATED_BY_CONTROLLER,
     &IP_ID,
     &IP_CLAIM,

@@ -8,10 +8,10 @@ use cloudstack::{
 };
 use cloudstack::{
     AssignToLoadBalancerRule, CreateFirewallRule, CreateLbHealthCheckPolicy,
-    CreateLbStickinessPolicy, CreateLoadBalancerRule, CreateNetworkAcl, CreateTags,
-    DeleteFirewallRule, DeleteLbHealthCheckPolicy, DeleteLbStickinessPolicy,
-    DeleteLoadBalancerRule, DeleteNetworkAcl, DeleteTags, DisassociateIpAddress, Params, Request,
-    UpdateLoadBalancerRule,
+    CreateLbStickinessPolicy, CreateLoadBalancerRule, CreateNetworkAcl, CreateRoutingFirewallRule,
+    CreateTags, DeleteFirewallRule, DeleteLbHealthCheckPolicy, DeleteLbStickinessPolicy,
+    DeleteLoadBalancerRule, DeleteNetworkAcl, DeleteRoutingFirewallRule, DeleteTags,
+    DisassociateIpAddress, Params, Request, UpdateLoadBalancerRule,
 };
 
 use super::super::plan::{
@@ -237,6 +237,29 @@ pub(super) fn request(step: &Step, done: &Applied) -> Result<StepRequest, ApplyE
         }
         Step::DeleteFirewallRule { id, .. } => {
             Call::Delete(Queued::of(&DeleteFirewallRule { id: id.clone() }))
+        }
+        Step::CreateRoutingFirewallRule {
+            network_id,
+            protocol,
+            port,
+            destination,
+            cidrs,
+        } => Call::CreateTagged {
+            call: Queued::of(&CreateRoutingFirewallRule {
+                networkid: network_id.clone(),
+                protocol: protocol.as_str().to_string(),
+                startport: Some(u32::from(*port)),
+                endport: Some(u32::from(*port)),
+                cidrlist: cidr_strings(cidrs),
+                destcidrlist: cidr_strings(std::slice::from_ref(destination)),
+                traffictype: Some("Ingress".into()),
+            }),
+            reply_key: "firewallrule",
+            // `ApiResponseHelper.createFirewallResponse` makes routing rules firewall rules.
+            resource_type: "FirewallRule",
+        },
+        Step::DeleteRoutingFirewallRule { id, .. } => {
+            Call::Delete(Queued::of(&DeleteRoutingFirewallRule { id: id.clone() }))
         }
         Step::CreateAclItem {
             acl_id,

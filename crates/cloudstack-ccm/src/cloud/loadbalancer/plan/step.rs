@@ -213,6 +213,29 @@ pub enum Step {
         /// Port.
         port: u16,
     },
+    /// `createRoutingFirewallRule` (a ROUTED isolated network): a port of an address
+    /// another controller assigns (MetalLB, Cilium), opened to the Service's sources.
+    CreateRoutingFirewallRule {
+        /// The ROUTED network.
+        network_id: String,
+        /// Protocol.
+        protocol: IpProtocol,
+        /// Port.
+        port: u16,
+        /// The address, as a `/32`.
+        destination: Cidr,
+        /// Source CIDRs.
+        cidrs: Vec<Cidr>,
+    },
+    /// `deleteRoutingFirewallRule`.
+    DeleteRoutingFirewallRule {
+        /// Rule id.
+        id: String,
+        /// Protocol.
+        protocol: IpProtocol,
+        /// Port.
+        port: u16,
+    },
     /// `createLBHealthCheckPolicy`.
     CreateHealthCheck {
         /// The rule.
@@ -504,6 +527,20 @@ impl fmt::Display for Step {
             }
             Step::DeleteAclItem { id, protocol, port } => {
                 write!(f, "delete ACL item {id} ({protocol} {port})")
+            }
+            Step::CreateRoutingFirewallRule {
+                network_id,
+                protocol,
+                port,
+                destination,
+                cidrs,
+            } => write!(
+                f,
+                "open routing firewall of network {network_id}: {protocol} {destination}:{port} from {}",
+                join(cidrs, ",")
+            ),
+            Step::DeleteRoutingFirewallRule { id, protocol, port } => {
+                write!(f, "delete routing firewall rule {id} ({protocol} {port})")
             }
             Step::CreateHealthCheck { rule, check } => write!(
                 f,

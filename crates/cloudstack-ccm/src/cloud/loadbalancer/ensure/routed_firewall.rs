@@ -1,0 +1,124 @@
+//! The engine's side of the routing firewall companion
+//! ([`super::plan::plan_routed_firewall`]): the network of the Service's Nodes, the
+//! Service's routing firewall rules (by its UID tag), the plan, and its run on the
+//! network's job queue like every other change.
+
+use super::*;
+use crate::cloud::cidr::Cidr;
+use crate::cloud::loadbalancer::plan::{
+    ObservedRoutingRule, RoutedFirewallSpec, plan_routed_firewall,
+};
+use crate::cloud::loadbalancer::vocabulary::IpProtocol;
+use crate::cloud::tags::TAG_SERVICE_UID;
+
+/// What the companion of one Service asks for, before its network is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutedFirewallRequest {
+    /// The Service's UID.
+    pub service_uid: String,
+    /// The network recorded or asked for on the Service, if any.
+    pub network_id: Option<String>,
+    /// The IPv4 addresses the other controller gave the Service.
+    pub addresses: Vec<std::net::Ipv4Addr>,
+    /// The Service's ports.
+    pub ports: Vec<(IpProtocol, u16)>,
+    /// `loadBalancerSourceRanges`, else everything.
+    pub sources: Vec<Cidr>,
+}
+
+impl Engine {
+    /// Keeps one routing firewall rule per port and address of the Service on the ROUTED
+    /// isolated network of its Nodes (`eligible`). A network that is not ROUTED, or a VPC
+    /// tier, is a [`PlanError`] naming it, and nothing is made. Returns the steps run.
+    pub async fn ensure_routed_firewall(
+        &self,
+        request: &RoutedFirewallRequest,
+        eligible: &Arc<Vec<(String, String)>>,
+    ) -> Result<usize, EnsureError> {
+        let resolved = self
+            .resolve_backends(eligible, request.network_id.as_deref())
+            .await?;
+        let network_id = resolved.backends.network_id.clone();
+        if network_id.is_empty() {
+            return Err(EnsureError::Network(NetworkError::Unknown));
+        }
+        let view = self.view().await?;
+        let ctx = self.plan_context(&view, &network_id)?;
+        let caps = &ctx.network;
+        if !caps.routed || caps.port_access != PortAccess::Firewall {
+            return Err(EnsureError::Plan(PlanError::NotRoutedIsolated {
+                network: caps.network_label(),
+            }));
+        }
+        let spec = RoutedFirewallSpec {
+            service_uid: request.service_uid.clone(),
+            network_id,
+            addresses: request.addresses.clone(),
+            ports: request.ports.clone(),
+            sources: request.sources.clone(),
+        };
+        self.run_routed_firewall(Some(&spec), &request.service_uid)
+            .await
+    }
+
+    /// Deletes every routing firewall rule of the Service (`service_uid`), wherever it is.
+    pub async fn delete_routed_firewall(&self, service_uid: &str) -> Result<usize, EnsureError> {
+        self.run_routed_firewall(None, service_uid).await
+    }
+
+    async fn run_routed_firewall(
+        &self,
+        spec: Option<&RoutedFirewallSpec>,
+        service_uid: &str,
+    ) -> Result<usize, EnsureError> {
+        let listed = self
+            .client
+            .list_routing_firewall_rules(&cloudstack::ListRoutingFirewallRules {
+                listall: Some(true),
+                tags: vec![(TAG_SERVICE_UID.to_string(), service_uid.to_string())],
+                ..Default::default()
+            })
+            .await
+            .map_err(EnsureError::Observe)?;
+        let observed: Vec<ObservedRoutingRule> = listed.iter().filter_map(observed_rule).collect();
+        let plan = plan_routed_firewall(spec, &observed, &self.settings.cluster_name);
+        if plan.is_empty() {
+            return Ok(0);
+        }
+        // One queue: the network the rules are on (a Service's rules are on one network).
+        let network = spec
+            .map(|s| s.network_id.clone())
+            .or_else(|| observed.first().map(|r| r.network_id.clone()))
+            .unwrap_or_default();
+        tracing::info!(service_uid, "routing firewall:\n{plan}");
+        let ticket = self.queues.enter(&network);
+        let (applied, result) = apply::apply(
+            &self.client,
+            &ticket,
+            &self.picked,
+            &plan,
+            &NoRecording,
+            None,
+        )
+        .await;
+        result?;
+        Ok(applied.steps_done)
+    }
+}
+
+/// A listed routing firewall rule of ours; `None` when it lacks what a rule of ours has.
+fn observed_rule(rule: &cloudstack::FirewallRule) -> Option<ObservedRoutingRule> {
+    let cidrs = |list: Option<&str>| -> BTreeSet<Cidr> {
+        Cidr::parse_lenient_list(list.unwrap_or_default())
+            .into_iter()
+            .collect()
+    };
+    Some(ObservedRoutingRule {
+        id: rule.id.clone()?,
+        network_id: rule.networkid.clone().unwrap_or_default(),
+        protocol: IpProtocol::parse(rule.protocol.as_deref()?)?,
+        port: u16::try_from(rule.startport?).ok()?,
+        destinations: cidrs(rule.destcidrlist.as_deref()),
+        sources: cidrs(rule.cidrlist.as_deref()),
+    })
+}

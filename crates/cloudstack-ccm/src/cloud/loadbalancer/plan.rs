@@ -80,7 +80,9 @@ use ip::{ip_address, plan_ip};
 use last_applied::with_last_applied_access;
 use ports::firewall_deletes_first;
 pub(crate) use ports::{acl_item_is_ours, adopted_go_acl_item};
-pub use routed_firewall::{ObservedRoutingRule, RoutedFirewallSpec, plan_routed_firewall};
+pub use routed_firewall::{
+    ObservedRoutingRule, RoutedFirewallSpec, RoutedTarget, plan_routed_firewall,
+};
 use stages::{Planner, Stage};
 pub use step::{
     AssociateTarget, CertRef, IpRef, ResourceRef, RuleRef, Step, TagResourceType, VmIds,
@@ -177,14 +179,24 @@ pub enum PlanError {
         /// Why, and what the user can do instead.
         why: String,
     },
-    /// The routing firewall companion was asked for on a network that is not an isolated
-    /// ROUTED network.
+    /// The routing firewall companion was asked for on a network that is not in ROUTED
+    /// mode.
     #[error(
-        "network {network} is not an isolated network in ROUTED mode: the routing firewall companion opens addresses there only (open a VPC tier's ports with ACL items of its list)"
+        "network {network} is not in ROUTED mode: the routing firewall companion opens addresses on ROUTED networks only"
     )]
-    NotRoutedIsolated {
+    NotRouted {
         /// Network label.
         network: String,
+    },
+    /// The companion would add ACL items to a tier without a custom ACL list.
+    #[error(
+        "network {network} uses the ACL list {acl}: no ACL items can be added to it; give the tier a custom ACL list to open the Service's ports"
+    )]
+    NoCustomAclList {
+        /// Network label.
+        network: String,
+        /// The list's name, or `none`.
+        acl: String,
     },
     /// The provider needs an address of the Service's own (Netris), and the Service's is
     /// the network's source-NAT address.

@@ -220,11 +220,12 @@ fn the_routing_firewall_companion_keeps_one_rule_per_port_and_address() {
     let spec = RoutedFirewallSpec {
         service_uid: UID.into(),
         network_id: NET.into(),
+        target: RoutedTarget::Isolated,
         addresses: vec!["10.1.10.200".parse().unwrap()],
         ports: vec![(IpProtocol::Tcp, 80), (IpProtocol::Udp, 53)],
         sources: vec![Cidr::ANY_V4],
     };
-    let created = plan_routed_firewall(Some(&spec), &[], "prod");
+    let created = plan_routed_firewall(Some(&spec), &[], &[], "prod");
     assert_eq!(kinds(&created), vec![vec!["create-routing-fw"; 2]]);
     assert_eq!(
         created.ownership.get(TAG_SERVICE_UID).map(String::as_str),
@@ -246,19 +247,65 @@ fn the_routing_firewall_companion_keeps_one_rule_per_port_and_address() {
         observed("r1", 80, "10.1.10.200/32"),
         observed("r2", 53, "10.1.10.200/32"),
     ];
-    assert!(plan_routed_firewall(Some(&spec), &standing, "prod").is_empty());
+    assert!(plan_routed_firewall(Some(&spec), &standing, &[], "prod").is_empty());
     // The address moved: the old rules go first, then the new ones are made.
     let moved = RoutedFirewallSpec {
         addresses: vec!["10.1.10.201".parse().unwrap()],
         ..spec.clone()
     };
     assert_eq!(
-        kinds(&plan_routed_firewall(Some(&moved), &standing, "prod")),
+        kinds(&plan_routed_firewall(Some(&moved), &standing, &[], "prod")),
         vec![vec!["delete-routing-fw"; 2], vec!["create-routing-fw"; 2]]
     );
     // No spec: everything of the Service goes.
     assert_eq!(
-        kinds(&plan_routed_firewall(None, &standing, "prod")),
+        kinds(&plan_routed_firewall(None, &standing, &[], "prod")),
         vec![vec!["delete-routing-fw"; 2]]
+    );
+}
+
+#[test]
+fn on_a_routed_tier_the_companion_keeps_one_acl_item_per_port() {
+    let spec = RoutedFirewallSpec {
+        service_uid: UID.into(),
+        network_id: NET.into(),
+        target: RoutedTarget::Tier {
+            acl_id: "acl-1".into(),
+        },
+        addresses: vec!["10.200.1.200".parse().unwrap()],
+        ports: vec![(IpProtocol::Tcp, 80), (IpProtocol::Udp, 53)],
+        sources: vec![Cidr::parse("192.0.2.0/24").unwrap()],
+    };
+    let plan = plan_routed_firewall(Some(&spec), &[], &[], "prod");
+    assert_eq!(kinds(&plan), vec![vec!["create-acl"; 2]]);
+    let item =
+        |id: &str, port: u16, cidr: &str| crate::cloud::loadbalancer::observe::ObservedAclItem {
+            id: id.into(),
+            acl_id: "acl-1".into(),
+            protocol: if port == 53 {
+                IpProtocol::Udp
+            } else {
+                IpProtocol::Tcp
+            },
+            start_port: port,
+            end_port: port,
+            cidrs: vec![Cidr::parse(cidr).unwrap()],
+            allow: true,
+            reason: String::new(),
+            tags: Tags::new(),
+        };
+    let standing = [
+        item("i1", 80, "192.0.2.0/24"),
+        item("i2", 53, "192.0.2.0/24"),
+    ];
+    assert!(plan_routed_firewall(Some(&spec), &[], &standing, "prod").is_empty());
+    let wider = [item("i1", 80, "0.0.0.0/0"), item("i2", 53, "192.0.2.0/24")];
+    assert_eq!(
+        kinds(&plan_routed_firewall(Some(&spec), &[], &wider, "prod")),
+        vec![vec!["delete-acl"], vec!["create-acl"]]
+    );
+    assert_eq!(
+        kinds(&plan_routed_firewall(None, &[], &standing, "prod")),
+        vec![vec!["delete-acl"; 2]]
     );
 }

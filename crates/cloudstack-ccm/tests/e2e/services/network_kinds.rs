@@ -416,12 +416,8 @@ async fn the_routing_firewall_companion_on_a_network_that_is_not_routed_is_a_war
     let t = on_network_of("vm-nsx").await;
     t.create(&metallb_service("web")).await;
     assign_address(&t, "web", "203.0.113.77").await;
-    t.wait_event(
-        "web",
-        "SyncLoadBalancerFailed",
-        "not an isolated network in ROUTED mode",
-    )
-    .await;
+    t.wait_event("web", "SyncLoadBalancerFailed", "is not in ROUTED mode")
+        .await;
     settle().await;
     assert!(routing_rules(&t).is_empty());
     assert_eq!(
@@ -431,6 +427,64 @@ async fn the_routing_firewall_companion_on_a_network_that_is_not_routed_is_a_war
     );
     t.delete("web").await;
     t.wait_gone("web").await;
+    assert!(
+        failing_calls(&t.h, 0).is_empty(),
+        "{:#?}",
+        failing_calls(&t.h, 0)
+    );
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_routed_tier_the_companion_keeps_acl_items_in_the_tiers_list() {
+    if common::skip_in_remote_mode("needs the simulator's network kinds") {
+        return;
+    }
+    // The ROUTED tier with a custom ACL list (the scenario's uses default_allow).
+    let mut scenario = Scenario::network_kinds();
+    scenario.acl_lists.push(cloudstack_sim::AclListSpec {
+        id: None,
+        name: "routed-acl".into(),
+        vpc: cloudstack_sim::KINDS_ROUTED_VPC.into(),
+        description: None,
+    });
+    for network in &mut scenario.networks {
+        if network.name == cloudstack_sim::KINDS_ROUTED_TIER {
+            network.acl = Some("routed-acl".into());
+        }
+    }
+    let t = LbTest::start(scenario, &["vm-tier-routed"], RESYNC).await;
+    t.create(&metallb_service("web")).await;
+    assign_address(&t, "web", "10.200.1.200").await;
+    let items = || {
+        t.h.sim.with_state(|s| {
+            let mut items: Vec<(String, i64, Vec<String>)> = s
+                .acl_items
+                .iter()
+                .map(|i| {
+                    (
+                        i.protocol.clone(),
+                        i.start_port.unwrap_or_default(),
+                        i.cidrs.clone(),
+                    )
+                })
+                .collect();
+            items.sort();
+            items
+        })
+    };
+    let want = vec![
+        ("tcp".to_string(), 80, vec!["192.0.2.0/24".to_string()]),
+        ("udp".to_string(), 53, vec!["192.0.2.0/24".to_string()]),
+    ];
+    common::eventually("an ACL item per port", t.h.wait(), || async {
+        (items() == want).then_some(())
+    })
+    .await;
+    assert!(routing_rules(&t).is_empty());
+    t.delete("web").await;
+    t.wait_gone("web").await;
+    assert!(items().is_empty(), "{:?}", items());
     assert!(
         failing_calls(&t.h, 0).is_empty(),
         "{:#?}",

@@ -223,11 +223,11 @@ pub static ROUTED_FIREWALL: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-routed-firewall",
     kind: AnnotationKind::Bool,
     default: "false",
-    description: "For a LoadBalancer Service another controller serves (its `loadBalancerClass` is not this controller's; MetalLB, Cilium LB-IPAM) on an isolated network in ROUTED mode: keep one routing firewall rule per port (`createRoutingFirewallRule`) from `loadBalancerSourceRanges` (else everywhere) to each IPv4 address in `status.loadBalancer.ingress`, tagged with the Service's UID and deleted with the Service. See docs/networks.md.",
+    description: "For a LoadBalancer Service another controller serves (its `loadBalancerClass` is not this controller's; MetalLB, Cilium LB-IPAM) on a network in ROUTED mode: keep one routing firewall rule per port (`createRoutingFirewallRule`) from `loadBalancerSourceRanges` (else everywhere) to each IPv4 address in `status.loadBalancer.ingress` on an isolated network, or one ACL item per port in a VPC tier's custom ACL list; tagged with the Service's UID and deleted with the Service. See docs/networks.md.",
     example: "true",
     origin: Origin::CloudstackCcm,
     set_by: SetBy::User,
-    support: "Isolated ROUTED networks, CloudStack ≥ 4.20 (a VPC tier gets a Warning).",
+    support: "ROUTED networks, CloudStack ≥ 4.20; a tier needs a custom ACL list (else a Warning).",
 };
 
 /// Every annotation, in documentation order.

@@ -5,8 +5,11 @@
 
 use super::*;
 use crate::cloud::cidr::Cidr;
+use crate::cloud::loadbalancer::capabilities::DEFAULT_ACL_LISTS;
+use crate::cloud::loadbalancer::observe::ObservedAclItem;
+use crate::cloud::loadbalancer::observe::assemble::observed_acl_item;
 use crate::cloud::loadbalancer::plan::{
-    ObservedRoutingRule, RoutedFirewallSpec, plan_routed_firewall,
+    ObservedRoutingRule, RoutedFirewallSpec, RoutedTarget, plan_routed_firewall,
 };
 use crate::cloud::loadbalancer::vocabulary::IpProtocol;
 use crate::cloud::tags::TAG_SERVICE_UID;
@@ -28,8 +31,9 @@ pub struct RoutedFirewallRequest {
 
 impl Engine {
     /// Keeps one routing firewall rule per port and address of the Service on the ROUTED
-    /// isolated network of its Nodes (`eligible`). A network that is not ROUTED, or a VPC
-    /// tier, is a [`PlanError`] naming it, and nothing is made. Returns the steps run.
+    /// isolated network of its Nodes (`eligible`), or one ACL item per port in a ROUTED
+    /// tier's custom ACL list. A network that is not ROUTED, or a tier without a custom
+    /// list, is a [`PlanError`] naming it, and nothing is made. Returns the steps run.
     pub async fn ensure_routed_firewall(
         &self,
         request: &RoutedFirewallRequest,
@@ -45,14 +49,35 @@ impl Engine {
         let view = self.view().await?;
         let ctx = self.plan_context(&view, &network_id)?;
         let caps = &ctx.network;
-        if !caps.routed || caps.port_access != PortAccess::Firewall {
-            return Err(EnsureError::Plan(PlanError::NotRoutedIsolated {
-                network: caps.network_label(),
-            }));
-        }
+        let network = caps.network_label();
+        let target = match &caps.port_access {
+            _ if !caps.routed => {
+                return Err(EnsureError::Plan(PlanError::NotRouted { network }));
+            }
+            PortAccess::Firewall => RoutedTarget::Isolated,
+            PortAccess::NetworkAcl {
+                acl_id: Some(acl_id),
+                acl_name,
+            } if !acl_name
+                .as_deref()
+                .is_some_and(|n| DEFAULT_ACL_LISTS.contains(&n)) =>
+            {
+                RoutedTarget::Tier {
+                    acl_id: acl_id.clone(),
+                }
+            }
+            PortAccess::NetworkAcl { acl_name, .. } => {
+                return Err(EnsureError::Plan(PlanError::NoCustomAclList {
+                    network,
+                    acl: acl_name.clone().unwrap_or_else(|| "none".into()),
+                }));
+            }
+            PortAccess::Open => RoutedTarget::Isolated,
+        };
         let spec = RoutedFirewallSpec {
             service_uid: request.service_uid.clone(),
             network_id,
+            target,
             addresses: request.addresses.clone(),
             ports: request.ports.clone(),
             sources: request.sources.clone(),
@@ -81,7 +106,19 @@ impl Engine {
             .await
             .map_err(EnsureError::Observe)?;
         let observed: Vec<ObservedRoutingRule> = listed.iter().filter_map(observed_rule).collect();
-        let plan = plan_routed_firewall(spec, &observed, &self.settings.cluster_name);
+        let items: Vec<ObservedAclItem> = self
+            .client
+            .list_network_acls(&cloudstack::ListNetworkAcls {
+                listall: Some(true),
+                tags: vec![(TAG_SERVICE_UID.to_string(), service_uid.to_string())],
+                ..Default::default()
+            })
+            .await
+            .map_err(EnsureError::Observe)?
+            .iter()
+            .filter_map(observed_acl_item)
+            .collect();
+        let plan = plan_routed_firewall(spec, &observed, &items, &self.settings.cluster_name);
         if plan.is_empty() {
             return Ok(0);
         }
@@ -89,6 +126,7 @@ impl Engine {
         let network = spec
             .map(|s| s.network_id.clone())
             .or_else(|| observed.first().map(|r| r.network_id.clone()))
+            .or_else(|| items.first().map(|i| i.acl_id.clone()))
             .unwrap_or_default();
         tracing::info!(service_uid, "routing firewall:\n{plan}");
         let ticket = self.queues.enter(&network);

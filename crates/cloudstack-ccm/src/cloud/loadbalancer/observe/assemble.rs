@@ -252,7 +252,7 @@ fn observed_firewall_rule(rule: &FirewallRule) -> Option<ObservedFirewallRule> {
     })
 }
 
-fn observed_acl_item(item: &NetworkAcl) -> Option<ObservedAclItem> {
+pub(crate) fn observed_acl_item(item: &NetworkAcl) -> Option<ObservedAclItem> {
     let start = u16::try_from(item.startport?).ok()?;
     Some(ObservedAclItem {
         id: item.id.clone()?,

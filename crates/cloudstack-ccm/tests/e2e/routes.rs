@@ -452,6 +452,10 @@ async fn a_failing_route_is_a_warning_on_the_node_once_not_per_retry() {
         .filter(|e| common::event_reason(e) == Some("FailedToCreateRoute"))
         .collect();
     assert_eq!(failures.len(), 1, "{failures:#?}");
+    println!(
+        "createStaticRoute calls meanwhile: {:?}",
+        h.cloudstack_call_counts().get("createStaticRoute")
+    );
     assert_eq!(
         failures[0]["count"].as_i64().unwrap_or(1),
         1,

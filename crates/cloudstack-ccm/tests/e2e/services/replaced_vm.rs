@@ -76,6 +76,7 @@ async fn a_node_registered_again_for_a_replaced_vm_is_bound_to_the_new_vm() {
     .await;
 
     // The VM is replaced under the same name; the Node goes and comes back 0.2 s later.
+    let lists_before = t.h.list_vm_calls();
     assert!(t.h.sim.remove_vm(&old_id), "the old VM is expunged");
     let new_id = t.h.add_vm("node-3", "10.1.1.99");
     t.h.nodes()
@@ -101,6 +102,10 @@ async fn a_node_registered_again_for_a_replaced_vm_is_bound_to_the_new_vm() {
         (member_ids(&t, &prefix) == want).then_some(())
     })
     .await;
+    println!(
+        "VM lists from the replacement to the new member: {}",
+        t.h.list_vm_calls() - lists_before
+    );
     settle().await;
     let failed = failing_calls(&t.h, 0);
     assert!(failed.is_empty(), "{failed:#?}");

@@ -41,6 +41,9 @@ pub struct NodeRef<'a> {
     /// `metadata.creationTimestamp`: a Node matched by name is matched in a VM list asked
     /// for after it (see [`Inventory::lookup_listed_after`]).
     pub created: Option<jiff::Timestamp>,
+    /// A moment the Node is known to have existed (when this process received it); a VM
+    /// list asked for after it is newer than the Node.
+    pub known_since: Option<std::time::Instant>,
 }
 
 /// Kind of a node address (the Kubernetes `NodeAddressType` values we produce).
@@ -160,7 +163,7 @@ impl Instances {
         // By id the answer cannot be another VM; by name, a list older than the Node may
         // hold the VM its VM replaced under the same name.
         let created = match key {
-            VmKey::Name(_) => node.created,
+            VmKey::Name(_) => node.created.map(|created| (created, node.known_since)),
             VmKey::Id(_) => None,
         };
         let found = self
@@ -471,6 +474,7 @@ mod tests {
             provider_id: None,
             provided_node_ip: Some(ip),
             created: None,
+            known_since: None,
         };
         let got = node_addresses(&vm, &with_ip("fd00:0::5")).unwrap();
         assert_eq!(
@@ -542,6 +546,7 @@ mod tests {
             provider_id: Some("cloudstack:///8a0b4f3e-1c2d-4e5f-9a8b-7c6d5e4f3a2b"),
             provided_node_ip: None,
             created: None,
+            known_since: None,
         };
         assert_eq!(
             VmKey::for_node(&by_id).unwrap(),

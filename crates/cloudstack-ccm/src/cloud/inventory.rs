@@ -382,19 +382,24 @@ impl Inventory {
         self.lookup_listed_after(None, find).await
     }
 
-    /// [`Inventory::lookup`] in a view asked for after `created` (when given): an older
-    /// view is listed again first, so an object made after it — a Node registered for a
-    /// VM that replaced another of the same name — is never matched from it. That list is
-    /// made no sooner than `min_refresh_interval` after the one before, so a burst of
-    /// Nodes registering costs one list, not one each.
+    /// [`Inventory::lookup`] in a view asked for after the object `created` (when given:
+    /// its creation time on the API server's clock, whole seconds, and a moment it is
+    /// known to have existed): an older view is listed again first, so an object made
+    /// after it — a Node registered for a VM that replaced another of the same name — is
+    /// never matched from it. That list is made no sooner than `min_refresh_interval`
+    /// after the one before, so a burst of Nodes registering costs one list, not one each.
     pub async fn lookup_listed_after<T>(
         &self,
-        created: Option<jiff::Timestamp>,
+        created: Option<(jiff::Timestamp, Option<Instant>)>,
         find: impl Fn(&ListedVms) -> Option<T>,
     ) -> Result<Option<T>, InventoryError> {
-        let known_since = Instant::now();
-        let newer =
-            |snap: &ListedVms| created.is_none_or(|created| snap.asked_after(created, known_since));
+        // A moment the object existed: when the caller received it, else now.
+        let now = Instant::now();
+        let newer = |snap: &ListedVms| {
+            created.is_none_or(|(created, known_since)| {
+                snap.asked_after(created, known_since.unwrap_or(now))
+            })
+        };
         let mut snapshot = self.snapshot().await?;
         if !newer(&snapshot) {
             if let Some(age) = snapshot.age() {

@@ -392,6 +392,7 @@ pub(crate) fn node_ref(node: &CachedNode) -> NodeRef<'_> {
             .and_then(|a| a.get(PROVIDED_NODE_IP_ANNOTATION))
             .map(String::as_str),
         created: node.metadata.creation_timestamp.as_ref().map(|time| time.0),
+        known_since: node.seen.0,
     }
 }
 
@@ -503,6 +504,7 @@ mod tests {
                 ..Default::default()
             }),
             status: None,
+            seen: Default::default(),
         }
     }
 

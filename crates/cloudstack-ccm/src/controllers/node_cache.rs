@@ -65,6 +65,22 @@ pub struct CachedNode {
     /// The kept status fields.
     #[serde(default)]
     pub status: Option<CachedNodeStatus>,
+    /// When this process received the Node as it is (not part of its value).
+    #[serde(skip)]
+    pub seen: SeenAt,
+}
+
+/// The moment the process received a Node from the API server: the Node existed then,
+/// whatever the API server's clock said, so a VM list asked for later is newer than the
+/// Node ([`crate::cloud::instances::NodeRef::known_since`]). Never part of a Node's value:
+/// two values are equal whenever they were received.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SeenAt(pub Option<std::time::Instant>);
+
+impl PartialEq for SeenAt {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
 }
 
 /// The spec fields a [`CachedNode`] keeps.
@@ -97,6 +113,7 @@ impl CachedNode {
     /// provided node IP, labels other than the exclusion label, conditions other than
     /// Ready and NetworkUnavailable.
     fn trim(mut self) -> Self {
+        self.seen = SeenAt(Some(std::time::Instant::now()));
         let metadata = &mut self.metadata;
         metadata.annotations = metadata.annotations.take().and_then(|mut annotations| {
             let node_ip = annotations.remove(PROVIDED_NODE_IP_ANNOTATION)?;
@@ -142,6 +159,7 @@ impl From<Node> for CachedNode {
                 conditions: status.conditions,
                 addresses: status.addresses,
             }),
+            seen: SeenAt::default(),
         }
         .trim()
     }

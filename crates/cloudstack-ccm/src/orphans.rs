@@ -114,6 +114,8 @@ pub struct Scope<'a> {
     pub node_names: Option<NodeNames<'a>>,
     /// `--cluster-cidr`.
     pub cluster_cidrs: &'a [Cidr],
+    /// Whether the server has routing firewall rules to look at.
+    pub routing_firewall: orphans::RoutingFirewall,
 }
 
 /// Finds the orphans in `scope` and, when `delete` is set, deletes them, their plans in
@@ -142,8 +144,11 @@ pub(crate) async fn report_queued(
     view: Option<&AccountView>,
 ) -> Result<OrphanReport, ToolError> {
     let tagged = match view {
-        Some(view) => orphans::observe_with_view(cloudstack, scope.cluster, view).await,
-        None => orphans::observe(cloudstack, scope.cluster).await,
+        Some(view) => {
+            orphans::observe_with_view(cloudstack, scope.cluster, view, scope.routing_firewall)
+                .await
+        }
+        None => orphans::observe(cloudstack, scope.cluster, scope.routing_firewall).await,
     }
     .map_err(ToolError::CloudStack)?;
     let owners = owners(kube, scope.node_names, scope.cluster_cidrs).await?;
@@ -170,11 +175,13 @@ pub async fn run(
         std::env::var(name).ok()
     })?;
     let cloudstack = connect::cloudstack_client(&config, Arc::new(Metrics::new()))?;
+    let version = connect::server_version(&config, &cloudstack).await?;
     let kube = connect::kube_client(args).await?;
     let scope = Scope {
         cluster: &args.cluster_name,
         node_names: None,
         cluster_cidrs: &args.cluster_cidr,
+        routing_firewall: orphans::RoutingFirewall::of(&version),
     };
     let report = report(&cloudstack, &kube, scope, delete).await?;
     write_report(&report, &args.cluster_name, out)?;

@@ -47,6 +47,8 @@ pub enum OrphanKind {
     LoadBalancerRule,
     /// A firewall rule.
     FirewallRule,
+    /// A routing firewall rule of a ROUTED network (the routing firewall companion).
+    RoutingFirewallRule,
     /// A network ACL item.
     AclItem,
     /// A VPC static route.
@@ -57,9 +59,10 @@ pub enum OrphanKind {
 
 impl OrphanKind {
     /// Every kind, in deletion order (addresses last).
-    pub const ALL: [OrphanKind; 6] = [
+    pub const ALL: [OrphanKind; 7] = [
         OrphanKind::LoadBalancerRule,
         OrphanKind::FirewallRule,
+        OrphanKind::RoutingFirewallRule,
         OrphanKind::AclItem,
         OrphanKind::StaticRoute,
         OrphanKind::Certificate,
@@ -72,6 +75,7 @@ impl OrphanKind {
             OrphanKind::PublicIp => "public_ip",
             OrphanKind::LoadBalancerRule => "load_balancer_rule",
             OrphanKind::FirewallRule => "firewall_rule",
+            OrphanKind::RoutingFirewallRule => "routing_firewall_rule",
             OrphanKind::AclItem => "acl_item",
             OrphanKind::StaticRoute => "static_route",
             OrphanKind::Certificate => "certificate",
@@ -159,6 +163,8 @@ pub struct Tagged {
     pub rules: Vec<cloudstack::LoadBalancerRule>,
     /// Firewall rules.
     pub firewall_rules: Vec<cloudstack::FirewallRule>,
+    /// Routing firewall rules (listed only where the server has them, 4.20+).
+    pub routing_firewall_rules: Vec<cloudstack::FirewallRule>,
     /// Network ACL items.
     pub acl_items: Vec<cloudstack::NetworkAcl>,
     /// Static routes.
@@ -177,6 +183,7 @@ pub struct Tagged {
 pub(crate) async fn observe(
     client: &cloudstack::Client,
     cluster: &str,
+    routing: RoutingFirewall,
 ) -> Result<Tagged, cloudstack::Error> {
     Ok(Tagged {
         rules: client
@@ -200,8 +207,29 @@ pub(crate) async fn observe(
                 ..Default::default()
             })
             .await?,
-        ..observe_beyond_the_view(client, cluster).await?
+        ..observe_beyond_the_view(client, cluster, routing).await?
     })
+}
+
+/// Whether the server has routing firewall rules (CloudStack 4.20+): older servers do not
+/// know `listRoutingFirewallRules`, and answer it with a 401 that reads as refused keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoutingFirewall {
+    /// List them.
+    Listed,
+    /// The server has none.
+    Absent,
+}
+
+impl RoutingFirewall {
+    /// What a server of `version` has.
+    pub fn of(version: &cloudstack::ServerVersion) -> RoutingFirewall {
+        if version.at_least(4, 20, 0) {
+            RoutingFirewall::Listed
+        } else {
+            RoutingFirewall::Absent
+        }
+    }
 }
 
 /// [`observe`], with the load-balancer rules, firewall rules and public IPs tagged for
@@ -211,6 +239,7 @@ pub(crate) async fn observe_with_view(
     client: &cloudstack::Client,
     cluster: &str,
     view: &AccountView,
+    routing: RoutingFirewall,
 ) -> Result<Tagged, cloudstack::Error> {
     let of_cluster = |tags: &[Tag]| tag_value(tags, TAG_CLUSTER) == Some(cluster);
     Ok(Tagged {
@@ -232,17 +261,31 @@ pub(crate) async fn observe_with_view(
             .filter(|ip| of_cluster(&ip.tags))
             .map(|ip| (**ip).clone())
             .collect(),
-        ..observe_beyond_the_view(client, cluster).await?
+        ..observe_beyond_the_view(client, cluster, routing).await?
     })
 }
 
-/// What [`observe`] lists that is not in the account view: ACL items, static routes and
-/// SSL certificates.
+/// What [`observe`] lists that is not in the account view: ACL items, static routes, SSL
+/// certificates and routing firewall rules.
 async fn observe_beyond_the_view(
     client: &cloudstack::Client,
     cluster: &str,
+    routing: RoutingFirewall,
 ) -> Result<Tagged, cloudstack::Error> {
+    let routing_firewall_rules = match routing {
+        RoutingFirewall::Listed => {
+            client
+                .list_routing_firewall_rules(&cloudstack::ListRoutingFirewallRules {
+                    listall: Some(true),
+                    tags: cluster_filter(cluster),
+                    ..Default::default()
+                })
+                .await?
+        }
+        RoutingFirewall::Absent => Vec::new(),
+    };
     Ok(Tagged {
+        routing_firewall_rules,
         acl_items: client
             .list_network_acls(&ListNetworkAcls {
                 listall: Some(true),
@@ -270,8 +313,9 @@ pub async fn find(
     client: &cloudstack::Client,
     cluster: &str,
     owners: &Owners,
+    routing: RoutingFirewall,
 ) -> Result<Vec<Orphan>, cloudstack::Error> {
-    Ok(classify(&observe(client, cluster).await?, owners))
+    Ok(classify(&observe(client, cluster, routing).await?, owners))
 }
 
 /// The networks of the load-balancer rules tagged for the cluster: by the Service UID
@@ -406,6 +450,35 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
                     .clone()
                     .or_else(|| networks.of_ip(rule.ipaddressid.as_deref()))
                     .or_else(|| networks.of_service(&rule.tags)),
+                step,
+            });
+        }
+    }
+    for rule in &tagged.routing_firewall_rules {
+        if let Some(reason) = service_gone(&rule.tags, owners) {
+            let id = rule.id.clone().unwrap_or_default();
+            let step = rule
+                .protocol
+                .as_deref()
+                .and_then(IpProtocol::parse)
+                .map(|protocol| Step::DeleteRoutingFirewallRule {
+                    id: id.clone(),
+                    protocol,
+                    port: port(rule.startport),
+                })
+                .map(OrphanStep::LoadBalancer);
+            out.push(Orphan {
+                kind: OrphanKind::RoutingFirewallRule,
+                id,
+                what: format!(
+                    "{} {} to {}",
+                    rule.protocol.as_deref().unwrap_or_default(),
+                    rule.startport.map(|p| p.to_string()).unwrap_or_default(),
+                    rule.destcidrlist.as_deref().unwrap_or_default()
+                ),
+                reason,
+                deletable: true,
+                network_id: rule.networkid.clone(),
                 step,
             });
         }

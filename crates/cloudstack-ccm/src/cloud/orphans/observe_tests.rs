@@ -40,7 +40,9 @@ async fn the_account_view_gives_what_the_tagged_lists_give_without_listing_them(
                 .expect("tagged");
         }
     }
-    let listed = observe(&client, "k").await.expect("listed");
+    let listed = observe(&client, "k", RoutingFirewall::Listed)
+        .await
+        .expect("listed");
     let view = crate::cloud::loadbalancer::observe::account_view::AccountViewCache::new(
         Duration::from_secs(60),
     )
@@ -48,7 +50,7 @@ async fn the_account_view_gives_what_the_tagged_lists_give_without_listing_them(
     .await
     .expect("view");
     sim.reset_counts();
-    let from_view = observe_with_view(&client, "k", &view)
+    let from_view = observe_with_view(&client, "k", &view, RoutingFirewall::Listed)
         .await
         .expect("observed");
     let rule_ids =
@@ -71,8 +73,10 @@ async fn the_account_view_gives_what_the_tagged_lists_give_without_listing_them(
             "{command} listed: {counts:?}"
         );
     }
-    assert!(
-        counts.contains_key("listStaticRoutes"),
-        "what the view does not hold is listed: {counts:?}"
-    );
+    for command in ["listStaticRoutes", "listRoutingFirewallRules"] {
+        assert!(
+            counts.contains_key(command),
+            "what the view does not hold is listed: {counts:?}"
+        );
+    }
 }

@@ -83,6 +83,7 @@ async fn pass(
     let scope = crate::orphans::Scope {
         cluster: &ctx.cluster_name,
         node_names: Some(&node_names),
+        routing_firewall: crate::cloud::orphans::RoutingFirewall::of(&ctx.server_version),
         cluster_cidrs: &ctx.routes.cluster_cidrs,
     };
     let delete = ctx.delete_orphans.then(|| engine.queues());

@@ -146,7 +146,7 @@ async fn user_and_kept_addresses_stay_and_foreign_objects_are_not_listed() {
         .await
         .unwrap();
     let cluster_cidr = [Cidr::parse("10.244.0.0/16").unwrap()];
-    let removed = report(client, &h.kube, scope(&cluster_cidr), true)
+    let removed = report(client, &h.kube, scope(&h, &cluster_cidr), true)
         .await
         .unwrap();
     let listed: Vec<(OrphanKind, String, bool)> = removed
@@ -234,7 +234,7 @@ async fn a_kept_address_of_a_force_deleted_service_is_never_released() {
     // The controller is down; the finalizer is removed and the Service deleted.
     force_delete_while_down(controller, &t, "web").await;
 
-    let removed = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), true)
+    let removed = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&t.h, &[]), true)
         .await
         .unwrap();
     let address = removed
@@ -281,11 +281,13 @@ async fn a_node_that_joins_while_cloudstack_is_read_keeps_its_route() {
     let nodes = h.caches.nodes.clone();
     let pass = {
         let (cloudstack, kube) = (h.ctx.cloudstack.clone(), h.kube.clone());
+        let version = h.ctx.server_version.clone();
         tokio::spawn(async move {
             let node_names = || nodes.names();
             let scope = Scope {
                 cluster: CLUSTER,
                 node_names: Some(&node_names),
+                routing_firewall: cloudstack_ccm::cloud::orphans::RoutingFirewall::of(&version),
                 cluster_cidrs: &[],
             };
             report(&cloudstack, &kube, scope, false).await

@@ -19,11 +19,15 @@ use kube::api::{Patch, PatchParams};
 const CLUSTER: &str = "kubernetes";
 const GONE_UID: &str = "6f1c4c1e-0000-4000-8000-00000000dead";
 
-/// This cluster's orphans, the Nodes listed, with `cluster_cidrs` as `--cluster-cidr`.
-fn scope(cluster_cidrs: &[Cidr]) -> Scope<'_> {
+/// This cluster's orphans, the Nodes listed, with `cluster_cidrs` as `--cluster-cidr`, on
+/// the harness's CloudStack version (routing firewall rules from 4.20).
+fn scope<'a>(h: &common::Harness, cluster_cidrs: &'a [Cidr]) -> Scope<'a> {
     Scope {
         cluster: CLUSTER,
         node_names: None,
+        routing_firewall: cloudstack_ccm::cloud::orphans::RoutingFirewall::of(
+            &h.ctx.server_version,
+        ),
         cluster_cidrs,
     }
 }

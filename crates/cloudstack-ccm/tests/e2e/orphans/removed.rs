@@ -49,7 +49,7 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
     ] {
         assert!(tags.contains(&owner), "{owner:?} in {tags:?}");
     }
-    let live = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), false)
+    let live = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&t.h, &[]), false)
         .await
         .unwrap();
     assert!(live.orphans.is_empty(), "{:?}", live.orphans);
@@ -58,7 +58,7 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
     // cleanup runs.
     force_delete_while_down(controller, &t, "web").await;
 
-    let found = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), false)
+    let found = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&t.h, &[]), false)
         .await
         .unwrap();
     let mut kinds: Vec<_> = found.orphans.iter().map(|o| o.kind).collect();
@@ -81,14 +81,14 @@ async fn a_force_deleted_service_leaves_orphans_that_are_found_and_removed() {
     );
     assert!(found.orphans.iter().all(|o| o.deletable), "{text}");
 
-    let removed = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), true)
+    let removed = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&t.h, &[]), true)
         .await
         .unwrap();
     assert_eq!(removed.deleted.len(), 4);
     assert_eq!(removed.failed(), 0, "{:?}", removed.deleted);
     assert_eq!(ip_state(&t.h, &ip_id).as_deref(), Some("Free"));
     assert!(firewall_rules(&t.h, &ip_id).is_empty());
-    let again = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), false)
+    let again = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&t.h, &[]), false)
         .await
         .unwrap();
     assert!(again.orphans.is_empty(), "{:?}", again.orphans);
@@ -216,7 +216,7 @@ async fn the_acl_item_of_a_force_deleted_vpc_service_is_found_and_removed() {
 
     force_delete_while_down(controller, &t, "web").await;
 
-    let removed = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&[]), true)
+    let removed = report(&t.h.ctx.cloudstack, &t.h.kube, scope(&t.h, &[]), true)
         .await
         .unwrap();
     let item = removed

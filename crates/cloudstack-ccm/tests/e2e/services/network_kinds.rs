@@ -492,3 +492,44 @@ async fn on_a_routed_tier_the_companion_keeps_acl_items_in_the_tiers_list() {
     );
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routing_firewall_rules_of_a_service_gone_without_its_finalizer_are_orphans() {
+    if common::skip_in_remote_mode("needs the simulator's network kinds") {
+        return;
+    }
+    let t = on_network_of("vm-routed").await;
+    t.create(&metallb_service("web")).await;
+    assign_address(&t, "web", "10.1.10.200").await;
+    let uid = t.uid("web").await;
+    common::eventually("the rules stand, tagged", t.h.wait(), || async {
+        let tagged = t.h.sim.with_state(|s| {
+            s.tags
+                .iter()
+                .filter(|tag| tag.key == "cloudstack-ccm/service-uid" && tag.value == uid)
+                .count()
+        });
+        (routing_rules(&t).len() == 2 && tagged == 2).then_some(())
+    })
+    .await;
+    // Someone removes the finalizer by hand, and the Service goes with its rules left.
+    t.patch("web", serde_json::json!({"metadata": {"finalizers": null}}))
+        .await;
+    t.delete("web").await;
+    t.wait_gone("web").await;
+    assert_eq!(routing_rules(&t).len(), 2);
+    let scope = cloudstack_ccm::orphans::Scope {
+        cluster: &t.h.ctx.cluster_name,
+        node_names: None,
+        cluster_cidrs: &[],
+        routing_firewall: cloudstack_ccm::cloud::orphans::RoutingFirewall::Listed,
+    };
+    let report = cloudstack_ccm::orphans::report(&t.h.ctx.cloudstack, &t.h.kube, scope, true)
+        .await
+        .expect("orphan report");
+    let kinds: Vec<String> = report.orphans.iter().map(|o| o.kind.to_string()).collect();
+    assert_eq!(kinds, ["routing_firewall_rule", "routing_firewall_rule"]);
+    assert_eq!(report.failed(), 0);
+    assert!(routing_rules(&t).is_empty(), "{:?}", routing_rules(&t));
+    t.stop().await;
+}

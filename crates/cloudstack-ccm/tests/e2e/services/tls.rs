@@ -568,9 +568,14 @@ async fn certificates_of_gone_services_are_orphans() {
             .expect("upload");
     }
     let owners = cloudstack_ccm::cloud::orphans::Owners::default();
-    let found = cloudstack_ccm::cloud::orphans::find(&client, &cluster, &owners)
-        .await
-        .expect("orphans");
+    let found = cloudstack_ccm::cloud::orphans::find(
+        &client,
+        &cluster,
+        &owners,
+        cloudstack_ccm::cloud::orphans::RoutingFirewall::Listed,
+    )
+    .await
+    .expect("orphans");
     let certs: Vec<_> = found
         .iter()
         .filter(|o| o.kind == cloudstack_ccm::cloud::orphans::OrphanKind::Certificate)

@@ -224,7 +224,12 @@ pub enum RoutingFirewall {
 impl RoutingFirewall {
     /// What a server of `version` has.
     pub fn of(version: &cloudstack::ServerVersion) -> RoutingFirewall {
-        if version.at_least(4, 20, 0) {
+        let server = crate::cloud::loadbalancer::capabilities::ServerFeatures::for_version(
+            version.major(),
+            version.minor(),
+            version.patch(),
+        );
+        if server.routing_firewall {
             RoutingFirewall::Listed
         } else {
             RoutingFirewall::Absent

@@ -335,6 +335,9 @@ pub struct ServerFeatures {
     /// `assignCertToLoadBalancer` takes `forced`, replacing a bound certificate in one
     /// job (≥ 4.17).
     pub lb_cert_forced: bool,
+    /// ROUTED networks and their routing firewall rules exist (≥ 4.20); an older server
+    /// answers `listRoutingFirewallRules` with 401, which reads as refused keys.
+    pub routing_firewall: bool,
 }
 
 impl ServerFeatures {
@@ -349,6 +352,7 @@ impl ServerFeatures {
             virtual_router_udp_lb: !at_least(4, 15),
             virtual_router_ssl_termination: at_least(4, 22),
             lb_cert_forced: at_least(4, 17),
+            routing_firewall: at_least(4, 20),
         }
     }
 }

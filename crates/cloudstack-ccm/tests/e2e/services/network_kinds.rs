@@ -533,3 +533,30 @@ async fn routing_firewall_rules_of_a_service_gone_without_its_finalizer_are_orph
     assert!(routing_rules(&t).is_empty(), "{:?}", routing_rules(&t));
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_4_20_the_companion_never_asks_for_routing_firewall_rules() {
+    if common::skip_in_remote_mode("needs a CloudStack version below 4.20") {
+        return;
+    }
+    let mut scenario = Scenario::small();
+    scenario.version = cloudstack_sim::Version::parse("4.19").unwrap();
+    let t = LbTest::start(scenario, &["node-1"], RESYNC).await;
+    t.create(&metallb_service("web")).await;
+    assign_address(&t, "web", "203.0.113.77").await;
+    t.wait_event("web", "SyncLoadBalancerFailed", "is not in ROUTED mode")
+        .await;
+    t.delete("web").await;
+    t.wait_gone("web").await;
+    assert_eq!(
+        t.h.cloudstack_call_counts().get("listRoutingFirewallRules"),
+        None,
+        "a 4.19 server does not know the command (401: refused keys)"
+    );
+    assert!(
+        failing_calls(&t.h, 0).is_empty(),
+        "{:#?}",
+        failing_calls(&t.h, 0)
+    );
+    t.stop().await;
+}

@@ -96,15 +96,19 @@ impl Engine {
         spec: Option<&RoutedFirewallSpec>,
         service_uid: &str,
     ) -> Result<usize, EnsureError> {
-        let listed = self
-            .client
-            .list_routing_firewall_rules(&cloudstack::ListRoutingFirewallRules {
-                listall: Some(true),
-                tags: vec![(TAG_SERVICE_UID.to_string(), service_uid.to_string())],
-                ..Default::default()
-            })
-            .await
-            .map_err(EnsureError::Observe)?;
+        // Before 4.20 there are no routing firewall rules, and asking would be a 401.
+        let listed = if self.settings.server.routing_firewall {
+            self.client
+                .list_routing_firewall_rules(&cloudstack::ListRoutingFirewallRules {
+                    listall: Some(true),
+                    tags: vec![(TAG_SERVICE_UID.to_string(), service_uid.to_string())],
+                    ..Default::default()
+                })
+                .await
+                .map_err(EnsureError::Observe)?
+        } else {
+            Vec::new()
+        };
         let observed: Vec<ObservedRoutingRule> = listed.iter().filter_map(observed_rule).collect();
         let items: Vec<ObservedAclItem> = self
             .client
@@ -122,11 +126,13 @@ impl Engine {
         if plan.is_empty() {
             return Ok(0);
         }
-        // One queue: the network the rules are on (a Service's rules are on one network).
+        // One queue: the network the rules are on (a Service's rules are on one network);
+        // for ACL items left without a spec, a queue of their list's (CloudStack runs a
+        // tier's jobs one at a time anyway).
         let network = spec
             .map(|s| s.network_id.clone())
             .or_else(|| observed.first().map(|r| r.network_id.clone()))
-            .or_else(|| items.first().map(|i| i.acl_id.clone()))
+            .or_else(|| items.first().map(|i| format!("acl-list {}", i.acl_id)))
             .unwrap_or_default();
         tracing::info!(service_uid, "routing firewall:\n{plan}");
         let ticket = self.queues.enter(&network);

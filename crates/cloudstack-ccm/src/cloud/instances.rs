@@ -44,6 +44,10 @@ pub struct NodeRef<'a> {
     /// A moment the Node is known to have existed (when this process received it); a VM
     /// list asked for after it is newer than the Node.
     pub known_since: Option<std::time::Instant>,
+    /// The providerID of a Node of the same name deleted lately: this Node may be on a VM
+    /// that replaced that one under the same name, so it is matched by name only in a VM
+    /// list asked for after it existed.
+    pub previous_provider_id: Option<&'a str>,
 }
 
 /// Kind of a node address (the Kubernetes `NodeAddressType` values we produce).
@@ -160,11 +164,13 @@ impl Instances {
         node: &NodeRef<'_>,
     ) -> Result<Option<Arc<VmRecord>>, InstanceError> {
         let key = VmKey::for_node(node)?;
-        // By id the answer cannot be another VM; by name, a list older than the Node may
-        // hold the VM its VM replaced under the same name.
+        // By id the answer cannot be another VM; by name, after a Node of the same name
+        // went, a list older than this Node may hold the VM its VM replaced.
         let created = match key {
-            VmKey::Name(_) => node.created.map(|created| (created, node.known_since)),
-            VmKey::Id(_) => None,
+            VmKey::Name(_) if node.previous_provider_id.is_some() => {
+                node.created.map(|created| (created, node.known_since))
+            }
+            _ => None,
         };
         let found = self
             .inventory
@@ -475,6 +481,7 @@ mod tests {
             provided_node_ip: Some(ip),
             created: None,
             known_since: None,
+            previous_provider_id: None,
         };
         let got = node_addresses(&vm, &with_ip("fd00:0::5")).unwrap();
         assert_eq!(
@@ -547,6 +554,7 @@ mod tests {
             provided_node_ip: None,
             created: None,
             known_since: None,
+            previous_provider_id: None,
         };
         assert_eq!(
             VmKey::for_node(&by_id).unwrap(),

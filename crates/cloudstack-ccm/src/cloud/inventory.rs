@@ -386,8 +386,7 @@ impl Inventory {
     /// its creation time on the API server's clock, whole seconds, and a moment it is
     /// known to have existed): an older view is listed again first, so an object made
     /// after it — a Node registered for a VM that replaced another of the same name — is
-    /// never matched from it. That list is made no sooner than `min_refresh_interval`
-    /// after the one before, so a burst of Nodes registering costs one list, not one each.
+    /// never matched from it.
     pub async fn lookup_listed_after<T>(
         &self,
         created: Option<(jiff::Timestamp, Option<Instant>)>,
@@ -402,10 +401,6 @@ impl Inventory {
         };
         let mut snapshot = self.snapshot().await?;
         if !newer(&snapshot) {
-            if let Some(age) = snapshot.age() {
-                let pause = self.settings.min_refresh_interval.saturating_sub(age);
-                tokio::time::sleep(pause).await;
-            }
             snapshot = self.refresh_when(|snap| !newer(snap)).await?;
         }
         if let Some(found) = find(&snapshot) {

@@ -24,7 +24,7 @@ use kube::{Resource, ResourceExt};
 
 use super::backoff::RetryBackoff;
 use super::events::{Event, EventType, Recorder, Reporter};
-use super::node_cache::CachedNode;
+use super::node_cache::{CachedNode, DepartedNodes};
 use super::node_vocabulary::{
     LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA, LABEL_REGION, LABEL_REGION_BETA, LABEL_ZONE,
     LABEL_ZONE_BETA, PROVIDED_NODE_IP_ANNOTATION, UNINITIALIZED_TAINT,
@@ -91,7 +91,8 @@ pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyho
             ctx.metrics.clone(),
             ctx.node_status_update_frequency,
         )
-        .with_first_pass(caches.first_node_pass),
+        .with_first_pass(caches.first_node_pass)
+        .with_departed(caches.nodes.departed()),
     );
     controller
         .run(&caches.nodes, async move { shutdown.wait().await })
@@ -129,6 +130,8 @@ pub struct CloudNode {
     status_update_frequency: Duration,
     failures: RetryBackoff,
     first_pass: FirstNodePass,
+    /// The providerIDs of Nodes deleted lately (see [`DepartedNodes`]).
+    departed: DepartedNodes,
 }
 
 impl CloudNode {
@@ -149,7 +152,15 @@ impl CloudNode {
             status_update_frequency,
             failures: RetryBackoff::new(FIRST_RETRY, MAX_RETRY),
             first_pass: FirstNodePass::opened(),
+            departed: DepartedNodes::default(),
         }
+    }
+
+    /// Reads the Nodes deleted lately from `departed` (the Node cache's), so a Node
+    /// registered again under a departed name is matched in a VM list newer than it.
+    pub(crate) fn with_departed(mut self, departed: DepartedNodes) -> Self {
+        self.departed = departed;
+        self
     }
 
     /// Opens `first_pass` once the Nodes awaiting initialisation when the Node cache
@@ -276,9 +287,14 @@ impl CloudNode {
 
     async fn initialise(&self, node: &CachedNode) -> Result<(), NodeError> {
         let name = node.name_any();
+        let previous = self.departed.provider_id(&name);
+        let reference = NodeRef {
+            previous_provider_id: previous.as_deref(),
+            ..node_ref(node)
+        };
         let metadata = self
             .instances
-            .metadata(&node_ref(node))
+            .metadata(&reference)
             .await?
             .ok_or_else(|| NodeError::VmNotFound { node: name.clone() })?;
         let api: Api<Node> = Api::all(self.client.clone());
@@ -393,6 +409,7 @@ pub(crate) fn node_ref(node: &CachedNode) -> NodeRef<'_> {
             .map(String::as_str),
         created: node.metadata.creation_timestamp.as_ref().map(|time| time.0),
         known_since: node.seen.0,
+        previous_provider_id: None,
     }
 }
 

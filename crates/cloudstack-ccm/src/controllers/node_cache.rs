@@ -19,6 +19,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -268,6 +269,40 @@ struct Fanout {
     subscribers: Mutex<Vec<mpsc::UnboundedSender<ObjectRef<CachedNode>>>>,
     /// `None` until the first list is in; then a count of the changes applied since.
     changes: watch::Sender<Option<u64>>,
+    /// The providerIDs of Nodes deleted lately.
+    departed: DepartedNodes,
+}
+
+/// The providerIDs of the Nodes deleted in the last [`DepartedNodes::MEMORY`], by name: a
+/// Node registered again under one of these names may be on a VM that replaced the old one
+/// under the same name, which a VM list read before cannot show.
+#[derive(Debug, Clone, Default)]
+pub struct DepartedNodes(Arc<Mutex<HashMap<String, (String, std::time::Instant)>>>);
+
+impl DepartedNodes {
+    /// How long a deleted Node's providerID is remembered.
+    const MEMORY: std::time::Duration = std::time::Duration::from_secs(600);
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, std::time::Instant)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn record(&self, node: &CachedNode) {
+        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone());
+        if let (Some(name), Some(provider_id)) = (node.metadata.name.clone(), provider_id) {
+            let mut departed = self.lock();
+            departed.retain(|_, (_, at)| at.elapsed() < Self::MEMORY);
+            departed.insert(name, (provider_id, std::time::Instant::now()));
+        }
+    }
+
+    /// The providerID of the Node named `name` deleted lately, if any.
+    pub fn provider_id(&self, name: &str) -> Option<String> {
+        self.lock()
+            .get(name)
+            .filter(|(_, at)| at.elapsed() < Self::MEMORY)
+            .map(|(provider_id, _)| provider_id.clone())
+    }
 }
 
 impl NodeCache {
@@ -294,6 +329,7 @@ impl NodeCache {
                 fanout: Arc::new(Fanout {
                     subscribers: Mutex::default(),
                     changes: watch::Sender::new(None),
+                    departed: DepartedNodes::default(),
                 }),
                 unstarted: Mutex::new(unstarted),
                 task: Mutex::default(),
@@ -328,6 +364,11 @@ impl NodeCache {
     pub fn state(&self) -> Vec<Arc<CachedNode>> {
         self.start();
         self.inner.store.state()
+    }
+
+    /// The providerIDs of the Nodes deleted lately (shared, kept up to date by the watch).
+    pub fn departed(&self) -> DepartedNodes {
+        self.inner.fanout.departed.clone()
     }
 
     /// The names of every cached Node.
@@ -419,7 +460,10 @@ async fn feed(
                 .iter()
                 .map(|node| ObjectRef::from_obj(&**node))
                 .collect(),
-            watcher::Event::Delete(_) => Vec::new(),
+            watcher::Event::Delete(node) => {
+                fanout.departed.record(node);
+                Vec::new()
+            }
             watcher::Event::Init | watcher::Event::InitApply(_) => continue,
         };
         subscribers.retain(|subscriber| {

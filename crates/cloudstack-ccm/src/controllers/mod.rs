@@ -228,7 +228,6 @@ pub async fn run_on(
     tokio::spawn(mark_synced_after_first_inventory(
         ctx.clone(),
         caches.instances.inventory().clone(),
-        caches.nodes.clone(),
         shutdown.clone(),
     ));
     if tasks.is_empty() {
@@ -249,22 +248,14 @@ pub async fn run_on(
     Ok(())
 }
 
-/// Marks the caches synced (`/readyz`) once the Nodes are listed and then the VM inventory
-/// has been read from CloudStack, retrying every few seconds until it can be or `shutdown`
-/// fires. The VMs are read after the Nodes, so the first VM list is newer than every
-/// listed Node and serves their initialisation (a Node is matched by name only in a VM
-/// list asked for after it existed: [`crate::cloud::instances::NodeRef::known_since`]).
+/// Marks the caches synced (`/readyz`) once the VM inventory has been read from CloudStack,
+/// retrying every few seconds until it can be or `shutdown` fires.
 async fn mark_synced_after_first_inventory(
     ctx: Arc<Context>,
     inventory: Arc<crate::cloud::inventory::Inventory>,
-    nodes: NodeCache,
     shutdown: Shutdown,
 ) {
     const RETRY: Duration = Duration::from_secs(2);
-    tokio::select! {
-        _ = shutdown.wait() => return,
-        () = nodes.wait_until_ready() => {}
-    }
     loop {
         let attempt = tokio::select! {
             _ = shutdown.wait() => return,

@@ -32,11 +32,14 @@ use crate::cloud::routes::within_cluster_cidrs;
 use crate::cloud::tags::{TAG_ASSOCIATED, TAG_CLUSTER, TAG_KEEP_IP, TAG_NODE, TAG_SERVICE_UID};
 
 mod delete;
+mod observe;
 #[cfg(test)]
 mod observe_tests;
 
 pub(crate) use delete::delete_queued;
 pub use delete::{DeleteError, delete};
+pub use observe::RoutingFirewall;
+pub(crate) use observe::{observe, observe_with_view};
 
 /// The kind of an orphaned object (the `kind` label of the orphan metric).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -177,142 +180,6 @@ pub struct Tagged {
     pub cluster: String,
 }
 
-/// Lists what is tagged for `cluster`. Read this before the Services and Nodes
-/// ([`Owners`]): an object tagged for a Service created meanwhile is then never taken for
-/// an orphan.
-pub(crate) async fn observe(
-    client: &cloudstack::Client,
-    cluster: &str,
-    routing: RoutingFirewall,
-) -> Result<Tagged, cloudstack::Error> {
-    Ok(Tagged {
-        rules: client
-            .list_load_balancer_rules(&ListLoadBalancerRules {
-                listall: Some(true),
-                tags: cluster_filter(cluster),
-                ..Default::default()
-            })
-            .await?,
-        firewall_rules: client
-            .list_firewall_rules(&ListFirewallRules {
-                listall: Some(true),
-                tags: cluster_filter(cluster),
-                ..Default::default()
-            })
-            .await?,
-        ips: client
-            .list_public_ip_addresses(&ListPublicIpAddresses {
-                listall: Some(true),
-                tags: cluster_filter(cluster),
-                ..Default::default()
-            })
-            .await?,
-        ..observe_beyond_the_view(client, cluster, routing).await?
-    })
-}
-
-/// Whether the server has routing firewall rules (CloudStack 4.20+): older servers do not
-/// know `listRoutingFirewallRules`, and answer it with a 401 that reads as refused keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RoutingFirewall {
-    /// List them.
-    Listed,
-    /// The server has none.
-    Absent,
-}
-
-impl RoutingFirewall {
-    /// What a server of `version` has.
-    pub fn of(version: &cloudstack::ServerVersion) -> RoutingFirewall {
-        let server = crate::cloud::loadbalancer::capabilities::ServerFeatures::for_version(
-            version.major(),
-            version.minor(),
-            version.patch(),
-        );
-        if server.routing_firewall {
-            RoutingFirewall::Listed
-        } else {
-            RoutingFirewall::Absent
-        }
-    }
-}
-
-/// [`observe`], with the load-balancer rules, firewall rules and public IPs tagged for
-/// `cluster` taken from `view` (the service controller's account view holds every one of
-/// them), so a pass right after the view was read lists them no second time.
-pub(crate) async fn observe_with_view(
-    client: &cloudstack::Client,
-    cluster: &str,
-    view: &AccountView,
-    routing: RoutingFirewall,
-) -> Result<Tagged, cloudstack::Error> {
-    let of_cluster = |tags: &[Tag]| tag_value(tags, TAG_CLUSTER) == Some(cluster);
-    Ok(Tagged {
-        rules: view
-            .rules
-            .iter()
-            .filter(|rule| of_cluster(&rule.tags))
-            .map(|rule| (**rule).clone())
-            .collect(),
-        firewall_rules: view
-            .firewall_rules
-            .iter()
-            .filter(|rule| of_cluster(&rule.tags))
-            .map(|rule| (**rule).clone())
-            .collect(),
-        ips: view
-            .ips
-            .iter()
-            .filter(|ip| of_cluster(&ip.tags))
-            .map(|ip| (**ip).clone())
-            .collect(),
-        ..observe_beyond_the_view(client, cluster, routing).await?
-    })
-}
-
-/// What [`observe`] lists that is not in the account view: ACL items, static routes, SSL
-/// certificates and routing firewall rules.
-async fn observe_beyond_the_view(
-    client: &cloudstack::Client,
-    cluster: &str,
-    routing: RoutingFirewall,
-) -> Result<Tagged, cloudstack::Error> {
-    let routing_firewall_rules = match routing {
-        RoutingFirewall::Listed => {
-            client
-                .list_routing_firewall_rules(&cloudstack::ListRoutingFirewallRules {
-                    listall: Some(true),
-                    tags: cluster_filter(cluster),
-                    ..Default::default()
-                })
-                .await?
-        }
-        RoutingFirewall::Absent => Vec::new(),
-    };
-    Ok(Tagged {
-        routing_firewall_rules,
-        acl_items: client
-            .list_network_acls(&ListNetworkAcls {
-                listall: Some(true),
-                tags: cluster_filter(cluster),
-                ..Default::default()
-            })
-            .await?,
-        routes: client
-            .list_static_routes(&ListStaticRoutes {
-                listall: Some(true),
-                tags: cluster_filter(cluster),
-                ..Default::default()
-            })
-            .await?,
-        certificates: client
-            .list_ssl_certs(&cloudstack::ListSslCerts::default())
-            .await?,
-        cluster: cluster.to_string(),
-        ..Tagged::default()
-    })
-}
-
 /// Lists the orphans of `cluster` (reading CloudStack, then judging with `owners`).
 pub async fn find(
     client: &cloudstack::Client,
@@ -396,6 +263,49 @@ fn certificates(
         .collect()
 }
 
+/// A firewall or routing firewall rule whose Service is gone (`kind` says which, and so
+/// which delete step removes it); `place` ends its description.
+fn rule_orphan(
+    rule: &cloudstack::FirewallRule,
+    kind: OrphanKind,
+    reason: String,
+    place: &str,
+    network_id: Option<String>,
+) -> Orphan {
+    let id = rule.id.clone().unwrap_or_default();
+    let port = port(rule.startport);
+    let step = rule
+        .protocol
+        .as_deref()
+        .and_then(IpProtocol::parse)
+        .map(|protocol| match kind {
+            OrphanKind::RoutingFirewallRule => Step::DeleteRoutingFirewallRule {
+                id: id.clone(),
+                protocol,
+                port,
+            },
+            _ => Step::DeleteFirewallRule {
+                id: id.clone(),
+                protocol,
+                port,
+            },
+        })
+        .map(OrphanStep::LoadBalancer);
+    Orphan {
+        kind,
+        what: format!(
+            "{} {} {place}",
+            rule.protocol.as_deref().unwrap_or_default(),
+            rule.startport.map(|p| p.to_string()).unwrap_or_default(),
+        ),
+        id,
+        reason,
+        deletable: true,
+        network_id,
+        step,
+    }
+}
+
 /// The orphans among `tagged`, judged against what exists.
 pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
     let mut out = Vec::new();
@@ -425,67 +335,34 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
             }
         }
     }
-    let firewall = &tagged.firewall_rules;
-    for rule in firewall {
+    for rule in &tagged.firewall_rules {
         if let Some(reason) = service_gone(&rule.tags, owners) {
-            let id = rule.id.clone().unwrap_or_default();
-            let step = rule
-                .protocol
-                .as_deref()
-                .and_then(IpProtocol::parse)
-                .map(|protocol| Step::DeleteFirewallRule {
-                    id: id.clone(),
-                    protocol,
-                    port: port(rule.startport),
-                })
-                .map(OrphanStep::LoadBalancer);
-            out.push(Orphan {
-                kind: OrphanKind::FirewallRule,
-                id,
-                what: format!(
-                    "{} {} on {}",
-                    rule.protocol.as_deref().unwrap_or_default(),
-                    rule.startport.map(|p| p.to_string()).unwrap_or_default(),
-                    rule.ipaddress.as_deref().unwrap_or_default()
-                ),
+            let network_id = rule
+                .networkid
+                .clone()
+                .or_else(|| networks.of_ip(rule.ipaddressid.as_deref()))
+                .or_else(|| networks.of_service(&rule.tags));
+            let on = format!("on {}", rule.ipaddress.as_deref().unwrap_or_default());
+            out.push(rule_orphan(
+                rule,
+                OrphanKind::FirewallRule,
                 reason,
-                deletable: true,
-                network_id: rule
-                    .networkid
-                    .clone()
-                    .or_else(|| networks.of_ip(rule.ipaddressid.as_deref()))
-                    .or_else(|| networks.of_service(&rule.tags)),
-                step,
-            });
+                &on,
+                network_id,
+            ));
         }
     }
     for rule in &tagged.routing_firewall_rules {
         if let Some(reason) = service_gone(&rule.tags, owners) {
-            let id = rule.id.clone().unwrap_or_default();
-            let step = rule
-                .protocol
-                .as_deref()
-                .and_then(IpProtocol::parse)
-                .map(|protocol| Step::DeleteRoutingFirewallRule {
-                    id: id.clone(),
-                    protocol,
-                    port: port(rule.startport),
-                })
-                .map(OrphanStep::LoadBalancer);
-            out.push(Orphan {
-                kind: OrphanKind::RoutingFirewallRule,
-                id,
-                what: format!(
-                    "{} {} to {}",
-                    rule.protocol.as_deref().unwrap_or_default(),
-                    rule.startport.map(|p| p.to_string()).unwrap_or_default(),
-                    rule.destcidrlist.as_deref().unwrap_or_default()
-                ),
+            let to = format!("to {}", rule.destcidrlist.as_deref().unwrap_or_default());
+            let network_id = rule.networkid.clone();
+            out.push(rule_orphan(
+                rule,
+                OrphanKind::RoutingFirewallRule,
                 reason,
-                deletable: true,
-                network_id: rule.networkid.clone(),
-                step,
-            });
+                &to,
+                network_id,
+            ));
         }
     }
     let acl_items = &tagged.acl_items;

@@ -336,16 +336,9 @@ impl Engine {
                 warnings: plan.warnings,
             });
         }
-        let ticket = self.queues.enter(network_id.as_deref().unwrap_or_default());
-        let (applied, result) = apply::apply(
-            &self.client,
-            &ticket,
-            &self.picked,
-            &plan,
-            &NoRecording,
-            None,
-        )
-        .await;
+        let (applied, result) = self
+            .run_unrecorded(network_id.as_deref().unwrap_or_default(), &plan)
+            .await;
         self.after_changes(&plan, &observed, &applied, result.is_ok())
             .await;
         result?;
@@ -364,6 +357,27 @@ fn known_network(view: &AccountView, spec: &LbSpec) -> Option<String> {
             .find(|r| r.name.as_deref().is_some_and(|n| spec.owns_rule_name(n)))
             .and_then(|r| r.networkid.clone())
     })
+}
+
+impl Engine {
+    /// Runs `plan` on the job queue of `network_id`, with no public IP to record (a
+    /// deletion, the routing firewall companion).
+    pub(super) async fn run_unrecorded(
+        &self,
+        network_id: &str,
+        plan: &Plan,
+    ) -> (apply::Applied, Result<(), ApplyError>) {
+        let ticket = self.queues.enter(network_id);
+        apply::apply(
+            &self.client,
+            &ticket,
+            &self.picked,
+            plan,
+            &NoRecording,
+            None,
+        )
+        .await
+    }
 }
 
 /// Deletion never associates an IP, so nothing is recorded (also the orphans' plans).

@@ -96,6 +96,12 @@ async fn an_ipv6_only_service_gets_a_warning_and_a_condition_and_nothing_in_clou
     t.stop().await;
 }
 
+/// No CloudStack call and no job failed in the whole test.
+fn assert_no_failing_calls(t: &LbTest) {
+    let failed = failing_calls(&t.h, 0);
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
 /// A service controller with one Node, the VM `vm` of `Scenario::network_kinds()`.
 async fn on_network_of(vm: &str) -> LbTest {
     LbTest::start(Scenario::network_kinds(), &[vm], RESYNC).await
@@ -218,11 +224,7 @@ async fn nsx_serves_a_health_checked_service_and_says_nsx_monitors_the_members()
         .await;
     t.delete("web").await;
     t.wait_gone("web").await;
-    assert!(
-        failing_calls(&t.h, 0).is_empty(),
-        "{:#?}",
-        failing_calls(&t.h, 0)
-    );
+    assert_no_failing_calls(&t);
     t.stop().await;
 }
 
@@ -271,11 +273,7 @@ async fn netris_serves_tcp_only_and_never_sends_what_it_refuses() {
         .await;
     t.delete("web").await;
     t.wait_gone("web").await;
-    assert!(
-        failing_calls(&t.h, 0).is_empty(),
-        "{:#?}",
-        failing_calls(&t.h, 0)
-    );
+    assert_no_failing_calls(&t);
     t.stop().await;
 }
 
@@ -400,11 +398,7 @@ async fn a_metallb_address_on_a_routed_network_gets_its_routing_firewall_rules_a
     let counts = t.h.cloudstack_call_counts();
     assert_eq!(counts.get("associateIpAddress"), None);
     assert_eq!(counts.get("createLoadBalancerRule"), None);
-    assert!(
-        failing_calls(&t.h, 0).is_empty(),
-        "{:#?}",
-        failing_calls(&t.h, 0)
-    );
+    assert_no_failing_calls(&t);
     t.stop().await;
 }
 
@@ -427,11 +421,7 @@ async fn the_routing_firewall_companion_on_a_network_that_is_not_routed_is_a_war
     );
     t.delete("web").await;
     t.wait_gone("web").await;
-    assert!(
-        failing_calls(&t.h, 0).is_empty(),
-        "{:#?}",
-        failing_calls(&t.h, 0)
-    );
+    assert_no_failing_calls(&t);
     t.stop().await;
 }
 
@@ -485,11 +475,7 @@ async fn on_a_routed_tier_the_companion_keeps_acl_items_in_the_tiers_list() {
     t.delete("web").await;
     t.wait_gone("web").await;
     assert!(items().is_empty(), "{:?}", items());
-    assert!(
-        failing_calls(&t.h, 0).is_empty(),
-        "{:#?}",
-        failing_calls(&t.h, 0)
-    );
+    assert_no_failing_calls(&t);
     t.stop().await;
 }
 
@@ -553,10 +539,6 @@ async fn before_4_20_the_companion_never_asks_for_routing_firewall_rules() {
         None,
         "a 4.19 server does not know the command (401: refused keys)"
     );
-    assert!(
-        failing_calls(&t.h, 0).is_empty(),
-        "{:#?}",
-        failing_calls(&t.h, 0)
-    );
+    assert_no_failing_calls(&t);
     t.stop().await;
 }

@@ -31,21 +31,26 @@ fn member_ids(t: &LbTest, uid_prefix: &str) -> Vec<String> {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_registered_again_for_a_replaced_vm_is_bound_to_the_new_vm() {
-    if common::skip_in_remote_mode("replaces a VM in the simulator") {
-        return;
-    }
+/// A harness on the small scenario (2 ms jobs) whose VM list is reused for up to 30 s,
+/// as in production.
+async fn with_production_freshness() -> common::Harness {
     let mut scenario = Scenario::small();
     scenario.settings.job_duration_ms = 2;
-    // The production freshness: a VM list is reused for up to 30 s.
-    let h = common::Harness::start_with(common::HarnessOptions {
+    common::Harness::start_with(common::HarnessOptions {
         scenario,
         inventory: InventorySettings::default(),
         service_resync_period: RESYNC,
         ..common::HarnessOptions::default()
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_registered_again_for_a_replaced_vm_is_bound_to_the_new_vm() {
+    if common::skip_in_remote_mode("replaces a VM in the simulator") {
+        return;
+    }
+    let h = with_production_freshness().await;
     add_node(&h, "node-1").await;
     let mut t = LbTest::from_harness(h);
     t.h.spawn(node::run);
@@ -121,15 +126,7 @@ async fn a_vm_cloudstack_says_is_gone_is_not_assigned_again_and_again() {
     if common::skip_in_remote_mode("expunges a VM in the simulator") {
         return;
     }
-    let mut scenario = Scenario::small();
-    scenario.settings.job_duration_ms = 2;
-    let h = common::Harness::start_with(common::HarnessOptions {
-        scenario,
-        inventory: InventorySettings::default(),
-        service_resync_period: RESYNC,
-        ..common::HarnessOptions::default()
-    })
-    .await;
+    let h = with_production_freshness().await;
     h.expect_failing_calls();
     add_node(&h, "node-1").await;
     add_node(&h, "node-2").await;

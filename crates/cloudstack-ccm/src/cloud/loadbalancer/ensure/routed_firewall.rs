@@ -135,16 +135,7 @@ impl Engine {
             .or_else(|| items.first().map(|i| format!("acl-list {}", i.acl_id)))
             .unwrap_or_default();
         tracing::info!(service_uid, "routing firewall:\n{plan}");
-        let ticket = self.queues.enter(&network);
-        let (applied, result) = apply::apply(
-            &self.client,
-            &ticket,
-            &self.picked,
-            &plan,
-            &NoRecording,
-            None,
-        )
-        .await;
+        let (applied, result) = self.run_unrecorded(&network, &plan).await;
         result?;
         Ok(applied.steps_done)
     }

@@ -62,9 +62,16 @@ impl Shared {
                 return;
             }
             let mut state = lock(&shared.state);
-            if state.job(&job_id).is_some_and(|j| j.status == 0) {
+            if let Some(action) = state
+                .job(&job_id)
+                .filter(|j| j.status == 0)
+                .map(|j| j.action.clone())
+            {
                 tracing::info!(job = %job_id, "job cancelled for blocking its queue");
                 state.cancel_job(&job_id);
+                // A cancelled job ends failed, like any job that fails: what its create
+                // phase made is undone (an address being associated is released).
+                commands::roll_back_job(&mut state, &action);
                 shared.persist(&state);
             }
         });

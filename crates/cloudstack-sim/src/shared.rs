@@ -69,9 +69,13 @@ impl Shared {
             {
                 tracing::info!(job = %job_id, "job cancelled for blocking its queue");
                 state.cancel_job(&job_id);
-                // A cancelled job ends failed, like any job that fails: what its create
-                // phase made is undone (an address being associated is released).
-                commands::roll_back_job(&mut state, &action);
+                // A cancelled job's work is not rolled back (a rule it was creating stays
+                // `Add`), except an address being associated: it is released, as
+                // `IpAddressManagerImpl.associateIPToGuestNetwork` releases it when the
+                // association does not complete (assumed for a cancellation, not read).
+                if let crate::jobs::JobAction::AssociateIp { .. } = action {
+                    commands::roll_back_job(&mut state, &action);
+                }
                 shared.persist(&state);
             }
         });

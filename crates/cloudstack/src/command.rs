@@ -10,6 +10,7 @@ pub(crate) const PROJECT_SCOPED: &[&str] = &[
     "listNetworks",
     "listPublicIpAddresses",
     "listLoadBalancerRules",
+    "listLoadBalancers",
     "listFirewallRules",
     "listNetworkACLLists",
     "listNetworkACLs",

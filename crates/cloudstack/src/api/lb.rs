@@ -1,10 +1,11 @@
 //! Load-balancer rules and their members.
 
 use crate::requests::{
-    AssignToLoadBalancerRule, CreateLoadBalancerRule, DeleteLoadBalancerRule,
-    ListLoadBalancerRules, RemoveFromLoadBalancerRule, Request, UpdateLoadBalancerRule,
+    AssignToLoadBalancerRule, CreateLoadBalancer, CreateLoadBalancerRule, DeleteLoadBalancer,
+    DeleteLoadBalancerRule, ListLoadBalancerRules, ListLoadBalancers, RemoveFromLoadBalancerRule,
+    Request, UpdateLoadBalancerRule,
 };
-use crate::types::LoadBalancerRule;
+use crate::types::{InternalLoadBalancer, LoadBalancerRule};
 use crate::{AsyncStart, Client, Error};
 
 impl Client {
@@ -74,6 +75,27 @@ impl Client {
         &self,
         request: &RemoveFromLoadBalancerRule,
     ) -> Result<(), Error> {
+        self.run_request(request).await
+    }
+
+    /// `listLoadBalancers` (internal load-balancer rules), all pages.
+    pub async fn list_load_balancers(
+        &self,
+        request: &ListLoadBalancers,
+    ) -> Result<Vec<InternalLoadBalancer>, Error> {
+        self.list_request(request, "loadbalancer").await
+    }
+
+    /// `createLoadBalancer`: returns the internal rule once the job finished.
+    pub async fn create_load_balancer(
+        &self,
+        request: &CreateLoadBalancer,
+    ) -> Result<InternalLoadBalancer, Error> {
+        self.create_request(request, "loadbalancer").await
+    }
+
+    /// `deleteLoadBalancer`.
+    pub async fn delete_load_balancer(&self, request: &DeleteLoadBalancer) -> Result<(), Error> {
         self.run_request(request).await
     }
 }

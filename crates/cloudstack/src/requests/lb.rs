@@ -135,3 +135,73 @@ request! {
         keyword: Option<String>,
     }
 }
+
+request! {
+    /// `createLoadBalancer` (async create): an internal load-balancer rule on a VPC tier
+    /// (CloudStack's Internal LB, scheme `Internal`). One source port per rule; rules of one
+    /// source address share it on different ports. The protocol is always TCP.
+    CreateLoadBalancer => "createLoadBalancer" {
+        /// Rule name (required).
+        name: String,
+        /// The tier the members are on (required).
+        networkid: String,
+        /// Port the rule listens on (required).
+        sourceport: u32,
+        /// Port of the members (required).
+        instanceport: u32,
+        /// `roundrobin`, `leastconn` or `source` (required).
+        algorithm: String,
+        /// The network of the source address (required; the tier itself).
+        sourceipaddressnetworkid: String,
+        /// `Internal` (required; the only value CloudStack takes).
+        scheme: String,
+        /// The source address: an address already used by an internal rule of that
+        /// network is shared; absent, CloudStack picks a free one of the network.
+        sourceipaddress: Option<String>,
+        /// Description.
+        description: Option<String>,
+        /// Shown to the user (admin).
+        fordisplay: Option<bool>,
+    }
+}
+
+request! {
+    /// `listLoadBalancers`: internal load-balancer rules (never shown by
+    /// `listLoadBalancerRules`).
+    ListLoadBalancers => "listLoadBalancers" {
+        /// Rule id.
+        id: Option<String>,
+        /// Rule name.
+        name: Option<String>,
+        /// Substring of name or description.
+        keyword: Option<String>,
+        /// `Internal`.
+        scheme: Option<String>,
+        /// Network of the members.
+        networkid: Option<String>,
+        /// Source address.
+        sourceipaddress: Option<String>,
+        /// Network of the source address.
+        sourceipaddressnetworkid: Option<String>,
+        /// List everything the caller may see.
+        listall: Option<bool>,
+        /// Project id (filled from the client configuration when unset).
+        projectid: Option<String>,
+        /// Account (with `domainid`).
+        account: Option<String>,
+        /// Domain id.
+        domainid: Option<String>,
+        /// Include subdomains.
+        isrecursive: Option<bool>,
+        /// Tag filter.
+        tags: Vec<(String, String)>,
+    }
+}
+
+request! {
+    /// `deleteLoadBalancer` (async): deletes an internal load-balancer rule.
+    DeleteLoadBalancer => "deleteLoadBalancer" {
+        /// Rule id (required).
+        id: String,
+    }
+}

@@ -24,9 +24,9 @@ pub use certs::{
     UploadSslCert,
 };
 pub use lb::{
-    AssignToLoadBalancerRule, CreateLoadBalancerRule, DeleteLoadBalancerRule,
-    ListLoadBalancerRuleInstances, ListLoadBalancerRules, RemoveFromLoadBalancerRule,
-    UpdateLoadBalancerRule,
+    AssignToLoadBalancerRule, CreateLoadBalancer, CreateLoadBalancerRule, DeleteLoadBalancer,
+    DeleteLoadBalancerRule, ListLoadBalancerRuleInstances, ListLoadBalancerRules,
+    ListLoadBalancers, RemoveFromLoadBalancerRule, UpdateLoadBalancerRule,
 };
 pub use network::{ListNetworks, ListProjects, ListVirtualMachines, ListZones};
 pub use policy::{

@@ -20,7 +20,10 @@ pub use certs::SslCert;
 pub use network::{Network, NetworkServiceCapability, NetworkServiceInfo, NetworkServiceProvider};
 pub use policy::{HealthCheckPolicies, HealthCheckPolicy, StickinessPolicies, StickinessPolicy};
 pub use routes::StaticRoute;
-pub use rules::{FirewallRule, LoadBalancerRule, NetworkAcl, NetworkAclList};
+pub use rules::{
+    FirewallRule, InternalLoadBalancer, InternalLoadBalancerInstance, InternalLoadBalancerPorts,
+    LoadBalancerRule, NetworkAcl, NetworkAclList,
+};
 pub use server::{AsyncJob, Capabilities, JOB_FAILED, JOB_PENDING, JOB_SUCCEEDED};
 pub use tag::{Tag, tag_value};
 pub use vm::{Nic, NicSecondaryIp, NicSummary, VirtualMachine, VmId, VmSummary};

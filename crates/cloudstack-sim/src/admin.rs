@@ -197,9 +197,7 @@ pub(crate) fn purge_vm(shared: &Shared, id: &str) -> bool {
     state.expunged_vms.retain(|v| v.id != id);
     let found = state.expunged_vms.len() != before;
     if found {
-        for rule in &mut state.lb_rules {
-            rule.members.retain(|m| m.vm_id != id);
-        }
+        state.unmap_vm(id);
         shared.persist(&state);
     }
     found

@@ -34,6 +34,7 @@ impl State {
             vms: vec![],
             ips: vec![],
             lb_rules: vec![],
+            internal_lb_rules: vec![],
             firewall_rules: vec![],
             routing_firewall_rules: vec![],
             expunged_vms: vec![],
@@ -459,6 +460,16 @@ fn check_kind(n: &NetworkSpec, what: &str) -> Result<(), ScenarioError> {
                 "{what}: a Shared network has no Lb service; leave lb_provider out"
             )));
         }
+    }
+    // `InternalLoadBalancerElement` serves VPC tiers only (its default offering is
+    // `DefaultIsolatedNetworkOfferingForVpcNetworksWithInternalLB`, `forVpc`), and a ROUTED
+    // offering has no Lb service at all.
+    if n.lb_provider == LbProvider::InternalLbVm
+        && (n.vpc.is_none() || n.network_mode == NetworkMode::Routed)
+    {
+        return Err(invalid(format!(
+            "{what}: lb_provider InternalLbVm serves NATTED VPC tiers only (give vpc, leave network_mode out)"
+        )));
     }
     if n.network_mode == NetworkMode::Routed && n.lb_provider == LbProvider::Netscaler {
         return Err(invalid(format!(

@@ -260,6 +260,8 @@ fn command_class(command: &str) -> String {
         "expungeVirtualMachine" => Some("vm.ExpungeVMCmd"),
         "associateIpAddress" => Some("address.AssociateIPAddrCmd"),
         "disassociateIpAddress" => Some("address.DisassociateIPAddrCmd"),
+        "createLoadBalancer" => Some("loadbalancer.CreateApplicationLoadBalancerCmd"),
+        "deleteLoadBalancer" => Some("loadbalancer.DeleteApplicationLoadBalancerCmd"),
         _ => None,
     };
     if let Some(class) = fixed {

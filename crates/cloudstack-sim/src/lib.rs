@@ -88,6 +88,21 @@
 //!   created and lists `udp`: the response shows the rule's `lbProtocol`, while the Netris
 //!   element builds its L4LB from `getProtocol()`, which `CreateLoadBalancerRuleCmd` fixes to
 //!   `tcp` — the listener would be TCP, which no API answer shows.
+//! * VPC Internal Load Balancer ([`LbProvider::InternalLbVm`], VPC tiers only; offering
+//!   `DefaultIsolatedNetworkOfferingForVpcNetworksWithInternalLB`: Lb by `InternalLbVm`
+//!   with `LbSchemes` `Internal`, the other services by the VPC Virtual Router). A public
+//!   load-balancer rule on such a tier is refused by `isLbServiceSupportedInNetwork(…,
+//!   Public)`: 431 "Scheme Public is not supported by the network offering NetworkOffering
+//!   {…}" (cs 9999 through `CreateLoadBalancerRuleCmd.create`). Internal rules
+//!   (`createLoadBalancer`/`listLoadBalancers`/`deleteLoadBalancer`, `commands/internal_lb.rs`,
+//!   `ApplicationLoadBalancerManagerImpl`) live in [`state::State::internal_lb_rules`] and
+//!   never show in `listLoadBalancerRules`; a new rule takes a free guest address of the
+//!   source network or shares a `sourceipaddress` other rules use (an overlapping source
+//!   port there: 537); members (`assign`/`removeFromLoadBalancerRule`), tags of type
+//!   `LoadBalancer`, `listLoadBalancerRuleInstances` and `deleteLoadBalancerRule` take an
+//!   internal rule's id as a public one's (one `load_balancing_rules` table). The create
+//!   job has no network queue (`CreateApplicationLoadBalancerCmd` has no sync object); the
+//!   delete job waits in its network's. A rule stays `Add` until applied with a VM.
 //!
 //! **VM lifecycle** (`UserVmManagerImpl.destroyVm`, `expungeVm`, `expunge` →
 //! `cleanupVmResources`): destroy without expunge only moves the VM to Destroyed — its
@@ -191,7 +206,8 @@ pub use scenario::{
     VpcSpec, ZoneSpec,
 };
 pub use scenario_kinds::{
-    KINDS_NETRIS_ACL, KINDS_NETRIS_TIER, KINDS_NETRIS_VPC, KINDS_NSX_NETWORK, KINDS_ROUTED_NETWORK,
+    KINDS_INTERNAL_LB_ACL, KINDS_INTERNAL_LB_TIER, KINDS_INTERNAL_LB_VPC, KINDS_NETRIS_ACL,
+    KINDS_NETRIS_TIER, KINDS_NETRIS_VPC, KINDS_NSX_NETWORK, KINDS_ROUTED_NETWORK,
     KINDS_ROUTED_TIER, KINDS_ROUTED_VPC, KINDS_SHARED_NETWORK,
 };
 pub use scenario_small::{

@@ -257,6 +257,12 @@ pub enum LbProvider {
     /// Netris (4.21+, `NetrisElement`): as NSX, and `updateLoadBalancerRule` takes no
     /// algorithm and no `tcp-proxy`.
     Netris,
+    /// The VPC Internal Load Balancer (`InternalLoadBalancerElement`, provider
+    /// `InternalLbVm`): VPC tiers only, offering
+    /// `DefaultIsolatedNetworkOfferingForVpcNetworksWithInternalLB` — Lb by InternalLbVm with
+    /// scheme Internal only (`createLoadBalancer`), every other service by the VPC Virtual
+    /// Router. Public load-balancer rules are refused on such a tier.
+    InternalLbVm,
 }
 
 /// The network mode of a network's offering (`NetworkOffering.NetworkMode`, 4.20+).

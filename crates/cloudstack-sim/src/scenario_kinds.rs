@@ -1,5 +1,6 @@
 //! A built-in scenario with every kind of network a CCM meets beside the NATTED isolated
-//! ones: ROUTED (isolated and VPC tier), shared, NSX and Netris.
+//! ones: ROUTED (isolated and VPC tier), shared, NSX, Netris and a VPC tier with the
+//! Internal Load Balancer.
 
 use crate::scenario::{
     AclListSpec, GuestType, LbProvider, NetworkMode, NetworkSpec, NicSpec, Scenario, VmSpec,
@@ -26,6 +27,15 @@ pub const KINDS_NETRIS_ACL: &str = "tier-netris-acl";
 /// NATTED VPC tier with Netris as Lb, NetworkACL, NAT provider in
 /// [`Scenario::network_kinds`].
 pub const KINDS_NETRIS_TIER: &str = "tier-netris";
+/// VPC of the internal-LB tier in [`Scenario::network_kinds`].
+pub const KINDS_INTERNAL_LB_VPC: &str = "vpc-ilb";
+/// ACL list of the internal-LB tier in [`Scenario::network_kinds`].
+pub const KINDS_INTERNAL_LB_ACL: &str = "tier-ilb-acl";
+/// NATTED VPC tier whose offering is
+/// `DefaultIsolatedNetworkOfferingForVpcNetworksWithInternalLB` (Lb by InternalLbVm, scheme
+/// Internal only; the other services by the VPC Virtual Router) in
+/// [`Scenario::network_kinds`].
+pub const KINDS_INTERNAL_LB_TIER: &str = "tier-ilb";
 
 fn vpc(name: &str, cidr: &str) -> VpcSpec {
     VpcSpec {
@@ -82,7 +92,11 @@ impl Scenario {
     ///   StaticNat and PortForwarding provider — VM `vm-nsx` 10.1.30.10;
     /// * `tier-netris` (10.210.1.0/24): NATTED tier of VPC `vpc-netris` (10.210.0.0/16)
     ///   with Netris as Lb, NetworkACL and NAT provider, ACL list `tier-netris-acl` — VM
-    ///   `vm-netris` 10.210.1.10.
+    ///   `vm-netris` 10.210.1.10;
+    /// * `tier-ilb` (10.220.1.0/24): NATTED tier of VPC `vpc-ilb` (10.220.0.0/16) with the
+    ///   Internal Load Balancer (`LbProvider::InternalLbVm`: `createLoadBalancer
+    ///   scheme=Internal` only, public rules refused), ACL list `tier-ilb-acl` — VM `vm-ilb`
+    ///   10.220.1.10.
     ///
     /// `net-routed`, `net-nsx` and both new VPCs hold a source-NAT address of the zone pool
     /// (for `net-routed`, its router's address: the next hop of its `ip4routes`).
@@ -90,11 +104,20 @@ impl Scenario {
         let mut scenario = Scenario::small();
         scenario.vpcs.push(vpc(KINDS_ROUTED_VPC, "10.200.0.0/16"));
         scenario.vpcs.push(vpc(KINDS_NETRIS_VPC, "10.210.0.0/16"));
+        scenario
+            .vpcs
+            .push(vpc(KINDS_INTERNAL_LB_VPC, "10.220.0.0/16"));
         scenario.acl_lists.push(AclListSpec {
             id: None,
             name: KINDS_NETRIS_ACL.into(),
             vpc: KINDS_NETRIS_VPC.into(),
             description: Some("ingress rules of tier-netris".into()),
+        });
+        scenario.acl_lists.push(AclListSpec {
+            id: None,
+            name: KINDS_INTERNAL_LB_ACL.into(),
+            vpc: KINDS_INTERNAL_LB_VPC.into(),
+            description: Some("ingress rules of tier-ilb".into()),
         });
         scenario.networks.extend([
             NetworkSpec {
@@ -127,6 +150,15 @@ impl Scenario {
                     Some(KINDS_NETRIS_ACL),
                 )
             },
+            NetworkSpec {
+                lb_provider: LbProvider::InternalLbVm,
+                ..network(
+                    KINDS_INTERNAL_LB_TIER,
+                    "10.220.1.0/24",
+                    Some(KINDS_INTERNAL_LB_VPC),
+                    Some(KINDS_INTERNAL_LB_ACL),
+                )
+            },
         ]);
         scenario.vms.extend([
             vm("vm-routed", KINDS_ROUTED_NETWORK, "10.1.10.10"),
@@ -134,6 +166,7 @@ impl Scenario {
             vm("vm-shared", KINDS_SHARED_NETWORK, "10.1.20.10"),
             vm("vm-nsx", KINDS_NSX_NETWORK, "10.1.30.10"),
             vm("vm-netris", KINDS_NETRIS_TIER, "10.210.1.10"),
+            vm("vm-ilb", KINDS_INTERNAL_LB_TIER, "10.220.1.10"),
         ]);
         scenario
     }

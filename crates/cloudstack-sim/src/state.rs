@@ -7,9 +7,11 @@ use crate::version::Version;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod internal_lb;
 mod networks;
 mod ssl_certs;
-pub use networks::{Network, RoutingFirewallRule, Service};
+pub use internal_lb::{AnyLbRule, InternalLbRule};
+pub use networks::{Network, RoutingFirewallRule, Service, network_text};
 pub use ssl_certs::{CertBinding, SslCert};
 
 /// Who owns a resource.
@@ -428,8 +430,11 @@ pub struct State {
     pub expunged_vms: Vec<Vm>,
     /// Public IPs (every pool address).
     pub ips: Vec<PublicIp>,
-    /// LB rules.
+    /// LB rules (scheme Public).
     pub lb_rules: Vec<LbRule>,
+    /// Internal LB rules (scheme Internal, `createLoadBalancer`), in creation order.
+    #[serde(default)]
+    pub internal_lb_rules: Vec<InternalLbRule>,
     /// Firewall rules.
     pub firewall_rules: Vec<FirewallRule>,
     /// Routing firewall rules of ROUTED networks.

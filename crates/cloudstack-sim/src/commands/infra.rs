@@ -46,9 +46,10 @@ const STICKINESS_METHODS: &str = r#"[{"methodname":"LbCookie","paramlist":[{"par
 /// (they never apply a policy: `createLBStickinessPolicy` succeeds and has no effect).
 pub fn stickiness_methods(provider: LbProvider) -> &'static [&'static str] {
     match provider {
-        LbProvider::VirtualRouter | LbProvider::Nsx | LbProvider::Netris => {
-            &["LbCookie", "AppCookie", "SourceBased"]
-        }
+        LbProvider::VirtualRouter
+        | LbProvider::Nsx
+        | LbProvider::Netris
+        | LbProvider::InternalLbVm => &["LbCookie", "AppCookie", "SourceBased"],
         LbProvider::Netscaler => &["LbCookie", "AppCookie", "SourceBased"],
     }
 }
@@ -62,7 +63,8 @@ pub fn ssl_termination(state: &State, network: &Network) -> bool {
     match network.lb_provider {
         LbProvider::VirtualRouter => state.version.at_least(4, 22),
         LbProvider::Netscaler => true,
-        LbProvider::Nsx | LbProvider::Netris => false,
+        // `InternalLoadBalancerElement.setCapabilities` has no SslTermination either.
+        LbProvider::Nsx | LbProvider::Netris | LbProvider::InternalLbVm => false,
     }
 }
 
@@ -74,7 +76,9 @@ pub fn health_check_policy(provider: LbProvider) -> bool {
 }
 
 /// The Lb service's capabilities by provider (`getCapabilities` of `VirtualRouterElement`,
-/// `NetscalerElement`, `NsxElement`, `NetrisElement`).
+/// `NetscalerElement`, `NsxElement`, `NetrisElement`, and
+/// `InternalLoadBalancerElement.setCapabilities`: the HAProxy algorithms and stickiness
+/// methods, `tcp, udp`, scheme Internal only, no HealthCheckPolicy).
 fn lb_capabilities(state: &State, network: &Network) -> Vec<Value> {
     let mut caps = vec![capability("SupportedLBIsolation", "dedicated")];
     match network.lb_provider {
@@ -89,6 +93,12 @@ fn lb_capabilities(state: &State, network: &Network) -> Vec<Value> {
             capability("LbSchemes", "Public"),
             capability("SupportedStickinessMethods", STICKINESS_METHODS),
             capability("SupportedProtocols", "tcp,udp,tcp-proxy"),
+        ]),
+        LbProvider::InternalLbVm => caps.extend([
+            capability("SupportedLbAlgorithms", "roundrobin,leastconn,source"),
+            capability("LbSchemes", "Internal"),
+            capability("SupportedStickinessMethods", STICKINESS_METHODS),
+            capability("SupportedProtocols", "tcp, udp"),
         ]),
         LbProvider::Nsx | LbProvider::Netris => caps.extend([
             capability("SupportedLbAlgorithms", "roundrobin,leastconn"),

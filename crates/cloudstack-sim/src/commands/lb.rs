@@ -134,6 +134,9 @@ fn check_provider(
             (protocol == "udp" && state.version.at_least(4, 15)) || public_port == 8081
         }
         LbProvider::Netscaler | LbProvider::Nsx | LbProvider::Netris => false,
+        // Never reached by a public rule: `isLbServiceSupportedInNetwork` refuses scheme
+        // Public on the internal-LB offering first.
+        LbProvider::InternalLbVm => false,
     };
     if unsupported {
         Err(ApiError::param_bare(
@@ -322,8 +325,10 @@ fn create_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 /// * a VPC address not associated yet goes to the tier through
 ///   `associateIPToGuestNetwork` ([`guest_association_refusal`]: a ROUTED tier has no
 ///   SourceNat) — 431, the address stays with its VPC;
-/// * `isLbServiceSupportedInNetwork`: "LB service is not supported in specified network
-///   id" (431).
+/// * `isLbServiceSupportedInNetwork(networkId, Scheme.Public)`: "LB service is not
+///   supported in specified network id" (431), then an offering without public LB (the
+///   internal-LB tier's) → "Scheme Public is not supported by the network offering
+///   <`NetworkOfferingVO.toString`>" (431).
 ///
 /// The 431s leave through [`create_load_balancer_rule`] with `cserrorcode` 9999.
 fn check_network_kind(
@@ -352,6 +357,12 @@ fn check_network_kind(
             "LB service is not supported in specified network id",
         ));
     }
+    if !network.supports_public_lb() {
+        return Err(ApiError::param(format!(
+            "Scheme Public is not supported by the network offering {}",
+            network.offering_text()
+        )));
+    }
     Ok(())
 }
 
@@ -359,6 +370,9 @@ fn check_network_kind(
 /// rule `openfirewall` made is applied (`applyIngressFirewallRules`); the load-balancer rule
 /// itself is not, so it stays `Add` until [`apply_rule`] runs with a member mapped.
 pub fn finish_create(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
+    if state.internal_lb_rule(rule_id).is_some() {
+        return super::internal_lb::finish_create(state, rule_id);
+    }
     let rule = state
         .lb_rule(rule_id)
         .cloned()
@@ -379,14 +393,13 @@ pub fn finish_create(state: &mut State, rule_id: &str) -> Result<Value, ApiError
 /// `applyLoadBalancerConfig` applies this rule alone): `Add` becomes `Active`, and a rule
 /// left with no VM mapping goes back to `Add` ("no more active LB-VM mappings"). So a rule
 /// is `Active` exactly when it has been applied with at least one member.
+///
+/// An internal rule is applied the same way (`applyLoadBalancerRules` with the network's
+/// rules of scheme Internal; `InternalLoadBalancerElement.applyLBRules` skips a rule with no
+/// VM and deploys one InternalLbVm per source address that has a rule with VMs).
 pub fn apply_rule(state: &mut State, rule_id: &str) {
-    if let Some(rule) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
-        rule.state = if rule.members.is_empty() {
-            "Add"
-        } else {
-            "Active"
-        }
-        .into();
+    if let Some((rule_state, no_members)) = state.lb_state_mut(rule_id) {
+        *rule_state = if no_members { "Add" } else { "Active" }.into();
     }
 }
 
@@ -527,11 +540,12 @@ fn netris_update_refusal(changes: &BTreeMap<String, String>) -> Result<(), ApiEr
 }
 
 /// deleteLoadBalancerRule: `id` resolved before the job is queued; ownership checked in the
-/// job (`DeleteLoadBalancerRuleCmd` has no `@ACL` parameter).
+/// job (`DeleteLoadBalancerRuleCmd` has no `@ACL` parameter). An internal rule's id is a row
+/// of the same table and is deleted the same way (`deleteLoadBalancerRule(id, true)`).
 pub fn delete_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let state = &*ctx.state;
-    let rule = lookup_required(ctx.params, "id", |id| state.lb_rule(id))?;
-    let (rule_id, network) = (rule.id.clone(), rule.network_id.clone());
+    let rule = super::lookup_lb_rule(ctx.params, state, "id")?;
+    let (rule_id, network) = (rule.id.to_owned(), rule.network_id.to_owned());
     let job = ctx.start_job(
         Some(network),
         Some(("FirewallRule", rule_id.clone())),
@@ -546,6 +560,9 @@ pub fn delete_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 /// created; applying the revoked rule (`applyLoadBalancerRules`) unassigns a VPC address
 /// whose last rule it was from its tier ([`super::ip_rules::unassign_from_tier`]).
 pub fn finish_delete(state: &mut State, caller: &Caller, rule_id: &str) -> Result<Value, ApiError> {
+    if state.internal_lb_rule(rule_id).is_some() {
+        return super::internal_lb::finish_delete(state, caller, rule_id);
+    }
     let Some(rule) = state.lb_rule(rule_id) else {
         return Err(ApiError::param(format!(
             "Unable to find load balancer rule {rule_id}"

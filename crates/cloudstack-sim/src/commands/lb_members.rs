@@ -2,7 +2,7 @@
 
 use super::access::Caller;
 use super::vms::{VmDetails, pending_vm_jobs, render_vm};
-use super::{Ctx, job_reply, lookup_required, success};
+use super::{Ctx, job_reply, success};
 use crate::error::ApiError;
 use crate::jobs::{JobAction, MemberRequest};
 use crate::params::is_uuid;
@@ -53,8 +53,8 @@ pub fn remove_from_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiErr
 /// queue of the rule's network (`getSyncObjId`).
 fn change_members(ctx: &mut Ctx<'_>, add: bool) -> Result<Value, ApiError> {
     let state = &*ctx.state;
-    let rule = lookup_required(ctx.params, "id", |id| state.lb_rule(id))?;
-    let (rule_id, network_id) = (rule.id.clone(), rule.network_id.clone());
+    let rule = super::lookup_lb_rule(ctx.params, state, "id")?;
+    let (rule_id, network_id) = (rule.id.to_owned(), rule.network_id.to_owned());
     let members = requested_members(ctx)?;
     let action = if add {
         JobAction::AssignToLbRule {
@@ -138,7 +138,7 @@ pub fn finish_assign(
             m.vm_id
         )));
     }
-    let rule = state.lb_rule(rule_id).ok_or_else(|| {
+    let rule = state.any_lb_rule(rule_id).ok_or_else(|| {
         assign_failed(format!(
             "Failed to assign to load balancer {rule_id}, the load balancer was not found."
         ))
@@ -154,13 +154,13 @@ pub fn finish_assign(
             .vm(&vm_id)
             .filter(|vm| !vm.is_destroyed())
             .ok_or_else(|| assign_failed(format!("Invalid instance id specified: {vm_id}")))?;
-        if !caller.can_access(state, &rule.owner) || !caller.can_access(state, &vm.owner) {
+        if !caller.can_access(state, rule.owner) || !caller.can_access(state, &vm.owner) {
             return Err(assign_failed(format!(
                 "Account {} does not have permission to operate on instance {vm_id} or load balancer rule {rule_id}",
                 caller.account
             )));
         }
-        if vm.owner != rule.owner {
+        if &vm.owner != rule.owner {
             return Err(assign_failed(format!(
                 "New rule {rule_id} and vm id={vm_id} belong to different accounts"
             )));
@@ -199,8 +199,8 @@ pub fn finish_assign(
             ip,
         }));
     }
-    if let Some(rule) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
-        rule.members.extend(added);
+    if let Some(members) = state.lb_members_mut(rule_id) {
+        members.extend(added);
     }
     // `assignToLoadBalancer` → `applyLoadBalancerConfig`: the rule is now `Active`.
     super::lb::apply_rule(state, rule_id);
@@ -229,9 +229,9 @@ pub fn finish_remove(
 ) -> Result<Value, ApiError> {
     check_map_vms(state, members)?;
     let rule = state
-        .lb_rule(rule_id)
+        .any_lb_rule(rule_id)
         .ok_or_else(|| remove_failed(format!("Invalid load balancer value: {rule_id}")))?;
-    if !caller.can_access(state, &rule.owner) {
+    if !caller.can_access(state, rule.owner) {
         return Err(super::access::job_denied(
             caller,
             &format!("load balancer rule {rule_id}"),
@@ -255,8 +255,8 @@ pub fn finish_remove(
             )));
         }
     }
-    if let Some(rule) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
-        rule.members.retain(|m| {
+    if let Some(members) = state.lb_members_mut(rule_id) {
+        members.retain(|m| {
             !wanted
                 .iter()
                 .any(|(vm, ips, all)| vm == &m.vm_id && (*all || ips.contains(&m.ip)))
@@ -277,10 +277,10 @@ fn is_ipv4(text: &str) -> bool {
 pub fn list_load_balancer_rule_instances(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;
-    let rule = lookup_required(p, "id", |id| state.lb_rule(id))?;
+    let rule = super::lookup_lb_rule(p, state, "id")?;
     ctx.caller.check(
         state,
-        &rule.owner,
+        rule.owner,
         &format!("load balancer rule {}", rule.id),
     )?;
     let applied = p.bool("applied").unwrap_or(true);
@@ -304,7 +304,7 @@ pub fn list_load_balancer_rule_instances(ctx: &mut Ctx<'_>) -> Result<Value, Api
             !ips.is_empty()
         } else {
             ips.is_empty()
-                && vm.owner == rule.owner
+                && &vm.owner == rule.owner
                 && vm.nics.iter().any(|n| n.network_id == rule.network_id)
         };
         if !selected || p.text("keyword").is_some_and(|k| !super::like(&vm.name, k)) {

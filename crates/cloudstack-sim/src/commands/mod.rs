@@ -5,6 +5,7 @@ mod accounts;
 mod acl;
 mod firewall;
 mod infra;
+mod internal_lb;
 mod ip_rules;
 mod ips;
 mod jobs_cmd;
@@ -192,6 +193,9 @@ pub const COMMANDS: &[Command] = &[
     job("associateIpAddress", ips::associate_ip_address),
     job("disassociateIpAddress", ips::disassociate_ip_address),
     sync("listLoadBalancerRules", lb::list_load_balancer_rules),
+    job("createLoadBalancer", internal_lb::create_load_balancer),
+    sync("listLoadBalancers", internal_lb::list_load_balancers),
+    job("deleteLoadBalancer", internal_lb::delete_load_balancer),
     job("createLoadBalancerRule", lb::create_load_balancer_rule),
     job("updateLoadBalancerRule", lb::update_load_balancer_rule),
     job("deleteLoadBalancerRule", lb::delete_load_balancer_rule),
@@ -466,6 +470,21 @@ pub fn resolve<'p>(
         Some(id) if exists(id) => Ok(Some(id)),
         Some(id) => Err(ApiError::invalid_uuid(&params.command, name, id)),
     }
+}
+
+/// A required UUID parameter naming a load-balancer rule of either scheme (both are rows of
+/// `firewall_rules`, which parameter processing searches): unknown → the server's 431.
+pub fn lookup_lb_rule<'s>(
+    params: &Params,
+    state: &'s State,
+    name: &str,
+) -> Result<crate::state::AnyLbRule<'s>, ApiError> {
+    let id = params
+        .uuid(name)?
+        .ok_or_else(|| ApiError::missing(&params.command, name))?;
+    state
+        .any_lb_rule(id)
+        .ok_or_else(|| ApiError::invalid_uuid(&params.command, name, id))
 }
 
 /// Like [`lookup`] for a required parameter.

@@ -38,7 +38,9 @@ fn resource_owner(state: &State, kind: &str, id: &str) -> Option<Owner> {
         "UserVm" => state.vm(id).map(|v| v.owner.clone()),
         "Network" => state.network(id).map(|n| n.owner.clone()),
         "Vpc" => state.vpc(id).map(|v| v.owner.clone()),
-        "LoadBalancer" => state.lb_rule(id).map(|r| r.owner.clone()),
+        // `ResourceObjectType.LoadBalancer` is `LoadBalancerVO`, the `load_balancing_rules`
+        // table: internal rules too.
+        "LoadBalancer" => state.any_lb_rule(id).map(|r| r.owner.clone()),
         "PublicIpAddress" => state.ip(id).and_then(|i| i.owner.clone()),
         // Routing firewall rules live in the firewall-rule table too.
         "FirewallRule" => state

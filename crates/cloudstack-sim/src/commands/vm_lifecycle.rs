@@ -148,13 +148,7 @@ pub fn expunge_vm(state: &mut State, vm_id: &str) -> bool {
     vm.removed = Some(now_text());
     vm.nics.clear();
     state.expunged_vms.push(vm);
-    let mut mapped = Vec::new();
-    for rule in &mut state.lb_rules {
-        if rule.members.iter().any(|m| m.vm_id == vm_id) {
-            rule.members.retain(|m| m.vm_id != vm_id);
-            mapped.push(rule.id.clone());
-        }
-    }
+    let mapped = state.unmap_vm(vm_id);
     // `removeVmFromLoadBalancers` re-applies each rule the VM was mapped to.
     for rule_id in &mapped {
         super::lb::apply_rule(state, rule_id);

@@ -119,6 +119,12 @@ pub fn pending_vm_jobs(state: &State) -> PendingVmJobs<'_> {
         .collect()
 }
 
+/// A VM's internal name (`VMInstanceVO.getInstanceName`, `i-<account>-<id>-VM`; the
+/// simulator has no numeric ids and uses the first eight characters of the UUID).
+pub fn instance_name(vm: &Vm) -> String {
+    format!("i-2-{}-VM", vm.id.get(..8).unwrap_or(&vm.id))
+}
+
 /// The `virtualmachine` object.
 pub fn render_vm(
     state: &State,
@@ -164,10 +170,7 @@ pub fn render_vm(
         out.insert("username".into(), json!(account.name));
     }
     if admin {
-        out.insert(
-            "instancename".into(),
-            json!(format!("i-2-{}-VM", &vm.id[..8])),
-        );
+        out.insert("instancename".into(), json!(instance_name(vm)));
         out.insert(
             "hostid".into(),
             json!("00000000-0000-4000-8000-0000000000aa"),

@@ -96,7 +96,8 @@ impl Network {
     ///   NetworkACL (tier) by the router or NSX/Netris — "SourceNat/StaticNat/Lb/
     ///   PortForwarding/Vpn service are not supported in ROUTED mode"
     ///   (`createNetworkOffering`);
-    /// * NATTED: Lb by the LB provider; SourceNat, PortForwarding, StaticNat and
+    /// * NATTED: Lb by the LB provider (InternalLbVm on an internal-LB tier:
+    ///   `NetworkOrchestrator.configure`'s `internalLbOffProviders`); SourceNat, PortForwarding, StaticNat and
     ///   Firewall/NetworkACL by the router, or by NSX/Netris on their networks (the NAT
     ///   offerings of `NsxElement`/`NetrisElement`); Dhcp, Dns, UserData by the router.
     pub fn services(&self) -> Vec<(Service, &'static str)> {
@@ -113,7 +114,7 @@ impl Network {
         let external = match self.lb_provider {
             LbProvider::Nsx => Some("Nsx"),
             LbProvider::Netris => Some("Netris"),
-            LbProvider::VirtualRouter | LbProvider::Netscaler => None,
+            LbProvider::VirtualRouter | LbProvider::Netscaler | LbProvider::InternalLbVm => None,
         };
         let rules = external.unwrap_or(router);
         let basic = [
@@ -132,6 +133,7 @@ impl Network {
         let lb = match self.lb_provider {
             LbProvider::VirtualRouter => router,
             LbProvider::Netscaler => "Netscaler",
+            LbProvider::InternalLbVm => "InternalLbVm",
             LbProvider::Nsx | LbProvider::Netris => rules,
         };
         let mut list = vec![
@@ -180,12 +182,94 @@ impl Network {
             (_, NetworkMode::Natted, true, LbProvider::Netris) => {
                 "DefaultNATNetrisNetworkOfferingForVpc"
             }
+            (_, NetworkMode::Natted, true, LbProvider::InternalLbVm) => {
+                "DefaultIsolatedNetworkOfferingForVpcNetworksWithInternalLB"
+            }
             (_, NetworkMode::Natted, true, _) => "DefaultIsolatedNetworkOfferingForVpcNetworks",
             (_, NetworkMode::Natted, false, _) => {
                 "DefaultIsolatedNetworkOfferingWithSourceNatService"
             }
         }
     }
+}
+
+impl Network {
+    /// `NetworkOffering.isPublicLb()` of the network's offering: every offering with Lb but
+    /// the internal-LB one (`NetworkOrchestrator.configure` builds it with
+    /// `setPublicLb(false)`; "Public lb and internal lb can't be enabled at the same time on
+    /// the offering", `createNetworkOffering`).
+    pub fn supports_public_lb(&self) -> bool {
+        self.offers(Service::Lb) && self.lb_provider != LbProvider::InternalLbVm
+    }
+
+    /// `NetworkOffering.isInternalLb()`: only
+    /// `DefaultIsolatedNetworkOfferingForVpcNetworksWithInternalLB` (`setInternalLb(true)`);
+    /// the NSX/Netris offerings the simulator models are their public-LB ones.
+    pub fn supports_internal_lb(&self) -> bool {
+        self.offers(Service::Lb) && self.lb_provider == LbProvider::InternalLbVm
+    }
+
+    /// `NetworkOfferingVO.toString` (4.20+: `NetworkOffering {"id":…,"uuid":…,"name":…,
+    /// "trafficType":"Guest"}`, `ReflectionToStringBuilderUtils.reflectOnlySelectedFields`).
+    /// The database id and UUID of a default offering are install-specific; the simulator
+    /// numbers the offerings it knows in a fixed order and derives a stable UUID from the name.
+    pub fn offering_text(&self) -> String {
+        let name = self.offering_name();
+        format!(
+            "NetworkOffering {{\"id\":{},\"uuid\":\"{}\",\"name\":\"{name}\",\"trafficType\":\"Guest\"}}",
+            offering_number(name),
+            name_uuid(name)
+        )
+    }
+}
+
+/// `NetworkVO.toString`: `Network {"id": <n>, "name": "<name>", "uuid": "<uuid>",
+/// "networkofferingid": <n>}`. `number` is the network's database id, which the simulator
+/// does not keep: callers pass its position in the state plus 200.
+pub fn network_text(network: &Network, number: usize) -> String {
+    format!(
+        "Network {{\"id\": {number}, \"name\": \"{}\", \"uuid\": \"{}\", \"networkofferingid\": {}}}",
+        network.name,
+        network.id,
+        offering_number(network.offering_name())
+    )
+}
+
+/// A fixed database id for each offering name the simulator knows.
+fn offering_number(name: &str) -> usize {
+    const KNOWN: &[&str] = &[
+        "DefaultSharedNetworkOffering",
+        "DefaultIsolatedNetworkOfferingWithSourceNatService",
+        "DefaultIsolatedNetworkOfferingForVpcNetworks",
+        "DefaultIsolatedNetworkOfferingForVpcNetworksWithInternalLB",
+        "RoutedIsolatedNetworkOffering",
+        "RoutedNetworkOfferingForVpcNetworks",
+        "DefaultNATNSXNetworkOffering",
+        "DefaultNATNSXNetworkOfferingForVpc",
+        "DefaultRoutedNSXNetworkOffering",
+        "DefaultRoutedNSXNetworkOfferingForVpc",
+        "DefaultNATNetrisNetworkOfferingForVpc",
+        "DefaultRoutedNetrisNetworkOfferingForVpc",
+    ];
+    KNOWN.iter().position(|k| *k == name).map_or(99, |i| i + 1)
+}
+
+/// A stable lower-case UUID-shaped text derived from `name` (FNV-1a, 128 bits).
+fn name_uuid(name: &str) -> String {
+    let mut hash: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    for byte in name.bytes() {
+        hash ^= u128::from(byte);
+        hash = hash.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
+    }
+    let hex = format!("{hash:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }
 
 /// A routing firewall rule of a ROUTED network (`RoutedIpv4ManagerImpl

@@ -3,6 +3,7 @@
 //! public addresses here, load-balancer rules in [`lb`], routing firewall rules in
 //! [`routing_firewall`].
 
+mod internal_lb;
 mod lb;
 mod routing_firewall;
 

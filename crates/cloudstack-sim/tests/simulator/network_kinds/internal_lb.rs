@@ -7,8 +7,8 @@ use super::{capabilities, common, listed, services, vpc_address};
 
 use cloudstack::{CreateLoadBalancerRule, Params};
 use cloudstack_sim::{
-    KINDS_INTERNAL_LB_TIER, KINDS_INTERNAL_LB_VPC, KINDS_NETRIS_TIER, SMALL_NETWORK, Scenario,
-    SimServer,
+    KINDS_INTERNAL_LB_TIER, KINDS_INTERNAL_LB_VPC, KINDS_NETRIS_TIER, SMALL_NETWORK, SMALL_TIER,
+    Scenario, SimServer,
 };
 use common::{api_error, client, id_of, start};
 use serde_json::Value;
@@ -265,17 +265,23 @@ async fn schemes_addresses_and_ids_are_checked() {
         ),
         "{text}"
     );
-    let isolated = id_of(&sim, "networks", SMALL_NETWORK);
-    let (_, _, _, text) = api_error(
-        alice
-            .call_async("createLoadBalancer", internal(&isolated, "x", 80, None))
-            .await
-            .unwrap_err(),
-    );
-    assert!(
-        text.contains("DefaultIsolatedNetworkOfferingWithSourceNatService"),
-        "{text}"
-    );
+    for (network, offering) in [
+        (
+            SMALL_NETWORK,
+            "DefaultIsolatedNetworkOfferingWithSourceNatService",
+        ),
+        (SMALL_TIER, "DefaultIsolatedNetworkOfferingForVpcNetworks\""),
+    ] {
+        let id = id_of(&sim, "networks", network);
+        let (status, _, _, text) = api_error(
+            alice
+                .call_async("createLoadBalancer", internal(&id, "x", 80, None))
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!(status, 431);
+        assert!(text.contains(offering), "{text}");
+    }
 
     let refusals = [
         (

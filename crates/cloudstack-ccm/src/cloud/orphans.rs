@@ -3,7 +3,8 @@
 //! Node removed while no route controller ran).
 //!
 //! [`find`] lists, with one tag-filtered list call per kind, the public IPs, load-balancer
-//! rules, firewall rules, network ACL items and static routes carrying this cluster's tag,
+//! rules (public and internal), firewall rules, network ACL items and static routes
+//! carrying this cluster's tag,
 //! and the SSL certificates the controller uploaded for this cluster (certificates take no
 //! tags: they are found by name, one `listSslCerts`), and says why each one whose owner no
 //! longer exists is an orphan. [`delete`] removes
@@ -48,6 +49,8 @@ pub enum OrphanKind {
     PublicIp,
     /// A load-balancer rule.
     LoadBalancerRule,
+    /// An internal load-balancer rule (CloudStack's Internal LB on a VPC tier).
+    InternalLoadBalancerRule,
     /// A firewall rule.
     FirewallRule,
     /// A routing firewall rule of a ROUTED network (the routing firewall companion).
@@ -62,8 +65,9 @@ pub enum OrphanKind {
 
 impl OrphanKind {
     /// Every kind, in deletion order (addresses last).
-    pub const ALL: [OrphanKind; 7] = [
+    pub const ALL: [OrphanKind; 8] = [
         OrphanKind::LoadBalancerRule,
+        OrphanKind::InternalLoadBalancerRule,
         OrphanKind::FirewallRule,
         OrphanKind::RoutingFirewallRule,
         OrphanKind::AclItem,
@@ -77,6 +81,7 @@ impl OrphanKind {
         match self {
             OrphanKind::PublicIp => "public_ip",
             OrphanKind::LoadBalancerRule => "load_balancer_rule",
+            OrphanKind::InternalLoadBalancerRule => "internal_load_balancer_rule",
             OrphanKind::FirewallRule => "firewall_rule",
             OrphanKind::RoutingFirewallRule => "routing_firewall_rule",
             OrphanKind::AclItem => "acl_item",
@@ -164,6 +169,8 @@ fn service_gone(tags: &[Tag], owners: &Owners) -> Option<String> {
 pub struct Tagged {
     /// Load-balancer rules.
     pub rules: Vec<cloudstack::LoadBalancerRule>,
+    /// Internal load-balancer rules.
+    pub internal_rules: Vec<cloudstack::InternalLoadBalancer>,
     /// Firewall rules.
     pub firewall_rules: Vec<cloudstack::FirewallRule>,
     /// Routing firewall rules (listed only where the server has them, 4.20+).
@@ -333,6 +340,27 @@ pub fn classify(tagged: &Tagged, owners: &Owners) -> Vec<Orphan> {
             None => {
                 ips_with_live_rules.insert(ip);
             }
+        }
+    }
+    for rule in &tagged.internal_rules {
+        if let Some(reason) = service_gone(&rule.tags, owners) {
+            let id = rule.id.clone().unwrap_or_default();
+            let name = rule.name.clone().unwrap_or_default();
+            out.push(Orphan {
+                kind: OrphanKind::InternalLoadBalancerRule,
+                id: id.clone(),
+                what: format!(
+                    "{name} on {}",
+                    rule.sourceipaddress.as_deref().unwrap_or_default()
+                ),
+                reason,
+                deletable: true,
+                network_id: rule.networkid.clone(),
+                step: Some(OrphanStep::LoadBalancer(Step::DeleteInternalRule {
+                    id,
+                    name,
+                })),
+            });
         }
     }
     for rule in &tagged.firewall_rules {

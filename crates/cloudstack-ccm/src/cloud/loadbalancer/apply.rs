@@ -20,8 +20,8 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 
 use cloudstack::{
-    CreateLoadBalancerRule, CreateTags, FirewallRule, LoadBalancerRule, RemoveFromLoadBalancerRule,
-    Request, UpdateLoadBalancerRule,
+    CreateLoadBalancer, CreateLoadBalancerRule, CreateTags, FirewallRule, InternalLoadBalancer,
+    LoadBalancerRule, RemoveFromLoadBalancerRule, Request, UpdateLoadBalancerRule,
 };
 use serde_json::Value;
 
@@ -44,6 +44,8 @@ pub(crate) struct Applied {
     pub created_rules: HashMap<String, String>,
     /// Ids of existing rules whose members or policies changed (or that were deleted).
     pub touched_rules: BTreeSet<String>,
+    /// The address of the first internal rule the plan created.
+    pub internal_address: Option<IpAddr>,
     /// Certificates uploaded by the plan: fingerprint → id.
     pub uploaded_certificates: HashMap<String, String>,
     /// Number of steps that succeeded.
@@ -267,6 +269,32 @@ async fn run_step(run: &Run<'_>, step: &Step, phase: &PhaseSteps) -> Result<(), 
             }
             Ok(())
         }
+        Call::CreateInternalRule { name, call } => {
+            let job = run
+                .ticket
+                .submit(run.client, call.command, call.params)
+                .await
+                .map_err(failed(step))?;
+            let id = created_id(step, &job, "internal rule")?;
+            lock(&run.state).created_rules.insert(name, id);
+            let result = job.wait(run.client).await.map_err(failed(step))?;
+            let rule = cloudstack::job_object::<InternalLoadBalancer>(
+                CreateLoadBalancer::COMMAND,
+                result,
+                "loadbalancer",
+            )
+            .map_err(failed(step))?;
+            let address = rule
+                .sourceipaddress
+                .as_deref()
+                .and_then(|a| a.parse::<IpAddr>().ok())
+                .ok_or_else(|| ApplyError::Unresolved {
+                    step: step.to_string(),
+                    detail: "the reply carried no source address".into(),
+                })?;
+            lock(&run.state).internal_address.get_or_insert(address);
+            Ok(())
+        }
         Call::Job(call) => {
             let result = run.queued(step, call).await?;
             let changes = &mut lock(&run.state).view_changes;
@@ -320,6 +348,8 @@ async fn run_step(run: &Run<'_>, step: &Step, phase: &PhaseSteps) -> Result<(), 
                     changes.deleted(id);
                 }
                 Step::ReleaseIp { id, .. } => changes.released(id),
+                // Internal rules are not part of the account's view.
+                Step::DeleteInternalRule { .. } => {}
                 Step::DeleteAclItem { .. } => changes.acl_changed(),
                 Step::DeleteHealthCheck { .. }
                 | Step::DeleteStickiness { .. }

@@ -184,6 +184,54 @@ pub struct NetworkCapabilities {
     /// (apache/cloudstack#11468). Below 4.22 the Virtual Router takes protocol `ssl` and
     /// serves it as plain TCP, so the capability is read together with the version.
     pub ssl_termination: bool,
+    /// Which load-balancer schemes the offering carries (`LbSchemes`).
+    pub lb_schemes: LbSchemes,
+}
+
+/// The load-balancer schemes of a network's offering: public rules on a public address
+/// (`createLoadBalancerRule`), internal rules on an address of the tier
+/// (`createLoadBalancer`, provider `InternalLbVm`). CloudStack's `createNetworkOffering`
+/// refuses both on one offering ("Public lb and internal lb can't be enabled at the same
+/// time on the offering") for the Virtual Router family.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LbSchemes {
+    /// `Public`.
+    pub public: bool,
+    /// `Internal` (on a VPC tier).
+    pub internal: bool,
+}
+
+impl LbSchemes {
+    /// From the `LbSchemes` capability of the `Lb` service (`Internal,Public`); without
+    /// it, the provider decides: `InternalLbVm` is internal, any other public.
+    fn of(capability: Option<&str>, provider: Option<&str>, vpc_tier: bool) -> LbSchemes {
+        let (public, internal) = match capability {
+            Some(list) => {
+                let has = |scheme: &str| split_list(list).any(|s| s.eq_ignore_ascii_case(scheme));
+                (has("Public"), has("Internal"))
+            }
+            None => {
+                let internal_vm = provider.is_some_and(|p| p.eq_ignore_ascii_case("InternalLbVm"));
+                (!internal_vm, internal_vm)
+            }
+        };
+        LbSchemes {
+            public,
+            // `createLoadBalancer` places its address in a guest network's CIDR: CloudStack
+            // offers the internal scheme on VPC tiers.
+            internal: internal && vpc_tier,
+        }
+    }
+
+    /// How the schemes read in a message: `public`, `internal` or `public and internal`.
+    pub(crate) fn describe(self) -> &'static str {
+        match (self.public, self.internal) {
+            (true, true) => "public and internal",
+            (true, false) => "public",
+            (false, true) => "internal",
+            (false, false) => "no",
+        }
+    }
 }
 
 /// The HAProxy statistics port of the Virtual Router (CloudStack's default).
@@ -271,6 +319,11 @@ impl NetworkCapabilities {
                 BTreeSet::new()
             },
             ssl_termination,
+            lb_schemes: LbSchemes::of(
+                lb.and_then(|s| s.capability("LbSchemes")),
+                lb.and_then(|s| s.providers.first().map(String::as_str)),
+                network.vpc_id.is_some(),
+            ),
         }
     }
 

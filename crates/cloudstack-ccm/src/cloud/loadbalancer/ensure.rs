@@ -27,6 +27,7 @@ use crate::cloud::provider_id::ProviderId;
 mod backends;
 mod caches;
 mod for_service;
+mod internal;
 mod interrupted;
 mod outcome;
 mod routed_firewall;
@@ -35,6 +36,7 @@ use backends::ResolvedMemo;
 pub use backends::{NodeElsewhere, ResolvedBackends};
 use caches::deletes_unnamed_firewall_rule;
 pub(crate) use for_service::KeptRules;
+pub(crate) use outcome::PlannedKind;
 use outcome::change_of;
 pub use outcome::{Change, Deleted, EnsureError, Ensured, NetworkError, Prepared};
 pub use routed_firewall::RoutedFirewallRequest;
@@ -174,6 +176,12 @@ impl Engine {
             }
         }
         let ctx = self.plan_context(&view, &network_id)?;
+        let zone_id = view.network(&network_id).and_then(|n| n.zoneid.clone());
+        if spec.internal.is_some() {
+            return self
+                .prepare_internal(spec, backends, &ctx, network_id, zone_id)
+                .await;
+        }
         let observed = self.observe(&view, spec, &ctx.network).await?;
         if let Some(ip) = observed.ip.as_ref().filter(|ip| ip.is_allocating) {
             // Its association job runs, or failed and CloudStack gives the address back:
@@ -197,12 +205,12 @@ impl Engine {
         .await
         .map_err(EnsureError::Inventory)?;
         let plan = plan::plan(spec, &observed, &backends, &ctx)?;
-        let zone_id = view.network(&network_id).and_then(|n| n.zoneid.clone());
         Ok(Prepared {
             plan,
             observed,
             network_id,
             zone_id,
+            kind: PlannedKind::Public,
         })
     }
 
@@ -260,13 +268,16 @@ impl Engine {
             observed,
             network_id,
             zone_id,
+            kind,
         } = prepared;
         let warnings = plan.warnings.clone();
         let applied = if plan.is_empty() {
             apply::Applied::default()
         } else {
             let ticket = self.queues.enter(&network_id);
-            let interrupted = interrupted::Interrupted::watch(self, &observed);
+            // Internal rules are read afresh on every sync: no view or cache to renew.
+            let public = kind == PlannedKind::Public;
+            let interrupted = public.then(|| interrupted::Interrupted::watch(self, &observed));
             let (applied, result) = apply::apply(
                 &self.client,
                 &ticket,
@@ -276,9 +287,11 @@ impl Engine {
                 zone_id.as_deref(),
             )
             .await;
-            interrupted.ran_to_its_end();
-            self.after_changes(&plan, &observed, &applied, result.is_ok())
-                .await;
+            if let Some(interrupted) = interrupted {
+                interrupted.ran_to_its_end();
+                self.after_changes(&plan, &observed, &applied, result.is_ok())
+                    .await;
+            }
             if result.is_err()
                 && plan
                     .steps()
@@ -288,16 +301,26 @@ impl Engine {
                 self.inventory.distrust();
             }
             result?;
-            self.seed_created_rules(&plan, &applied);
+            if public {
+                self.seed_created_rules(&plan, &applied);
+            }
             applied
         };
-        let (ip_id, public_ip) = applied
-            .associated_ip
-            .clone()
-            .or_else(|| observed.ip.as_ref().map(|ip| (ip.id.clone(), ip.address)))
-            .ok_or_else(|| EnsureError::NoPublicIp)?;
+        let (ip_id, address) = match kind {
+            PlannedKind::Public => applied
+                .associated_ip
+                .clone()
+                .or_else(|| observed.ip.as_ref().map(|ip| (ip.id.clone(), ip.address)))
+                .map(|(id, address)| (Some(id), address))
+                .ok_or(EnsureError::NoPublicIp)?,
+            PlannedKind::Internal { observed_address } => applied
+                .internal_address
+                .or(observed_address)
+                .map(|address| (None, address))
+                .ok_or(EnsureError::NoInternalAddress)?,
+        };
         Ok(Ensured {
-            public_ip,
+            address,
             ip_id,
             network_id,
             warnings,
@@ -305,9 +328,19 @@ impl Engine {
         })
     }
 
-    /// Deletes the load balancer of `spec` (its rules, their firewall rules or ACL items,
-    /// and the IP when the controller associated it and nothing else uses it).
+    /// Deletes the load balancer of `spec`: the public one ([`Engine::delete_public`]) and
+    /// the internal rules on the tier recorded on the Service ([`Engine::delete_internal`]).
     pub(crate) async fn ensure_deleted(&self, spec: &LbSpec) -> Result<Deleted, EnsureError> {
+        let mut public = self.delete_public(spec).await?;
+        let internal = self.delete_internal(spec).await?;
+        public.steps += internal.steps;
+        public.warnings.extend(internal.warnings);
+        Ok(public)
+    }
+
+    /// Deletes the public load balancer of `spec` (its rules, their firewall rules or ACL
+    /// items, and the IP when the controller associated it and nothing else uses it).
+    pub(crate) async fn delete_public(&self, spec: &LbSpec) -> Result<Deleted, EnsureError> {
         let view = self.view().await?;
         let network_id = known_network(&view, spec);
         let ctx = match network_id.as_deref().map(|id| self.plan_context(&view, id)) {

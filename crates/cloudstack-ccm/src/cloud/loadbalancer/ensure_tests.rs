@@ -17,6 +17,7 @@ fn prepared(steps: Vec<Step>) -> Prepared {
         observed: ObservedLb::default(),
         network_id: "net".into(),
         zone_id: None,
+        kind: PlannedKind::Public,
     }
 }
 

@@ -261,3 +261,6 @@ impl ObservedLb {
 pub(crate) mod account_view;
 pub(crate) mod assemble;
 pub mod details;
+pub(crate) mod internal;
+
+pub use internal::ObservedInternalRule;

@@ -60,6 +60,7 @@ use crate::cloud::tags::{
 
 mod capability_check;
 mod delete;
+mod internal;
 mod ip;
 mod last_applied;
 mod members;
@@ -76,6 +77,7 @@ mod tls;
 use capability_check::check_capabilities;
 pub use delete::DeleteSpec;
 pub(crate) use delete::plan_delete;
+pub(crate) use internal::{check_internal, plan_internal, plan_internal_delete};
 use ip::{ip_address, plan_ip};
 use last_applied::with_last_applied_access;
 use ports::firewall_deletes_first;
@@ -85,7 +87,8 @@ pub use routed_firewall::{
 };
 use stages::{Planner, Stage};
 pub use step::{
-    AssociateTarget, CertRef, IpRef, ResourceRef, RuleRef, Step, TagResourceType, VmIds,
+    AssociateTarget, CertRef, InternalAddress, IpRef, ResourceRef, RuleRef, Step, TagResourceType,
+    VmIds,
 };
 
 /// Description put on the policies the controller creates (the Go CCM's text, so its
@@ -174,6 +177,14 @@ pub enum PlanError {
     /// offering without `Lb`).
     #[error("no CloudStack load balancer on network {network}: {why}")]
     NoLoadBalancing {
+        /// Network label.
+        network: String,
+        /// Why, and what the user can do instead.
+        why: String,
+    },
+    /// An internal load balancer was asked for on a network that has none.
+    #[error("no internal load balancer on network {network}: {why}")]
+    NoInternalLoadBalancing {
         /// Network label.
         network: String,
         /// Why, and what the user can do instead.

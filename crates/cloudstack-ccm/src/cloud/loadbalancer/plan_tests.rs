@@ -225,6 +225,8 @@ fn kinds(plan: &Plan) -> Vec<Vec<&'static str>> {
                     Step::CreateRule { .. } => "create-rule",
                     Step::UpdateRule { .. } => "update-rule",
                     Step::DeleteRule { .. } => "delete-rule",
+                    Step::CreateInternalRule { .. } => "create-internal-rule",
+                    Step::DeleteInternalRule { .. } => "delete-internal-rule",
                     Step::AssignMembers { .. } => "assign",
                     Step::RemoveMembers { .. } => "remove",
                     Step::CreateFirewallRule { .. } => "create-fw",
@@ -287,6 +289,8 @@ fn plan_prints_readably() {
 
 #[path = "plan_claim_tests.rs"]
 mod claim;
+#[path = "plan_internal_tests.rs"]
+mod internal;
 #[path = "plan_ip_tests.rs"]
 mod ip;
 #[path = "plan_members_tests.rs"]

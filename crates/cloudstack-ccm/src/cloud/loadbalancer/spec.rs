@@ -214,10 +214,23 @@ pub struct LbSpec {
     /// TLS termination (`…-tls-secret` / `…-tls-certificate-id`): its ports' rules use
     /// protocol `ssl`. The controller fills in the Secret's certificate.
     pub tls: Option<super::tls_spec::TlsTermination>,
+    /// An internal load balancer on the VPC tier (`…-internal`) instead of a public one.
+    pub internal: Option<InternalSpec>,
+    /// The tier internal rules were made on (`…-internal-network-id`): they may stand
+    /// there, whatever the Service asks for now.
+    pub recorded_internal_network_id: Option<String>,
     /// What the Service asks for that is replaced or questionable (a bad annotation
     /// value and what is used instead, source ranges that admit no IPv4 client), for
     /// Warning Events.
     pub warnings: Vec<String>,
+}
+
+/// What an internal load balancer (`…-internal`) asks for beyond the rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InternalSpec {
+    /// The tier address asked for (`…-internal-address`, else `spec.loadBalancerIP`);
+    /// `None`: CloudStack picks one.
+    pub address: Option<IpAddr>,
 }
 
 /// Settings that come from the controller's configuration, not the Service.
@@ -368,7 +381,16 @@ impl LbSpec {
                 .unwrap_or_default(),
         });
 
-        Ok(LbSpec {
+        // Unreadable, the Service is not served: a public load balancer is not what a
+        // Service that may have asked for an internal one should get.
+        let internal = annotations.flag(&ann::INTERNAL)?;
+        let internal_address = annotations.get(&ann::INTERNAL_ADDRESS, ann::parse_ip)?;
+        let recorded_internal_network_id = read.or(
+            annotations.get(&ann::INTERNAL_NETWORK_ID, ann::parse_uuid),
+            None,
+            "none",
+        );
+        let spec = LbSpec {
             legacy_lb_names: vec![leaseweb_lb_name(&options.cluster_name, &namespace, &name)],
             service: ServiceRef {
                 namespace,
@@ -412,7 +434,14 @@ impl LbSpec {
                 spec,
                 material: None,
             }),
+            internal: None,
+            recorded_internal_network_id,
             warnings: read.warnings,
+        };
+        Ok(if internal {
+            spec.into_internal(internal_address)
+        } else {
+            spec
         })
     }
 
@@ -466,8 +495,68 @@ impl LbSpec {
             health_check: None,
             stickiness: None,
             tls: None,
+            internal: annotations
+                .flag(&ann::INTERNAL)
+                .unwrap_or(false)
+                .then(InternalSpec::default),
+            recorded_internal_network_id: annotations
+                .get(&ann::INTERNAL_NETWORK_ID, ann::parse_uuid)
+                .ok()
+                .flatten(),
             warnings: Vec::new(),
         })
+    }
+
+    /// This spec as an internal load balancer: TCP rules only, on the tier address
+    /// `address` (else `spec.loadBalancerIP`), and a Warning for each thing asked for
+    /// that CloudStack's internal load balancer does not do (`InternalLoadBalancerElement`:
+    /// TCP, no health-check policy; `createLoadBalancer` takes no `cidrlist`). The public
+    /// address fields stay: they find what a public load balancer of the Service left.
+    fn into_internal(mut self, address: Option<IpAddr>) -> LbSpec {
+        let not_applied = |what: &str| {
+            format!(
+                "{what}: not applied to the internal load balancer (CloudStack's internal load balancer has TCP rules only, no source CIDRs, health checks, stickiness or certificates)"
+            )
+        };
+        let udp: Vec<String> = self
+            .rules
+            .iter()
+            .filter(|r| r.protocol == LbProtocol::Udp)
+            .map(|r| r.public_port.to_string())
+            .collect();
+        if !udp.is_empty() {
+            self.warnings
+                .push(not_applied(&format!("UDP port(s) {}", udp.join(", "))));
+            self.rules.retain(|r| r.protocol != LbProtocol::Udp);
+        }
+        if self.source_ranges != [Cidr::ANY_V4] || self.keep_source_ranges {
+            self.warnings
+                .push(not_applied("loadBalancerSourceRanges (…-source-ranges)"));
+        }
+        if self.rule_cidrs.as_ref().is_some_and(|c| !c.is_empty()) {
+            self.warnings.push(not_applied(ann::SOURCE_CIDRS.key));
+        }
+        if self.health_check.take().is_some() {
+            self.warnings.push(not_applied("the health check"));
+        }
+        if self.stickiness.take().is_some() {
+            self.warnings.push(not_applied(ann::STICKINESS_METHOD.key));
+        }
+        if self.tls.take().is_some() {
+            self.warnings.push(not_applied("TLS termination"));
+        }
+        if self.proxy_protocol {
+            self.warnings.push(not_applied(ann::PROXY_PROTOCOL.key));
+            self.proxy_protocol = false;
+        }
+        for rule in &mut self.rules {
+            rule.protocol = LbProtocol::Tcp;
+            rule.name = rule_name(&self.lb_name, LbProtocol::Tcp, rule.public_port);
+        }
+        self.internal = Some(InternalSpec {
+            address: address.or(self.requested_ip.take()),
+        });
+        self
     }
 
     /// Every rule-name prefix of this Service (`<name>-`), current first.

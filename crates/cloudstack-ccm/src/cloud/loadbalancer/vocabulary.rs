@@ -6,6 +6,10 @@
 
 use std::fmt;
 
+/// The `scheme` of `createLoadBalancer` and `listLoadBalancers`: CloudStack's internal
+/// load balancer (`CreateApplicationLoadBalancerCmd` takes no other).
+pub(crate) const INTERNAL_SCHEME: &str = "Internal";
+
 /// A CloudStack load-balancer rule protocol (`createLoadBalancerRule protocol=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LbProtocol {

@@ -50,7 +50,7 @@ type Phases = [Vec<(usize, Step)>; 3];
 fn phase_of(step: &Step) -> usize {
     match step {
         Step::DeleteFirewallRule { .. } | Step::DeleteAclItem { .. } => 0,
-        Step::DeleteRule { .. } => 1,
+        Step::DeleteRule { .. } | Step::DeleteInternalRule { .. } => 1,
         _ => 2,
     }
 }

@@ -2,6 +2,7 @@
 //! service controller's account view.
 
 use super::*;
+use crate::cloud::loadbalancer::vocabulary::INTERNAL_SCHEME;
 
 /// Lists what is tagged for `cluster`. Read this before the Services and Nodes
 /// ([`Owners`]): an object tagged for a Service created meanwhile is then never taken for
@@ -96,8 +97,8 @@ pub(crate) async fn observe_with_view(
     })
 }
 
-/// What [`observe`] lists that is not in the account view: ACL items, static routes, SSL
-/// certificates and routing firewall rules.
+/// What [`observe`] lists that is not in the account view: internal load-balancer rules,
+/// ACL items, static routes, SSL certificates and routing firewall rules.
 async fn observe_beyond_the_view(
     client: &cloudstack::Client,
     cluster: &str,
@@ -117,6 +118,14 @@ async fn observe_beyond_the_view(
     };
     Ok(Tagged {
         routing_firewall_rules,
+        internal_rules: client
+            .list_load_balancers(&cloudstack::ListLoadBalancers {
+                listall: Some(true),
+                scheme: Some(INTERNAL_SCHEME.to_string()),
+                tags: cluster_filter(cluster),
+                ..Default::default()
+            })
+            .await?,
         acl_items: client
             .list_network_acls(&ListNetworkAcls {
                 listall: Some(true),

@@ -60,6 +60,48 @@ impl AnnotationIpRecorder {
     }
 }
 
+/// The annotation values that remove a public IP's record: its id, the
+/// associated-by-controller flag and the claim (the network stays: it may be the user's
+/// `network-id` annotation).
+fn no_public_ip() -> Value {
+    json!({
+        annotations::IP_ID.key: null,
+        annotations::IP_ASSOCIATED_BY_CONTROLLER.key: null,
+        annotations::IP_CLAIM.key: null,
+    })
+}
+
+impl AnnotationIpRecorder {
+    /// Records the tier of the Service's internal rules (and the network the load
+    /// balancer lives in), before the first is created; `None` removes the record once
+    /// they are all deleted.
+    pub async fn record_internal_network(
+        &self,
+        network_id: Option<&str>,
+    ) -> Result<(), RecordError> {
+        let mut values = Map::new();
+        values.insert(
+            annotations::INTERNAL_NETWORK_ID.key.to_string(),
+            json!(network_id),
+        );
+        if let Some(network_id) = network_id {
+            values.insert(annotations::NETWORK_ID.key.to_string(), json!(network_id));
+        }
+        self.patch_annotations(
+            Value::Object(values),
+            format!("recording the internal load balancer's tier {network_id:?}"),
+        )
+        .await
+    }
+
+    /// Removes the record of a public IP the Service no longer has (it became internal
+    /// and its public load balancer was deleted).
+    pub async fn forget_public_ip(&self) -> Result<(), RecordError> {
+        self.patch_annotations(no_public_ip(), "forgetting the public IP".to_string())
+            .await
+    }
+}
+
 impl IpRecorder for AnnotationIpRecorder {
     fn record<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), RecordError>> {
         self.patch_annotations(
@@ -84,14 +126,7 @@ impl IpRecorder for AnnotationIpRecorder {
     /// Removes the IP id, the associated-by-controller flag and the claim (the network
     /// stays: it may be the user's `network-id` annotation).
     fn forget<'a>(&'a self, ip: &'a RecordedIp) -> BoxFuture<'a, Result<(), RecordError>> {
-        self.patch_annotations(
-            json!({
-                annotations::IP_ID.key: null,
-                annotations::IP_ASSOCIATED_BY_CONTROLLER.key: null,
-                annotations::IP_CLAIM.key: null,
-            }),
-            format!("forgetting public IP {}", ip.ip_id),
-        )
-        .boxed()
+        self.patch_annotations(no_public_ip(), format!("forgetting public IP {}", ip.ip_id))
+            .boxed()
     }
 }

@@ -226,7 +226,11 @@ async fn reconcile_service(
                 .map_err(kube_err("adding the finalizer"))?,
         )
     };
-    match ensure(&service, &api, &spec, state).await {
+    let result = match switch_kind(&service, &api, &spec, state).await {
+        Ok(()) => ensure(&service, &api, &spec, state).await,
+        Err(err) => Err(err),
+    };
+    match result {
         Ok(()) => {
             set_condition(&api, &service, None).await;
             Ok(Action::await_change())
@@ -253,6 +257,12 @@ fn unsupported_by_network(err: &EnsureError) -> Option<status::Unsupported> {
             reason: "NoLoadBalancerOnNetwork",
             message: plan.to_string(),
         }),
+        EnsureError::Plan(plan @ PlanError::NoInternalLoadBalancing { .. }) => {
+            Some(status::Unsupported {
+                reason: "NoInternalLoadBalancerOnNetwork",
+                message: plan.to_string(),
+            })
+        }
         _ => None,
     }
 }
@@ -348,6 +358,13 @@ async fn ensure(
         events::publish(&state.recorder, service, Reason::EnsuringLoadBalancer, None).await;
     }
     let recorder = AnnotationIpRecorder::new(api.clone(), service);
+    if prepared.creates_internal_rules()
+        && spec.recorded_internal_network_id.as_deref() != Some(prepared.network_id())
+    {
+        recorder
+            .record_internal_network(Some(prepared.network_id()))
+            .await?;
+    }
     let ensured = state.engine.apply(prepared, &recorder).await?;
     match change {
         Change::None => {}
@@ -363,13 +380,15 @@ async fn ensure(
         events::publish_warnings(&state.recorder, service, ensured.warnings.iter().cloned()).await;
     }
     if change != Change::None {
-        tracing::info!(service = %key_of(service), steps = ensured.steps, ip = %ensured.public_ip, "load balancer ensured");
+        tracing::info!(service = %key_of(service), steps = ensured.steps, ip = %ensured.address, "load balancer ensured");
     }
-    if spec.recorded_ip_id.as_deref() != Some(ensured.ip_id.as_str()) {
+    if let Some(ip_id) = &ensured.ip_id
+        && spec.recorded_ip_id.as_deref() != Some(ip_id.as_str())
+    {
         // An adopted load balancer (or one whose annotation was lost): record its IP so
         // it is found by id from now on. Whether we associated it is left as it was.
         let ip = RecordedIp {
-            ip_id: ensured.ip_id.clone(),
+            ip_id: ip_id.clone(),
             associated_by_controller: false,
             network_id: Some(ensured.network_id.clone()),
         };
@@ -378,7 +397,7 @@ async fn ensure(
     let target = match &spec.hostname {
         Some(hostname) => IngressTarget::Hostname(hostname.clone()),
         None => IngressTarget::Ip {
-            address: ensured.public_ip.to_string(),
+            address: ensured.address.to_string(),
             // TLS ends at the load balancer: in-cluster clients must go through it too.
             proxy: spec.proxy_protocol || tls_secrets::terminates_tls(spec),
         },
@@ -386,6 +405,49 @@ async fn ensure(
     status::patch_if_changed(api, service, &target.ingress())
         .await
         .map_err(kube_err("patching the status"))?;
+    Ok(())
+}
+
+/// Tears down what the other kind of load balancer left when a Service switched between
+/// internal and public: the internal rules on the recorded tier of a Service that is
+/// public now (then their record), or the public load balancer of one that is internal
+/// now (then its IP's record). Each record goes only once what it names is gone, so a
+/// crash in between repeats the teardown, never loses it.
+async fn switch_kind(
+    service: &Service,
+    api: &Api<Service>,
+    spec: &LbSpec,
+    state: &State,
+) -> Result<(), ReconcileError> {
+    let recorder = AnnotationIpRecorder::new(api.clone(), service);
+    let deleted = if spec.internal.is_none() && spec.recorded_internal_network_id.is_some() {
+        let deleted = state.engine.delete_internal(spec).await?;
+        recorder.record_internal_network(None).await?;
+        deleted
+    } else if spec.internal.is_some() && state.engine.has_public(spec).await? {
+        let deleted = state.engine.delete_public(spec).await?;
+        recorder.forget_public_ip().await?;
+        deleted
+    } else {
+        return Ok(());
+    };
+    let (from, to) = if spec.internal.is_some() {
+        ("public", "an internal")
+    } else {
+        ("internal", "a public")
+    };
+    tracing::info!(service = %key_of(service), steps = deleted.steps, from, to, "load balancer kind switched: the old one deleted");
+    events::publish_warnings(&state.recorder, service, deleted.warnings).await;
+    if deleted.steps > 0 {
+        let note = format!("deleted the {from} load balancer: the Service asks for {to} one");
+        events::publish(
+            &state.recorder,
+            service,
+            Reason::DeletedLoadBalancer,
+            Some(note),
+        )
+        .await;
+    }
     Ok(())
 }
 
@@ -429,6 +491,11 @@ async fn cleanup(
         status::patch_if_changed(api, service, &[])
             .await
             .map_err(kube_err("clearing the status"))?;
+        if spec.recorded_internal_network_id.is_some() {
+            AnnotationIpRecorder::new(api.clone(), service)
+                .record_internal_network(None)
+                .await?;
+        }
     }
     finalizer::remove(api, service)
         .await

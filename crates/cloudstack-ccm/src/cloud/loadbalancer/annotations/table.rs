@@ -230,6 +230,43 @@ pub static ROUTED_FIREWALL: Annotation = Annotation {
     support: "ROUTED networks, CloudStack ≥ 4.20; a tier needs a custom ACL list (else a Warning).",
 };
 
+/// `…-internal`: an internal load balancer on the VPC tier instead of a public one.
+pub static INTERNAL: Annotation = Annotation {
+    key: "service.beta.kubernetes.io/cloudstack-load-balancer-internal",
+    kind: AnnotationKind::Bool,
+    default: "false",
+    description: "Serve the Service with CloudStack's internal load balancer (`createLoadBalancer` with scheme `Internal`, provider `InternalLbVm`) on the Nodes' VPC tier: one rule per TCP port, all on one address of the tier, reachable from inside the VPC only; no public address is used. The status reports that address. UDP ports, source ranges, health checks, stickiness, TLS and the PROXY protocol are not applied (a Warning says which). Switching a Service between internal and public deletes what the old kind made. See docs/networks.md.",
+    example: "true",
+    origin: Origin::CloudstackCcm,
+    set_by: SetBy::User,
+    support: "VPC tiers whose offering has the internal load balancer (`supportsinternallb`, e.g. `DefaultIsolatedNetworkOfferingForVpcNetworksWithInternalLB`); elsewhere a Warning and nothing is created.",
+};
+
+/// `…-internal-address`: the tier address of an internal load balancer.
+pub static INTERNAL_ADDRESS: Annotation = Annotation {
+    key: "service.beta.kubernetes.io/cloudstack-load-balancer-internal-address",
+    kind: AnnotationKind::IpAddress,
+    default: "",
+    description: "With `…-internal`: the address of the tier the internal load balancer listens on (`sourceipaddress`). It must be in the tier's CIDR and not used by a VM; an address other internal rules of the tier use is shared with them on other ports. Without it CloudStack picks a free address of the tier. Changing it moves the rules.",
+    example: "10.1.2.200",
+    origin: Origin::CloudstackCcm,
+    set_by: SetBy::User,
+    support: "As `…-internal`.",
+};
+
+/// `…-internal-network-id`: the tier internal rules were made on, recorded by the
+/// controller.
+pub static INTERNAL_NETWORK_ID: Annotation = Annotation {
+    key: "service.beta.kubernetes.io/cloudstack-load-balancer-internal-network-id",
+    kind: AnnotationKind::Uuid,
+    default: "",
+    description: "The tier the Service's internal load-balancer rules live on, recorded before the first is created and removed once they are all deleted; a Service that goes away or becomes public has its internal rules deleted from there, also after a crash.",
+    example: "eb9c270d-dd66-443b-9524-ada1eff4442a",
+    origin: Origin::CloudstackCcm,
+    set_by: SetBy::Controller,
+    support: "As `…-internal`.",
+};
+
 /// Every annotation, in documentation order.
 pub static ALL: &[&Annotation] = &[
     &PROXY_PROTOCOL,
@@ -250,8 +287,11 @@ pub static ALL: &[&Annotation] = &[
     &TLS_CERTIFICATE_ID,
     &TLS_PORTS,
     &ROUTED_FIREWALL,
+    &INTERNAL,
+    &INTERNAL_ADDRESS,
     &IP_ASSOCIATED_BY_CONTROLLER,
     &IP_ID,
     &IP_CLAIM,
     &NETWORK_ID,
+    &INTERNAL_NETWORK_ID,
 ];

@@ -13,11 +13,13 @@ use cloudstack::{
     DeleteLoadBalancerRule, DeleteNetworkAcl, DeleteRoutingFirewallRule, DeleteTags,
     DisassociateIpAddress, Params, Request, UpdateLoadBalancerRule,
 };
+use cloudstack::{CreateLoadBalancer, DeleteLoadBalancer};
 
 use super::super::plan::{
-    AssociateTarget, CertRef, IpRef, POLICY_DESCRIPTION, ResourceRef, RuleRef, Step,
-    TagResourceType,
+    AssociateTarget, CertRef, InternalAddress, IpRef, POLICY_DESCRIPTION, ResourceRef, RuleRef,
+    Step, TagResourceType,
 };
+use super::super::vocabulary::INTERNAL_SCHEME;
 use super::{Applied, ApplyError};
 use crate::cloud::cidr::Cidr;
 use crate::cloud::tags::TAG_SERVICE_UID;
@@ -65,6 +67,14 @@ pub(super) enum Call {
     /// `createLoadBalancerRule`: the rule's id is kept under `name` as soon as the reply
     /// names it, before the job is awaited.
     CreateRule {
+        /// The rule's name.
+        name: String,
+        /// The call.
+        call: Queued,
+    },
+    /// `createLoadBalancer` (an internal rule): its id is kept under `name` as soon as
+    /// the reply names it, its address once the job ends.
+    CreateInternalRule {
         /// The rule's name.
         name: String,
         /// The call.
@@ -200,6 +210,44 @@ pub(super) fn request(step: &Step, done: &Applied) -> Result<StepRequest, ApplyE
         Step::DeleteRule { id, .. } => {
             touches = Some(id.clone());
             Call::Delete(Queued::of(&DeleteLoadBalancerRule { id: id.clone() }))
+        }
+        Step::CreateInternalRule {
+            name,
+            network_id,
+            address,
+            source_port,
+            instance_port,
+            algorithm,
+        } => {
+            let sourceipaddress = match address {
+                InternalAddress::Known(address) => Some(address.to_string()),
+                InternalAddress::Acquire => None,
+                InternalAddress::OfFirstRule => Some(
+                    done.internal_address
+                        .ok_or_else(|| ApplyError::Unresolved {
+                            step: step.to_string(),
+                            detail: "no internal rule of the plan has an address yet".into(),
+                        })?
+                        .to_string(),
+                ),
+            };
+            Call::CreateInternalRule {
+                name: name.clone(),
+                call: Queued::of(&CreateLoadBalancer {
+                    name: name.clone(),
+                    networkid: network_id.clone(),
+                    sourceport: u32::from(*source_port),
+                    instanceport: u32::from(*instance_port),
+                    algorithm: algorithm.as_str().to_string(),
+                    sourceipaddressnetworkid: network_id.clone(),
+                    scheme: INTERNAL_SCHEME.to_string(),
+                    sourceipaddress,
+                    ..Default::default()
+                }),
+            }
+        }
+        Step::DeleteInternalRule { id, .. } => {
+            Call::Delete(Queued::of(&DeleteLoadBalancer { id: id.clone() }))
         }
         Step::AssignMembers { rule, vm_ids } => Call::Job(Queued::of(&AssignToLoadBalancerRule {
             id: rule_id(rule)?,

@@ -24,6 +24,9 @@ pub enum EnsureError {
     /// The plan ran, yet the load balancer has no public IP.
     #[error("the load balancer has no public IP")]
     NoPublicIp,
+    /// The plan ran, yet the internal load balancer has no address.
+    #[error("the internal load balancer has no address")]
+    NoInternalAddress,
     /// The Service's address is still `Allocating`: no rule is built on it until its
     /// association completes (retried soon; a failed association gives it back).
     #[error(
@@ -74,6 +77,20 @@ pub struct Prepared {
     pub(super) network_id: String,
     /// Zone of the network (where a new address is claimed).
     pub(super) zone_id: Option<String>,
+    /// Which kind of load balancer the plan builds.
+    pub(super) kind: PlannedKind,
+}
+
+/// Which kind of load balancer a plan builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PlannedKind {
+    /// Public rules on a public address.
+    Public,
+    /// Internal rules on a tier address: the one the observed rules use, if any.
+    Internal {
+        /// The address of the observed internal rules.
+        observed_address: Option<IpAddr>,
+    },
 }
 
 impl Prepared {
@@ -85,6 +102,19 @@ impl Prepared {
     /// What the plan changes.
     pub fn change(&self) -> Change {
         change_of(&self.plan)
+    }
+
+    /// The network the plan runs on.
+    pub fn network_id(&self) -> &str {
+        &self.network_id
+    }
+
+    /// Whether the plan creates internal rules (their tier is recorded on the Service
+    /// first, so a crash never leaves rules nothing will look for).
+    pub fn creates_internal_rules(&self) -> bool {
+        self.plan
+            .steps()
+            .any(|step| matches!(step, Step::CreateInternalRule { .. }))
     }
 }
 
@@ -105,10 +135,10 @@ pub(super) fn change_of(plan: &Plan) -> Change {
 /// The result of running a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ensured {
-    /// The load balancer's public address.
-    pub public_ip: IpAddr,
-    /// Its id.
-    pub ip_id: String,
+    /// The load balancer's address: public, or the tier address of an internal one.
+    pub address: IpAddr,
+    /// The public address's id (`None` for an internal load balancer).
+    pub ip_id: Option<String>,
     /// The network the rules live in.
     pub network_id: String,
     /// Warnings of the plan (for a Warning Event).

@@ -15,6 +15,16 @@ pub(super) fn check_capabilities(
             why: why.to_string(),
         });
     }
+    if !caps.lb_schemes.public {
+        return Err(PlanError::NoLoadBalancing {
+            network,
+            why: format!(
+                "its network offering has the {} load-balancer scheme only (provider {}): annotate the Service with service.beta.kubernetes.io/cloudstack-load-balancer-internal: \"true\" for a load balancer reachable inside the VPC, or give it a loadBalancerClass",
+                caps.lb_schemes.describe(),
+                caps.lb_provider.as_deref().unwrap_or("unknown")
+            ),
+        });
+    }
     for rule in &spec.rules {
         if caps.reserved_ports.contains(&rule.public_port) {
             return Err(PlanError::PortReserved {

@@ -36,9 +36,12 @@ pub(crate) fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanCo
     }
     if matches!(ctx.network.port_access, PortAccess::NetworkAcl { .. }) {
         for item in &observed.acl_items {
-            if (acl_item_is_ours(item, &spec.lb_name, &spec.service_uid)
-                || adopted_go_acl_item(item, observed))
-                && ports.contains(&(item.protocol, item.start_port))
+            // Items made for the Service go with it, also when its rules never stood (a
+            // rule CloudStack refused after the items were made); an untagged item of the
+            // Go CCM only for a port of one of its rules.
+            if acl_item_is_ours(item, &spec.lb_name, &spec.service_uid)
+                || (adopted_go_acl_item(item, observed)
+                    && ports.contains(&(item.protocol, item.start_port)))
             {
                 first.push(Step::DeleteAclItem {
                     id: item.id.clone(),

@@ -42,6 +42,19 @@ pub enum RuleRef {
     },
 }
 
+/// The tier address an internal rule listens on (`sourceipaddress` of
+/// `createLoadBalancer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InternalAddress {
+    /// This address: asked for, or the one the Service's internal rules use.
+    Known(IpAddr),
+    /// A free address of the tier, picked by CloudStack (the first rule of a new
+    /// internal load balancer).
+    Acquire,
+    /// The address the plan's first internal rule got (rules of one Service share it).
+    OfFirstRule,
+}
+
 /// A certificate a step assigns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CertRef {
@@ -150,6 +163,29 @@ pub enum Step {
     },
     /// `deleteLoadBalancerRule`.
     DeleteRule {
+        /// Rule id.
+        id: String,
+        /// Rule name.
+        name: String,
+    },
+    /// `createLoadBalancer` with scheme `Internal`: an internal rule on the tier (one
+    /// port pair, TCP). Members and tags go as for public rules.
+    CreateInternalRule {
+        /// Rule name.
+        name: String,
+        /// The tier (members and source address).
+        network_id: String,
+        /// Where it listens.
+        address: InternalAddress,
+        /// The Service port.
+        source_port: u16,
+        /// The node port.
+        instance_port: u16,
+        /// Algorithm.
+        algorithm: Algorithm,
+    },
+    /// `deleteLoadBalancer`: an internal rule.
+    DeleteInternalRule {
         /// Rule id.
         id: String,
         /// Rule name.

@@ -110,6 +110,25 @@ impl fmt::Display for Step {
                 write!(f, "update rule {name}: {}", changes.join(", "))
             }
             Step::DeleteRule { name, .. } => write!(f, "delete rule {name}"),
+            Step::CreateInternalRule {
+                name,
+                network_id,
+                address,
+                source_port,
+                instance_port,
+                algorithm,
+            } => {
+                let on = match address {
+                    InternalAddress::Known(address) => address.to_string(),
+                    InternalAddress::Acquire => "a free address".to_string(),
+                    InternalAddress::OfFirstRule => "the address of the first rule".to_string(),
+                };
+                write!(
+                    f,
+                    "create internal rule {name} on tier {network_id}: {on}:{source_port} -> node port {instance_port} ({algorithm})"
+                )
+            }
+            Step::DeleteInternalRule { name, .. } => write!(f, "delete internal rule {name}"),
             Step::AssignMembers { rule, vm_ids } => {
                 let ids: Vec<&String> = vm_ids.iter().collect();
                 write!(f, "assign {} to rule {rule}", join(&ids, ","))

@@ -1,0 +1,178 @@
+//! The plan of an internal load balancer (CloudStack's Internal LB on a VPC tier, see
+//! docs/networks.md): one internal rule per TCP port (`createLoadBalancer`, one port pair
+//! each), all on one address of the tier, members as for public rules. Pure.
+//!
+//! CloudStack gives the first rule a free address of the tier when none is named; the
+//! others name it (`detectInternalLbRulesConflict` lets rules share an address on
+//! different ports). So a new load balancer's first rule goes one phase ahead of the
+//! others. An internal rule cannot be changed in place (no update command takes its
+//! ports or algorithm): a changed one is deleted and created again, first when its port
+//! is needed on the same address.
+
+use super::members::member_steps;
+use super::*;
+use crate::cloud::loadbalancer::observe::ObservedInternalRule;
+
+/// Plans `spec`'s internal load balancer on the backends' tier from its `observed`
+/// internal rules.
+pub(crate) fn plan_internal(
+    spec: &LbSpec,
+    observed: &[ObservedInternalRule],
+    backends: &Backends,
+    ctx: &PlanContext,
+) -> Result<Plan, PlanError> {
+    let caps = &ctx.network;
+    check_internal(caps)?;
+    if spec.rules.is_empty() {
+        return Err(PlanError::NoPortServed {
+            reasons: "CloudStack's internal load balancer has TCP rules only".into(),
+        });
+    }
+    if !caps.lb_algorithms.contains(&spec.algorithm) {
+        return Err(PlanError::UnsupportedAlgorithm {
+            algorithm: spec.algorithm,
+            network: caps.network_label(),
+        });
+    }
+    let asked = spec.internal.as_ref().and_then(|i| i.address);
+    let address = asked.or_else(|| observed.iter().find_map(|r| r.address));
+    let mut stages: [Vec<Step>; 4] = Default::default();
+    let mut used: BTreeSet<&str> = BTreeSet::new();
+    let mut created = Vec::new();
+    let mut acquire_first = address.is_none();
+    let mut warnings = Vec::new();
+    if backends.vm_ids.is_empty() {
+        warnings.push("no eligible nodes: the load balancer has no members".into());
+    }
+    for rule in &spec.rules {
+        let key = (IpProtocol::Tcp, rule.public_port);
+        let found = observed
+            .iter()
+            .find(|o| o.name == rule.name && !used.contains(o.id.as_str()));
+        if let Some(o) = found {
+            used.insert(o.id.as_str());
+            let unchanged = o.source_port == rule.public_port
+                && o.instance_port == rule.node_port
+                && o.algorithm == Some(spec.algorithm)
+                && (address.is_none() || o.address == address);
+            if unchanged {
+                let r = RuleRef::Existing {
+                    id: o.id.clone(),
+                    name: o.name.clone(),
+                };
+                stages[Stage::Build as usize].extend(member_steps(backends, key, r, &o.members));
+                continue;
+            }
+            stages[Stage::Prepare as usize].push(Step::DeleteInternalRule {
+                id: o.id.clone(),
+                name: o.name.clone(),
+            });
+        }
+        let (on, stage) = match address {
+            Some(address) => (InternalAddress::Known(address), Stage::Build),
+            None if acquire_first => {
+                acquire_first = false;
+                (InternalAddress::Acquire, Stage::Claim)
+            }
+            None => (InternalAddress::OfFirstRule, Stage::Build),
+        };
+        stages[stage as usize].push(Step::CreateInternalRule {
+            name: rule.name.clone(),
+            network_id: backends.network_id.clone(),
+            address: on,
+            source_port: rule.public_port,
+            instance_port: rule.node_port,
+            algorithm: spec.algorithm,
+        });
+        let r = RuleRef::Created {
+            name: rule.name.clone(),
+        };
+        stages[Stage::Finish as usize].extend(member_steps(backends, key, r, &BTreeSet::new()));
+        created.push(rule.name.clone());
+    }
+    // Rules no port wants: first when a new rule needs their port on the same address.
+    for o in observed.iter().filter(|o| !used.contains(o.id.as_str())) {
+        let in_the_way = spec.rules.iter().any(|r| r.public_port == o.source_port)
+            && (address.is_none() || o.address == address);
+        let stage = if in_the_way {
+            Stage::Prepare
+        } else {
+            Stage::Finish
+        };
+        stages[stage as usize].push(Step::DeleteInternalRule {
+            id: o.id.clone(),
+            name: o.name.clone(),
+        });
+    }
+    let owner: Tags = [
+        (TAG_CLUSTER.to_string(), ctx.cluster_name.clone()),
+        (TAG_SERVICE_UID.to_string(), spec.service.uid.clone()),
+    ]
+    .into();
+    let mut resources: Vec<ResourceRef> =
+        created.into_iter().map(ResourceRef::CreatedRule).collect();
+    resources.extend(
+        observed
+            .iter()
+            .filter(|o| {
+                used.contains(o.id.as_str()) && owner.iter().any(|(k, v)| o.tags.get(k) != Some(v))
+            })
+            .filter(|o| {
+                !stages[Stage::Prepare as usize]
+                    .iter()
+                    .any(|s| deletes(s, &o.id))
+            })
+            .map(|o| ResourceRef::Existing(o.id.clone())),
+    );
+    if !resources.is_empty() {
+        stages[Stage::Finish as usize].push(Step::TagResources {
+            resource_type: TagResourceType::LoadBalancer,
+            resources,
+            tags: owner,
+        });
+    }
+    Ok(Plan::from_phases(stages.into(), warnings))
+}
+
+/// Refuses a network without CloudStack's internal load balancer, naming what it offers.
+pub(crate) fn check_internal(caps: &NetworkCapabilities) -> Result<(), PlanError> {
+    if caps.lb_schemes.internal {
+        return Ok(());
+    }
+    Err(PlanError::NoInternalLoadBalancing {
+        network: caps.network_label(),
+        why: no_internal_reason(caps),
+    })
+}
+
+/// Whether `step` deletes the internal rule `id`.
+fn deletes(step: &Step, id: &str) -> bool {
+    matches!(step, Step::DeleteInternalRule { id: i, .. } if i == id)
+}
+
+/// The deletion of every observed internal rule (the Service went away or became
+/// public), in one phase.
+pub(crate) fn plan_internal_delete(observed: &[ObservedInternalRule]) -> Plan {
+    let steps = observed
+        .iter()
+        .map(|o| Step::DeleteInternalRule {
+            id: o.id.clone(),
+            name: o.name.clone(),
+        })
+        .collect();
+    Plan::from_phases(vec![steps], Vec::new())
+}
+
+/// Why a network has no internal load balancer, and what it offers instead.
+fn no_internal_reason(caps: &NetworkCapabilities) -> String {
+    if caps.vpc_id.is_none() {
+        return "it is not a VPC tier: CloudStack's internal load balancer serves VPC tiers only; remove service.beta.kubernetes.io/cloudstack-load-balancer-internal for a public load balancer".into();
+    }
+    match caps.no_load_balancer_reason() {
+        Some(why) => why.to_string(),
+        None => format!(
+            "its network offering has the {} load-balancer scheme only, not the internal one (provider InternalLbVm, e.g. DefaultIsolatedNetworkOfferingForVpcNetworksWithInternalLB); remove service.beta.kubernetes.io/cloudstack-load-balancer-internal for a public load balancer",
+            caps.lb_schemes.describe()
+        ),
+    }
+}

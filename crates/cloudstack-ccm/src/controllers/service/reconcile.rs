@@ -431,6 +431,10 @@ async fn switch_kind(
     } else {
         return Ok(());
     };
+    // The old address is no longer served; the new kind reports its own once it stands.
+    status::patch_if_changed(api, service, &[])
+        .await
+        .map_err(kube_err("clearing the status"))?;
     let (from, to) = if spec.internal.is_some() {
         ("public", "an internal")
     } else {

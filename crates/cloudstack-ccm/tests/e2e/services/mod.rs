@@ -13,6 +13,7 @@ mod crash;
 mod drift;
 mod eligibility;
 mod failures;
+mod internal;
 mod lifecycle;
 mod lost_lease;
 mod network_kinds;

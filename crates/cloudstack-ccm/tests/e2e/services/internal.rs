@@ -1,0 +1,413 @@
+//! Internal load balancers on VPC tiers (CloudStack's Internal LB,
+//! `service.beta.kubernetes.io/cloudstack-load-balancer-internal`): one internal rule per
+//! TCP port on one tier address, members following the Nodes, changes in place, switching
+//! between internal and public, deletion, orphans; a public Service on an internal-only
+//! tier and an internal one on a tier without it are refused before any call.
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::support::*;
+use cloudstack_ccm::cloud::loadbalancer::annotations;
+use cloudstack_ccm::cloud::tags::TAG_SERVICE_UID;
+use cloudstack_ccm::controllers::service::LOAD_BALANCER_SUPPORTED;
+use cloudstack_sim::{KINDS_INTERNAL_LB_TIER, SMALL_TIER, Scenario};
+use k8s_openapi::api::core::v1::Service;
+use serde_json::json;
+
+const RESYNC: Duration = Duration::from_secs(100);
+
+/// The internal rules the simulator holds: (name, source address, source port, instance
+/// port, member VM ids, tagged with `uid`).
+type InternalRuleView = (String, String, u16, u16, BTreeSet<String>, bool);
+
+fn internal_rules(t: &LbTest, uid: &str) -> Vec<InternalRuleView> {
+    t.h.sim.with_state(|s| {
+        let mut rules: Vec<InternalRuleView> = s
+            .internal_lb_rules
+            .iter()
+            .map(|r| {
+                let tagged = s.tags.iter().any(|tag| {
+                    tag.resource_id == r.id && tag.key == TAG_SERVICE_UID && tag.value == uid
+                });
+                (
+                    r.name.clone(),
+                    r.source_ip.clone(),
+                    r.source_port,
+                    r.instance_port,
+                    r.members.iter().map(|m| m.vm_id.clone()).collect(),
+                    tagged,
+                )
+            })
+            .collect();
+        rules.sort();
+        rules
+    })
+}
+
+fn all_internal_rules(t: &LbTest) -> usize {
+    t.h.sim.with_state(|s| s.internal_lb_rules.len())
+}
+
+/// Allocated public addresses and public rules.
+fn public_objects(t: &LbTest) -> (usize, usize) {
+    t.h.sim.with_state(|s| {
+        (
+            s.ips.iter().filter(|ip| ip.state != "Free").count(),
+            s.lb_rules.len(),
+        )
+    })
+}
+
+fn internal(service: Service) -> Service {
+    with_annotations(service, &[(annotations::INTERNAL.key, "true")])
+}
+
+/// The internal-LB tier of `Scenario::network_kinds()` with `vm-ilb` and two more VMs.
+async fn on_internal_tier(nodes: &[&str]) -> LbTest {
+    let mut scenario = Scenario::network_kinds();
+    scenario.add_vms(KINDS_INTERNAL_LB_TIER, "ilb-node-", 2);
+    LbTest::start(scenario, nodes, RESYNC).await
+}
+
+fn vm_ids(t: &LbTest, names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|n| t.h.vm_id(n)).collect()
+}
+
+fn supported_condition(service: &Service) -> Option<(String, String, String)> {
+    service
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == LOAD_BALANCER_SUPPORTED)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+fn calls_of(t: &LbTest, command: &str) -> u64 {
+    t.h.cloudstack_call_counts()
+        .get(command)
+        .copied()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_internal_service_gets_one_rule_per_port_on_one_tier_address_and_follows_its_nodes() {
+    if common::skip_in_remote_mode("needs the simulator's internal load balancer") {
+        return;
+    }
+    let t = on_internal_tier(&["vm-ilb", "ilb-node-1"]).await;
+    let (public_ips, public_rules) = public_objects(&t);
+    t.create(&internal(lb_service(
+        "db",
+        &[("TCP", 5432, 31432), ("TCP", 6432, 31433)],
+    )))
+    .await;
+    let address = t.wait_for_ip("db").await;
+    let uid = t.uid("db").await;
+    let lb = cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(&uid);
+    let members = vm_ids(&t, &["vm-ilb", "ilb-node-1"]);
+    let want = |ports: &[(u16, u16)], members: &BTreeSet<String>| -> Vec<InternalRuleView> {
+        ports
+            .iter()
+            .map(|(port, node_port)| {
+                (
+                    format!("{lb}-tcp-{port}"),
+                    address.clone(),
+                    *port,
+                    *node_port,
+                    members.clone(),
+                    true,
+                )
+            })
+            .collect()
+    };
+    common::eventually(
+        "two tagged internal rules on one address",
+        t.h.wait(),
+        || async {
+            (internal_rules(&t, &uid) == want(&[(5432, 31432), (6432, 31433)], &members))
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(
+        address.starts_with("10.220.1."),
+        "a tier address: {address}"
+    );
+    let service = t.get("db").await.expect("db");
+    assert_eq!(
+        annotation(&service, annotations::INTERNAL_NETWORK_ID.key),
+        Some(t.network_id(KINDS_INTERNAL_LB_TIER).as_str()),
+        "the tier is recorded"
+    );
+    assert_eq!(annotation(&service, annotations::IP_ID.key), None);
+    assert_eq!(
+        public_objects(&t),
+        (public_ips, public_rules),
+        "nothing public"
+    );
+    assert_eq!(calls_of(&t, "associateIpAddress"), 0);
+    assert_eq!(calls_of(&t, "createLoadBalancerRule"), 0);
+
+    // Ports change in place: 6432 goes, 8080 comes on the same address.
+    t.patch(
+        "db",
+        ports_patch(&[("TCP", 5432, 31432), ("TCP", 8080, 31080)]),
+    )
+    .await;
+    common::eventually("8080 replaces 6432", t.h.wait(), || async {
+        (internal_rules(&t, &uid) == want(&[(5432, 31432), (8080, 31080)], &members)).then_some(())
+    })
+    .await;
+
+    // A Node joins, another leaves.
+    add_node(&t.h, "ilb-node-2").await;
+    let three = vm_ids(&t, &["vm-ilb", "ilb-node-1", "ilb-node-2"]);
+    common::eventually("the new Node is a member", t.h.wait(), || async {
+        (internal_rules(&t, &uid) == want(&[(5432, 31432), (8080, 31080)], &three)).then_some(())
+    })
+    .await;
+    t.h.nodes()
+        .delete("ilb-node-1", &Default::default())
+        .await
+        .expect("Node deleted");
+    let two = vm_ids(&t, &["vm-ilb", "ilb-node-2"]);
+    common::eventually("the Node gone is no member", t.h.wait(), || async {
+        (internal_rules(&t, &uid) == want(&[(5432, 31432), (8080, 31080)], &two)).then_some(())
+    })
+    .await;
+
+    t.delete("db").await;
+    t.wait_gone("db").await;
+    assert_eq!(all_internal_rules(&t), 0, "nothing left");
+    assert_eq!(public_objects(&t), (public_ips, public_rules));
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_internal_load_balancer_cannot_do_is_a_warning_and_the_tcp_ports_are_served() {
+    if common::skip_in_remote_mode("needs the simulator's internal load balancer") {
+        return;
+    }
+    let t = on_internal_tier(&["vm-ilb"]).await;
+    let mut service = with_annotations(
+        internal(lb_service("dns", &[("TCP", 53, 30053), ("UDP", 54, 30054)])),
+        &[
+            (annotations::HEALTH_CHECK_PATH.key, "/healthz"),
+            (annotations::INTERNAL_ADDRESS.key, "10.220.1.200"),
+        ],
+    );
+    service
+        .spec
+        .as_mut()
+        .expect("spec")
+        .load_balancer_source_ranges = Some(vec!["10.0.0.0/8".into()]);
+    t.create(&service).await;
+    let address = t.wait_for_ip("dns").await;
+    assert_eq!(address, "10.220.1.200", "the address asked for");
+    for what in [
+        "UDP port(s) 54",
+        "loadBalancerSourceRanges",
+        "the health check",
+    ] {
+        t.wait_event("dns", "LoadBalancerWarning", what).await;
+    }
+    let uid = t.uid("dns").await;
+    let rules = internal_rules(&t, &uid);
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    assert_eq!((rules[0].2, rules[0].3), (53, 30053));
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_service_on_an_internal_only_tier_is_refused_before_any_call() {
+    if common::skip_in_remote_mode("needs the simulator's internal load balancer") {
+        return;
+    }
+    let t = on_internal_tier(&["vm-ilb"]).await;
+    let before = public_objects(&t);
+    t.create(&lb_service("web", &[("TCP", 80, 30080)])).await;
+    let event = t
+        .wait_event(
+            "web",
+            "SyncLoadBalancerFailed",
+            "internal load-balancer scheme only",
+        )
+        .await;
+    let note = common::event_note(&event).to_string();
+    assert!(
+        note.contains("tier-ilb") && note.contains(annotations::INTERNAL.key),
+        "{note}"
+    );
+    let service = t
+        .wait_for("web", "has the condition", |s| {
+            supported_condition(s).is_some()
+        })
+        .await;
+    let (status, reason, _) = supported_condition(&service).expect("condition");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "NoLoadBalancerOnNetwork")
+    );
+    settle().await;
+    assert_eq!(public_objects(&t), before);
+    for command in [
+        "associateIpAddress",
+        "createLoadBalancerRule",
+        "createNetworkACL",
+    ] {
+        assert_eq!(calls_of(&t, command), 0, "{command}");
+    }
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_internal_service_on_a_tier_without_an_internal_load_balancer_is_refused() {
+    if common::skip_in_remote_mode("needs the simulator's VPC tier") {
+        return;
+    }
+    let mut scenario = Scenario::network_kinds();
+    scenario.add_vms(SMALL_TIER, "tier-node-", 1);
+    let t = LbTest::start(scenario, &["tier-node-1"], RESYNC).await;
+    t.create(&internal(lb_service("db", &[("TCP", 5432, 31432)])))
+        .await;
+    t.wait_event(
+        "db",
+        "SyncLoadBalancerFailed",
+        "no internal load balancer on network",
+    )
+    .await;
+    let service = t
+        .wait_for("db", "has the condition", |s| {
+            supported_condition(s).is_some()
+        })
+        .await;
+    let (_, reason, message) = supported_condition(&service).expect("condition");
+    assert_eq!(reason, "NoInternalLoadBalancerOnNetwork");
+    assert!(
+        message.contains("public load-balancer scheme only"),
+        "{message}"
+    );
+    settle().await;
+    assert_eq!(all_internal_rules(&t), 0);
+    assert_eq!(calls_of(&t, "createLoadBalancer"), 0);
+
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_between_internal_and_public_tears_the_old_kind_down() {
+    if common::skip_in_remote_mode("needs the simulator's network kinds") {
+        return;
+    }
+    // Internal → public on the internal-LB tier: the internal rules go; the public one
+    // is refused there.
+    let t = on_internal_tier(&["vm-ilb"]).await;
+    t.create(&internal(lb_service("db", &[("TCP", 5432, 31432)])))
+        .await;
+    t.wait_for_ip("db").await;
+    let uid = t.uid("db").await;
+    t.patch(
+        "db",
+        json!({"metadata": {"annotations": {annotations::INTERNAL.key: "false"}}}),
+    )
+    .await;
+    t.wait_event(
+        "db",
+        "SyncLoadBalancerFailed",
+        "internal load-balancer scheme only",
+    )
+    .await;
+    common::eventually("the internal rules are gone", t.h.wait(), || async {
+        internal_rules(&t, &uid).is_empty().then_some(())
+    })
+    .await;
+    let service = t
+        .wait_for("db", "the tier record is dropped", |s| {
+            annotation(s, annotations::INTERNAL_NETWORK_ID.key).is_none()
+        })
+        .await;
+    assert!(ingress_ip(&service).is_none(), "no address is reported");
+    t.stop().await;
+
+    // Public → internal on a Virtual Router tier: the public load balancer and its
+    // address go; the internal one is refused there.
+    let mut scenario = Scenario::network_kinds();
+    scenario.add_vms(SMALL_TIER, "tier-node-", 1);
+    let t = LbTest::start(scenario, &["tier-node-1"], RESYNC).await;
+    let before = public_objects(&t);
+    t.create(&lb_service("web", &[("TCP", 80, 30080)])).await;
+    t.wait_for_ip("web").await;
+    assert_eq!(public_objects(&t), (before.0 + 1, before.1 + 1));
+    t.patch(
+        "web",
+        json!({"metadata": {"annotations": {annotations::INTERNAL.key: "true"}}}),
+    )
+    .await;
+    t.wait_event(
+        "web",
+        "SyncLoadBalancerFailed",
+        "no internal load balancer on network",
+    )
+    .await;
+    common::eventually("the public load balancer is gone", t.h.wait(), || async {
+        (public_objects(&t) == before).then_some(())
+    })
+    .await;
+    let service = t.get("web").await.expect("web");
+    assert_eq!(annotation(&service, annotations::IP_ID.key), None);
+    assert!(
+        reasons(&t, "web")
+            .iter()
+            .any(|r| r == "DeletedLoadBalancer")
+    );
+    t.delete("web").await;
+    t.wait_gone("web").await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_rules_of_a_service_gone_without_its_finalizer_are_orphans() {
+    if common::skip_in_remote_mode("needs the simulator's internal load balancer") {
+        return;
+    }
+    let t = on_internal_tier(&["vm-ilb"]).await;
+    t.create(&internal(lb_service(
+        "db",
+        &[("TCP", 5432, 31432), ("TCP", 6432, 31433)],
+    )))
+    .await;
+    t.wait_for_ip("db").await;
+    let uid = t.uid("db").await;
+    common::eventually("the rules stand, tagged", t.h.wait(), || async {
+        let rules = internal_rules(&t, &uid);
+        (rules.len() == 2 && rules.iter().all(|r| r.5)).then_some(())
+    })
+    .await;
+    t.patch("db", json!({"metadata": {"finalizers": null}}))
+        .await;
+    t.delete("db").await;
+    t.wait_gone("db").await;
+    assert_eq!(all_internal_rules(&t), 2);
+    let scope = cloudstack_ccm::orphans::Scope {
+        cluster: &t.h.ctx.cluster_name,
+        node_names: None,
+        cluster_cidrs: &[],
+        routing_firewall: cloudstack_ccm::cloud::orphans::RoutingFirewall::Listed,
+    };
+    let report = cloudstack_ccm::orphans::report(&t.h.ctx.cloudstack, &t.h.kube, scope, true)
+        .await
+        .expect("orphan report");
+    let kinds: Vec<String> = report.orphans.iter().map(|o| o.kind.to_string()).collect();
+    assert_eq!(
+        kinds,
+        ["internal_load_balancer_rule", "internal_load_balancer_rule"]
+    );
+    assert_eq!(report.failed(), 0);
+    assert_eq!(all_internal_rules(&t), 0);
+    t.stop().await;
+}

@@ -46,6 +46,8 @@ pub struct Findings {
     pub leaked_firewall_rules: Vec<String>,
     /// ACL items naming no live Service's load balancer.
     pub leaked_acl_items: Vec<String>,
+    /// Internal rules of no live internal Service, or not on its address.
+    pub leaked_internal_rules: Vec<String>,
     /// Rule names (or IP:port/protocol) present more than once.
     pub duplicates: Vec<String>,
     /// Firewall openings (IP, protocol, port) present more than once.
@@ -59,6 +61,7 @@ impl Findings {
             + self.leaked_rules.len()
             + self.leaked_firewall_rules.len()
             + self.leaked_acl_items.len()
+            + self.leaked_internal_rules.len()
     }
 
     /// Duplicates of every kind.
@@ -76,12 +79,13 @@ impl fmt::Display for Findings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "leaks {} (ips {:?}, rules {:?}, firewall {:?}, acl {:?}), duplicates {} ({:?} {:?})",
+            "leaks {} (ips {:?}, rules {:?}, firewall {:?}, acl {:?}, internal rules {:?}), duplicates {} ({:?} {:?})",
             self.leaks(),
             self.leaked_ips,
             self.leaked_rules,
             self.leaked_firewall_rules,
             self.leaked_acl_items,
+            self.leaked_internal_rules,
             self.duplicate_count(),
             self.duplicates,
             self.duplicate_firewall_rules,
@@ -134,6 +138,35 @@ pub fn audit(sim: &SimServer, baseline: &Baseline, live: &[Value]) -> Findings {
                     .push(format!("{} on {}", rule.name, rule.ip_id));
             }
         }
+        // Internal rules: owned by a live internal Service, on the address it reports.
+        let internal_owners: BTreeMap<String, Option<&str>> = live
+            .iter()
+            .filter(|s| !services::is_deleting(s) && services::is_internal(s))
+            .map(|s| (default_lb_name(services::uid(s)), services::ingress_ip(s)))
+            .collect();
+        let mut sources = BTreeMap::<(String, u16), usize>::new();
+        for rule in &s.internal_lb_rules {
+            *names.entry(rule.name.as_str()).or_default() += 1;
+            *sources
+                .entry((rule.source_ip.clone(), rule.source_port))
+                .or_default() += 1;
+            let lb_name = rule.name.split('-').next().unwrap_or_default();
+            // A Service whose status is not written yet owns any address.
+            let owned = internal_owners
+                .get(lb_name)
+                .is_some_and(|address| address.is_none_or(|a| a == rule.source_ip));
+            if !owned {
+                findings
+                    .leaked_internal_rules
+                    .push(format!("{} on {}:{}", rule.name, rule.source_ip, rule.source_port));
+            }
+        }
+        findings.duplicates.extend(
+            sources
+                .into_iter()
+                .filter(|(_, n)| *n > 1)
+                .map(|((ip, port), n)| format!("internal {ip}:{port} x{n}")),
+        );
         findings.duplicates.extend(
             names
                 .into_iter()
@@ -186,9 +219,10 @@ pub fn audit(sim: &SimServer, baseline: &Baseline, live: &[Value]) -> Findings {
 pub fn totals(sim: &SimServer) -> String {
     sim.with_state(|s| {
         format!(
-            "ips allocated {}, lb rules {}, firewall rules {}, acl items {}, jobs {}",
+            "ips allocated {}, lb rules {}, internal lb rules {}, firewall rules {}, acl items {}, jobs {}",
             s.ips.iter().filter(|ip| ip.state != "Free").count(),
             s.lb_rules.len(),
+            s.internal_lb_rules.len(),
             s.firewall_rules.len(),
             s.acl_items.len(),
             s.jobs.len()

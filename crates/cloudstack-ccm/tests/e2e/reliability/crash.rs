@@ -17,7 +17,8 @@ use super::audit::{self, Baseline};
 use super::ccm::Ccm;
 use super::rig::Rig;
 use super::services::{self, lb_service};
-use cloudstack_sim::Scenario;
+use cloudstack_ccm::cloud::loadbalancer::annotations;
+use cloudstack_sim::{KINDS_INTERNAL_LB_TIER, Scenario};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -35,6 +36,9 @@ struct Driver {
     created: u64,
     changed: u64,
     deleted: u64,
+    /// Services are created internal (`…-internal: "true"`) and now and then switched
+    /// between internal and public.
+    internal: bool,
 }
 
 impl Driver {
@@ -62,10 +66,26 @@ impl Driver {
         match services::get(&cluster, &name) {
             None => {
                 let ports = self.ports(index);
-                services::create(&cluster, lb_service(&name, &ports, &[]));
+                let annotations: &[(&str, &str)] = if self.internal {
+                    &[(annotations::INTERNAL.key, "true")]
+                } else {
+                    &[]
+                };
+                services::create(&cluster, lb_service(&name, &ports, annotations));
                 self.created += 1;
             }
             Some(service) if services::is_deleting(&service) => {}
+            Some(service) if self.internal && self.rng.random_bool(0.2) => {
+                let switched = if services::is_internal(&service) {
+                    "false"
+                } else {
+                    "true"
+                };
+                let patch =
+                    json!({ "metadata": { "annotations": { annotations::INTERNAL.key: switched } } });
+                services::patch(&cluster, &name, &patch);
+                self.changed += 1;
+            }
             Some(_) if self.rng.random_bool(0.6) => {
                 let ports = self.ports(index);
                 let patch = json!({ "spec": { "ports": services::ports_json(&ports) } });
@@ -103,6 +123,7 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
         created: 0,
         changed: 0,
         deleted: 0,
+        internal: false,
     };
     for _ in 0..3 {
         driver.step(&rig);
@@ -200,6 +221,101 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
     );
 }
 
+/// Internal Services on a tier with CloudStack's internal load balancer, switched now
+/// and then to public (refused there: their internal rules go) and back, while the
+/// controller manager is killed at random instants: every Service converges, no internal
+/// rule is left without its Service or built twice, and nothing public is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_with_internal_services_loses_and_leaks_nothing() {
+    if common::skip_in_remote_mode(
+        "restarts the simulator from its state file and audits its state",
+    ) {
+        return;
+    }
+    let kills = super::env_count("CRASH_KILLS", 50);
+    let seed = super::seed("CRASH_SEED");
+    let mut scenario = Scenario::network_kinds();
+    scenario.settings.job_duration_ms = 20;
+    let nodes = scenario.add_vms(KINDS_INTERNAL_LB_TIER, "ilb-node-", 3);
+    let rig = Rig::start(scenario).await;
+    for vm in &nodes {
+        rig.add_node(vm);
+    }
+    let baseline = Baseline::take(&rig.sim);
+    let public_before = rig.sim.with_state(|s| s.lb_rules.len());
+    let cloud_config = rig.cloud_config(common::ACCOUNT);
+    let mut driver = Driver {
+        rng: StdRng::seed_from_u64(seed),
+        created: 0,
+        changed: 0,
+        deleted: 0,
+        internal: true,
+    };
+    for _ in 0..3 {
+        driver.step(&rig);
+    }
+    let mut kill_times = Vec::new();
+    for _ in 0..kills {
+        let mut ccm = Ccm::start(&rig, "ccm", &cloud_config, &[]);
+        let life = Duration::from_millis(driver.rng.random_range(20..800));
+        let changes = driver.rng.random_range(0..=2);
+        let mut at: Vec<Duration> = (0..changes)
+            .map(|_| life.mul_f64(driver.rng.random_range(0.0..1.0)))
+            .collect();
+        at.sort();
+        let born = Instant::now();
+        for instant in at {
+            tokio::time::sleep(instant.saturating_sub(born.elapsed())).await;
+            driver.step(&rig);
+        }
+        tokio::time::sleep(life.saturating_sub(born.elapsed())).await;
+        assert!(ccm.running(), "the CCM died on its own:\n{}", ccm.output());
+        ccm.kill();
+        kill_times.push(now_ms());
+    }
+    let ccm = Ccm::start(&rig, "ccm", &cloud_config, &[]);
+    let cluster = rig.cluster();
+    let settled = |s: &serde_json::Value| {
+        !services::is_deleting(s)
+            && if services::is_internal(s) {
+                services::is_converged(s, &rig.sim)
+            } else {
+                services::is_refused_on_internal_tier(s, &rig.sim)
+            }
+    };
+    let converged = super::poll(CONVERGE, || async {
+        let all = services::list(&cluster);
+        all.iter().all(settled).then_some(())
+    })
+    .await;
+    let live = services::list(&cluster);
+    let findings = audit::audit(&rig.sim, &baseline, &live);
+    println!(
+        "internal crash-kill summary: seed {seed}, kills {kills}, services created {} changed {} deleted {}, live {} ({} internal), converged {}, leaks found {}, duplicates {}; simulator: {}",
+        driver.created,
+        driver.changed,
+        driver.deleted,
+        live.len(),
+        live.iter().filter(|s| services::is_internal(s)).count(),
+        converged.is_some(),
+        findings.leaks(),
+        findings.duplicate_count(),
+        audit::totals(&rig.sim),
+    );
+    assert!(
+        converged.is_some(),
+        "not converged within {CONVERGE:?}: {:#?}\nCCM log tail:\n{}",
+        live.iter().filter(|s| !settled(s)).collect::<Vec<_>>(),
+        tail(&ccm.output(), 40)
+    );
+    assert!(findings.is_clean(), "{findings}");
+    assert_eq!(
+        rig.sim.with_state(|s| s.lb_rules.len()),
+        public_before,
+        "no public rule on the internal-only tier"
+    );
+}
+
 /// The same changes without any kill: what leaks here is not a crash's doing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn churn_without_kills_leaks_nothing() {
@@ -220,6 +336,7 @@ async fn churn_without_kills_leaks_nothing() {
         created: 0,
         changed: 0,
         deleted: 0,
+        internal: false,
     };
     let ccm = Ccm::start(&rig, "ccm", &cloud_config, &[]);
     for _ in 0..100 {

@@ -100,6 +100,16 @@ pub fn recorded_ip_id(service: &Value) -> Option<&str> {
     service["metadata"]["annotations"][annotations::IP_ID.key].as_str()
 }
 
+/// Whether the Service asks for an internal load balancer (`…-internal: "true"`).
+pub fn is_internal(service: &Value) -> bool {
+    service["metadata"]["annotations"][annotations::INTERNAL.key] == "true"
+}
+
+/// The tier of internal rules the controller recorded on the Service.
+pub fn recorded_internal_network(service: &Value) -> Option<&str> {
+    service["metadata"]["annotations"][annotations::INTERNAL_NETWORK_ID.key].as_str()
+}
+
 /// Whether the Service carries the cleanup finalizer.
 pub fn has_finalizer(service: &Value) -> bool {
     service["metadata"]["finalizers"]
@@ -159,6 +169,9 @@ fn converged(service: &Value, sim: &cloudstack_sim::SimServer, allow_stuck: bool
     if is_deleting(service) || !has_finalizer(service) {
         return false;
     }
+    if is_internal(service) {
+        return internal_converged(service, sim);
+    }
     let (Some(address), Some(ip_id)) = (ingress_ip(service), recorded_ip_id(service)) else {
         return false;
     };
@@ -216,4 +229,59 @@ fn converged(service: &Value, sim: &cloudstack_sim::SimServer, allow_stuck: bool
                 .iter()
                 .all(|r| r.ip_id == ip_id && active(r) && !r.members.is_empty() && tagged(&r.id))
     })
+}
+
+/// Whether an internal Service is converged: finalizer, ingress address and recorded tier,
+/// and one tagged internal rule with members per port on that address, with the spec's
+/// port and node port; no public IP recorded.
+fn internal_converged(service: &Value, sim: &cloudstack_sim::SimServer) -> bool {
+    let (Some(address), Some(tier)) = (ingress_ip(service), recorded_internal_network(service))
+    else {
+        return false;
+    };
+    let prefix = format!(
+        "{}-",
+        cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(uid(service))
+    );
+    let wanted = wanted_ports(service);
+    sim.with_state(|state| {
+        let rules: Vec<_> = state
+            .internal_lb_rules
+            .iter()
+            .filter(|r| r.name.starts_with(&prefix))
+            .collect();
+        let tagged = |id: &str| {
+            state
+                .tags
+                .iter()
+                .any(|t| t.resource_id == id && t.key == TAG_SERVICE_UID && t.value == uid(service))
+        };
+        let ports: std::collections::BTreeSet<(u64, u64)> = rules
+            .iter()
+            .map(|r| (u64::from(r.source_port), u64::from(r.instance_port)))
+            .collect();
+        recorded_ip_id(service).is_none()
+            && rules.len() == wanted.len()
+            && ports == wanted
+            && rules.iter().all(|r| {
+                r.source_ip == address
+                    && r.network_id == tier
+                    && !r.members.is_empty()
+                    && tagged(&r.id)
+            })
+    })
+}
+
+/// Whether a public Service on a tier with the internal load balancer only is settled as
+/// refused: nothing reported or recorded, and no internal rule of its left.
+pub fn is_refused_on_internal_tier(service: &Value, sim: &cloudstack_sim::SimServer) -> bool {
+    let prefix = format!(
+        "{}-",
+        cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(uid(service))
+    );
+    has_finalizer(service)
+        && ingress_ip(service).is_none()
+        && recorded_internal_network(service).is_none()
+        && recorded_ip_id(service).is_none()
+        && sim.with_state(|s| !s.internal_lb_rules.iter().any(|r| r.name.starts_with(&prefix)))
 }

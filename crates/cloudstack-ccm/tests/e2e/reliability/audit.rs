@@ -156,9 +156,10 @@ pub fn audit(sim: &SimServer, baseline: &Baseline, live: &[Value]) -> Findings {
                 .get(lb_name)
                 .is_some_and(|address| address.is_none_or(|a| a == rule.source_ip));
             if !owned {
-                findings
-                    .leaked_internal_rules
-                    .push(format!("{} on {}:{}", rule.name, rule.source_ip, rule.source_port));
+                findings.leaked_internal_rules.push(format!(
+                    "{} on {}:{}",
+                    rule.name, rule.source_ip, rule.source_port
+                ));
             }
         }
         findings.duplicates.extend(

@@ -81,8 +81,7 @@ impl Driver {
                 } else {
                     "true"
                 };
-                let patch =
-                    json!({ "metadata": { "annotations": { annotations::INTERNAL.key: switched } } });
+                let patch = json!({ "metadata": { "annotations": { annotations::INTERNAL.key: switched } } });
                 services::patch(&cluster, &name, &patch);
                 self.changed += 1;
             }

@@ -283,5 +283,9 @@ pub fn is_refused_on_internal_tier(service: &Value, sim: &cloudstack_sim::SimSer
         && ingress_ip(service).is_none()
         && recorded_internal_network(service).is_none()
         && recorded_ip_id(service).is_none()
-        && sim.with_state(|s| !s.internal_lb_rules.iter().any(|r| r.name.starts_with(&prefix)))
+        && sim.with_state(|s| {
+            !s.internal_lb_rules
+                .iter()
+                .any(|r| r.name.starts_with(&prefix))
+        })
 }

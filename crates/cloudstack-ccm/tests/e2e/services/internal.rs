@@ -411,3 +411,57 @@ async fn internal_rules_of_a_service_gone_without_its_finalizer_are_orphans() {
     assert_eq!(all_internal_rules(&t), 0);
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_and_an_internal_service_are_served_side_by_side_on_two_tiers_of_a_vpc() {
+    if common::skip_in_remote_mode("needs the simulator's internal load balancer") {
+        return;
+    }
+    // The VPC of the internal-LB tier gets a second tier with the public load balancer.
+    let mut scenario = Scenario::network_kinds();
+    let ilb_tier = scenario
+        .networks
+        .iter()
+        .find(|n| n.name == KINDS_INTERNAL_LB_TIER)
+        .cloned()
+        .expect("internal-LB tier");
+    scenario.networks.push(cloudstack_sim::NetworkSpec {
+        name: "tier-web".into(),
+        cidr: "10.220.2.0/24".into(),
+        lb_provider: cloudstack_sim::LbProvider::VirtualRouter,
+        ..ilb_tier
+    });
+    scenario.add_vms("tier-web", "web-node-", 1);
+    scenario.add_vms(KINDS_INTERNAL_LB_TIER, "ilb-node-", 1);
+    let t = LbTest::start(scenario, &["web-node-1", "ilb-node-1"], RESYNC).await;
+    let web_tier = t.network_id("tier-web");
+    let ilb_tier = t.network_id(KINDS_INTERNAL_LB_TIER);
+    t.create(&with_annotations(
+        lb_service("web", &[("TCP", 80, 30080)]),
+        &[(annotations::NETWORK_ID.key, &web_tier)],
+    ))
+    .await;
+    t.create(&with_annotations(
+        internal(lb_service("db", &[("TCP", 5432, 31432)])),
+        &[(annotations::NETWORK_ID.key, &ilb_tier)],
+    ))
+    .await;
+    let public = t.wait_for_ip("web").await;
+    let private = t.wait_for_ip("db").await;
+    assert!(!public.starts_with("10.220."), "a public address: {public}");
+    assert!(
+        private.starts_with("10.220.1."),
+        "an address of the tier: {private}"
+    );
+    let rules = t.rules("web").await;
+    assert_eq!(rules.len(), 1);
+    let uid = t.uid("db").await;
+    let internal = internal_rules(&t, &uid);
+    assert_eq!(internal.len(), 1);
+    assert_eq!(
+        internal[0].4,
+        vm_ids(&t, &["ilb-node-1"]),
+        "members on the tier"
+    );
+    t.stop().await;
+}

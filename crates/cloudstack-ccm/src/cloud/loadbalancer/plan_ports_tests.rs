@@ -445,3 +445,40 @@ fn unreadable_access_keeps_what_cloudstack_shows_applied() {
     let p = plan(&cidrs, &observed, &backends(&["vm1"]), &ctx).unwrap();
     assert!(p.is_empty(), "{p}");
 }
+
+#[test]
+fn acl_items_made_for_the_service_go_with_it_even_when_its_rules_never_stood() {
+    // The items were made, then every rule was refused: nothing of the Service but its
+    // tagged items (and an untagged item of the Go CCM's, which stays: no rule of the
+    // Service names its port).
+    let s = simple(&[("TCP", 80, 30080), ("TCP", 443, 30443)]);
+    let item = |id: &str, port: u16, tags: Tags| ObservedAclItem {
+        id: id.into(),
+        acl_id: "acl-1".into(),
+        protocol: IpProtocol::Tcp,
+        start_port: port,
+        end_port: port,
+        cidrs: vec![Cidr::ANY_V4],
+        allow: true,
+        reason: String::new(),
+        tags,
+    };
+    let ours: Tags = [(TAG_SERVICE_UID.to_string(), UID.to_string())].into();
+    let observed = ObservedLb {
+        acl_items: vec![
+            item("acl-80", 80, ours.clone()),
+            item("acl-443", 443, ours),
+            item("acl-8080", 8080, Tags::new()),
+        ],
+        ..Default::default()
+    };
+    let p = plan_delete(&s.delete_spec(), &observed, &vpc("web-acl"));
+    let deleted: Vec<&str> = p
+        .steps()
+        .filter_map(|s| match s {
+            Step::DeleteAclItem { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deleted, ["acl-80", "acl-443"], "{p}");
+}

@@ -110,7 +110,7 @@ async fn the_dry_run_says_for_each_network_kind_what_would_happen_and_why() {
     }
     let t = LbTest::prepare(
         Scenario::network_kinds(),
-        &["vm-routed", "vm-shared", "vm-nsx", "vm-netris"],
+        &["vm-routed", "vm-shared", "vm-nsx", "vm-netris", "vm-ilb"],
         Duration::from_secs(100),
     )
     .await;
@@ -125,6 +125,7 @@ async fn the_dry_run_says_for_each_network_kind_what_would_happen_and_why() {
         with_annotations(lb_service(name, ports), &pairs)
     };
     let hc = cloudstack_ccm::cloud::loadbalancer::annotations::HEALTH_CHECK_PATH.key;
+    let internal_key = cloudstack_ccm::cloud::loadbalancer::annotations::INTERNAL.key;
     for service in [
         on(
             "routed",
@@ -150,6 +151,18 @@ async fn the_dry_run_says_for_each_network_kind_what_would_happen_and_why() {
             &[("TCP", 80, 30083), ("UDP", 53, 30053)],
             &[],
         ),
+        on(
+            "internal",
+            cloudstack_sim::KINDS_INTERNAL_LB_TIER,
+            &[("TCP", 5432, 31432), ("TCP", 6432, 31433)],
+            &[(internal_key, "true")],
+        ),
+        on(
+            "public-on-ilb",
+            cloudstack_sim::KINDS_INTERNAL_LB_TIER,
+            &[("TCP", 80, 30084)],
+            &[],
+        ),
     ] {
         t.create(&service).await;
     }
@@ -167,6 +180,24 @@ async fn the_dry_run_says_for_each_network_kind_what_would_happen_and_why() {
             .unwrap_or_else(|| panic!("{name} planned"))
             .plan
     };
+    let internal = plan_of("internal").as_ref().expect("served");
+    let steps: Vec<String> = internal.steps().map(|s| s.to_string()).collect();
+    println!("internal: {steps:?}");
+    assert!(
+        steps[0].starts_with("create internal rule") && steps[0].contains("a free address:5432"),
+        "{steps:?}"
+    );
+    assert!(
+        steps[1].contains("the address of the first rule:6432"),
+        "{steps:?}"
+    );
+    let refused = plan_of("public-on-ilb")
+        .as_ref()
+        .expect_err("no public load balancer there");
+    assert!(
+        refused.contains("internal load-balancer scheme only") && refused.contains(internal_key),
+        "{refused}"
+    );
     for (name, word) in [("routed", "ROUTED mode"), ("shared", "shared network")] {
         let why = plan_of(name).as_ref().expect_err("no load balancer there");
         println!("{name}: {why}");

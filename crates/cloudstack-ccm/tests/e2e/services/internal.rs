@@ -465,3 +465,40 @@ async fn a_public_and_an_internal_service_are_served_side_by_side_on_two_tiers_o
     );
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_internal_service_with_local_traffic_has_the_nodes_with_ready_endpoints_as_members() {
+    if common::skip_in_remote_mode("needs the simulator's internal load balancer") {
+        return;
+    }
+    use super::traffic_local::{ready, write_endpoints_for};
+    let t = on_internal_tier(&["vm-ilb", "ilb-node-1", "ilb-node-2"]).await;
+    let mut service = internal(lb_service("api", &[("TCP", 8080, 31080)]));
+    service.spec.as_mut().expect("spec").external_traffic_policy = Some("Local".into());
+    t.create(&service).await;
+    write_endpoints_for(&t.h, "api", &[("TCP", 8080)], &[ready("ilb-node-2")]);
+    let uid = t.uid("api").await;
+    let only = vm_ids(&t, &["ilb-node-2"]);
+    common::eventually(
+        "the Node with the endpoint is the member",
+        t.h.wait(),
+        || async {
+            let rules = internal_rules(&t, &uid);
+            (rules.len() == 1 && rules[0].4 == only).then_some(())
+        },
+    )
+    .await;
+    write_endpoints_for(
+        &t.h,
+        "api",
+        &[("TCP", 8080)],
+        &[ready("ilb-node-2"), ready("vm-ilb")],
+    );
+    let two = vm_ids(&t, &["ilb-node-2", "vm-ilb"]);
+    common::eventually("the members follow the endpoints", t.h.wait(), || async {
+        let rules = internal_rules(&t, &uid);
+        (rules.len() == 1 && rules[0].4 == two).then_some(())
+    })
+    .await;
+    t.stop().await;
+}

@@ -18,6 +18,7 @@ use super::observe::ObservedLb;
 use super::observe::account_view::{AccountView, AccountViewCache};
 use super::observe::assemble::{ObserveInputs, look_up_address, observe};
 use super::observe::details::{PolicyKinds, RuleDetails, RuleDetailsCache};
+use super::observe::internal::InternalRuleCache;
 use super::plan::{self, Backends, Plan, PlanContext, PlanError, RuleRef, Step, VmIds};
 use super::spec::LbSpec;
 use crate::cloud::inventory::{Inventory, InventoryError, ListedVms};
@@ -72,6 +73,8 @@ pub struct Engine {
     /// Backends resolved lately, reused while the eligible Nodes and the inventory's view
     /// are the same objects (every Service of a resync shares one set of VM ids).
     resolved: std::sync::Mutex<Vec<ResolvedMemo>>,
+    /// The internal rules of each tier, listed once per view.
+    internal_rules: InternalRuleCache,
 }
 
 impl std::fmt::Debug for Engine {
@@ -100,6 +103,7 @@ impl Engine {
             picked: PickedAddresses::default(),
             prune_details: AtomicBool::new(false),
             resolved: std::sync::Mutex::default(),
+            internal_rules: InternalRuleCache::default(),
             settings,
         }
     }
@@ -278,6 +282,7 @@ impl Engine {
             // Internal rules are read afresh on every sync: no view or cache to renew.
             let public = kind == PlannedKind::Public;
             let interrupted = public.then(|| interrupted::Interrupted::watch(self, &observed));
+            let internal_change = (!public).then(|| self.internal_rules.changing(&network_id));
             let (applied, result) = apply::apply(
                 &self.client,
                 &ticket,
@@ -287,6 +292,7 @@ impl Engine {
                 zone_id.as_deref(),
             )
             .await;
+            drop(internal_change);
             if let Some(interrupted) = interrupted {
                 interrupted.ran_to_its_end();
                 self.after_changes(&plan, &observed, &applied, result.is_ok())

@@ -502,3 +502,63 @@ async fn an_internal_service_with_local_traffic_has_the_nodes_with_ready_endpoin
     .await;
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_whose_recorded_tier_is_gone_is_deleted_all_the_same() {
+    if common::skip_in_remote_mode("needs the simulator's internal load balancer") {
+        return;
+    }
+    let t = on_internal_tier(&["vm-ilb"]).await;
+    t.create(&internal(lb_service("db", &[("TCP", 5432, 31432)])))
+        .await;
+    t.wait_for_ip("db").await;
+    // The tier recorded on the Service no longer exists (deleted with its rules).
+    t.patch(
+        "db",
+        json!({"metadata": {"annotations": {
+            annotations::INTERNAL_NETWORK_ID.key: "0b6f3c1e-5d2a-4e8b-9f10-2a3b4c5d6e7f",
+            annotations::NETWORK_ID.key: "0b6f3c1e-5d2a-4e8b-9f10-2a3b4c5d6e7f",
+        }}}),
+    )
+    .await;
+    t.h.expect_failing_calls();
+    t.delete("db").await;
+    t.wait_gone("db").await;
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_of_unchanged_internal_services_lists_their_tier_once() {
+    if common::skip_in_remote_mode("needs the simulator's internal load balancer") {
+        return;
+    }
+    const SERVICES: usize = 8;
+    let resync = Duration::from_millis(1500);
+    let mut scenario = Scenario::network_kinds();
+    scenario.add_vms(KINDS_INTERNAL_LB_TIER, "ilb-node-", 2);
+    let t = LbTest::start(scenario, &["vm-ilb", "ilb-node-1", "ilb-node-2"], resync).await;
+    for i in 0..SERVICES {
+        let port = 5000 + i as i32;
+        t.create(&internal(lb_service(
+            &format!("svc-{i}"),
+            &[("TCP", port, 30000 + i as i32)],
+        )))
+        .await;
+    }
+    for i in 0..SERVICES {
+        t.wait_for_ip(&format!("svc-{i}")).await;
+    }
+    // One resync with the caches warm, then measure one.
+    tokio::time::sleep(resync * 2).await;
+    t.h.sim.reset_counts();
+    common::eventually("a resync reads the rules", common::WAIT, || async {
+        (calls_of(&t, "listLoadBalancerRules") > 0).then_some(())
+    })
+    .await;
+    tokio::time::sleep(resync / 2).await;
+    let counts = t.h.cloudstack_call_counts();
+    println!("one resync of {SERVICES} internal Services: {counts:?}");
+    assert_eq!(calls_of(&t, "listLoadBalancers"), 1, "{counts:?}");
+    assert!(mutating_counts(&t.h).is_empty(), "{counts:?}");
+    t.stop().await;
+}

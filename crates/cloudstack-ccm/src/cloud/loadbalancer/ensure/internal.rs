@@ -3,7 +3,7 @@
 //! public leaves to tear down.
 
 use super::*;
-use crate::cloud::loadbalancer::observe::internal::observe_internal;
+use crate::cloud::loadbalancer::observe::internal::{list_internal, of_service};
 
 impl Engine {
     /// Observes the Service's internal rules on the backends' tier and plans them.
@@ -17,9 +17,13 @@ impl Engine {
     ) -> Result<Prepared, EnsureError> {
         // Refused before anything is read.
         plan::check_internal(&ctx.network)?;
-        let observed = observe_internal(&self.client, &network_id, spec)
+        let view = self.view().await?;
+        let listed = self
+            .internal_rules
+            .rules(&self.client, &view, &network_id)
             .await
             .map_err(EnsureError::Observe)?;
+        let observed = of_service(&listed, spec);
         let mut backends = backends.clone();
         backends.network_id = network_id.clone();
         let plan = plan::plan_internal(spec, &observed, &backends, ctx)?;
@@ -44,9 +48,17 @@ impl Engine {
                 warnings: Vec::new(),
             });
         };
-        let observed = observe_internal(&self.client, network_id, spec)
-            .await
-            .map_err(EnsureError::Observe)?;
+        // Listed afresh: a deletion never works from a listing another Service read.
+        let observed = match list_internal(&self.client, network_id).await {
+            Ok(listed) => of_service(&listed, spec),
+            // The tier is gone, and CloudStack deleted its rules with it: a Service must
+            // not be kept from going for a network that no longer exists.
+            Err(err) if err.is_not_found() => {
+                tracing::info!(network = network_id, error = %err, "the tier of the internal rules is gone");
+                Vec::new()
+            }
+            Err(err) => return Err(EnsureError::Observe(err)),
+        };
         let plan = plan::plan_internal_delete(&observed);
         if plan.is_empty() {
             return Ok(Deleted {
@@ -54,7 +66,9 @@ impl Engine {
                 warnings: Vec::new(),
             });
         }
+        let change = self.internal_rules.changing(network_id);
         let (applied, result) = self.run_unrecorded(network_id, &plan).await;
+        drop(change);
         result?;
         Ok(Deleted {
             steps: applied.steps_done,

@@ -99,6 +99,40 @@ impl Driver {
     }
 }
 
+/// Starts the controller manager `kills` times, each for a random 20–800 ms in which the
+/// driver makes 0–2 changes, and kills it with SIGKILL. Returns each life and the instant
+/// (ms since the epoch) of each kill.
+async fn kill_repeatedly(
+    rig: &Rig,
+    driver: &mut Driver,
+    cloud_config: &std::path::Path,
+    args: &[&str],
+    kills: u64,
+) -> (Vec<Duration>, Vec<u64>) {
+    let mut lifetimes = Vec::new();
+    let mut kill_times = Vec::new();
+    for _ in 0..kills {
+        let mut ccm = Ccm::start(rig, "ccm", cloud_config, args);
+        let life = Duration::from_millis(driver.rng.random_range(20..800));
+        let changes = driver.rng.random_range(0..=2);
+        let mut at: Vec<Duration> = (0..changes)
+            .map(|_| life.mul_f64(driver.rng.random_range(0.0..1.0)))
+            .collect();
+        at.sort();
+        let born = Instant::now();
+        for instant in at {
+            tokio::time::sleep(instant.saturating_sub(born.elapsed())).await;
+            driver.step(rig);
+        }
+        tokio::time::sleep(life.saturating_sub(born.elapsed())).await;
+        assert!(ccm.running(), "the CCM died on its own:\n{}", ccm.output());
+        ccm.kill();
+        kill_times.push(now_ms());
+        lifetimes.push(life);
+    }
+    (lifetimes, kill_times)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
     if common::skip_in_remote_mode(
@@ -129,27 +163,8 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
     }
 
     let started = Instant::now();
-    let mut lifetimes = Vec::new();
-    let mut kill_times = Vec::new();
-    for _ in 0..kills {
-        let mut ccm = Ccm::start(&rig, "ccm", &cloud_config, &[&verbosity]);
-        let life = Duration::from_millis(driver.rng.random_range(20..800));
-        let changes = driver.rng.random_range(0..=2);
-        let mut at: Vec<Duration> = (0..changes)
-            .map(|_| life.mul_f64(driver.rng.random_range(0.0..1.0)))
-            .collect();
-        at.sort();
-        let born = Instant::now();
-        for instant in at {
-            tokio::time::sleep(instant.saturating_sub(born.elapsed())).await;
-            driver.step(&rig);
-        }
-        tokio::time::sleep(life.saturating_sub(born.elapsed())).await;
-        assert!(ccm.running(), "the CCM died on its own:\n{}", ccm.output());
-        ccm.kill();
-        kill_times.push(now_ms());
-        lifetimes.push(life);
-    }
+    let (lifetimes, kill_times) =
+        kill_repeatedly(&rig, &mut driver, &cloud_config, &[&verbosity], kills).await;
     let chaos = started.elapsed();
 
     // The last run: everything converges.
@@ -253,25 +268,7 @@ async fn sigkill_with_internal_services_loses_and_leaks_nothing() {
     for _ in 0..3 {
         driver.step(&rig);
     }
-    let mut kill_times = Vec::new();
-    for _ in 0..kills {
-        let mut ccm = Ccm::start(&rig, "ccm", &cloud_config, &[]);
-        let life = Duration::from_millis(driver.rng.random_range(20..800));
-        let changes = driver.rng.random_range(0..=2);
-        let mut at: Vec<Duration> = (0..changes)
-            .map(|_| life.mul_f64(driver.rng.random_range(0.0..1.0)))
-            .collect();
-        at.sort();
-        let born = Instant::now();
-        for instant in at {
-            tokio::time::sleep(instant.saturating_sub(born.elapsed())).await;
-            driver.step(&rig);
-        }
-        tokio::time::sleep(life.saturating_sub(born.elapsed())).await;
-        assert!(ccm.running(), "the CCM died on its own:\n{}", ccm.output());
-        ccm.kill();
-        kill_times.push(now_ms());
-    }
+    kill_repeatedly(&rig, &mut driver, &cloud_config, &[], kills).await;
     let ccm = Ccm::start(&rig, "ccm", &cloud_config, &[]);
     let cluster = rig.cluster();
     let settled = |s: &serde_json::Value| {

@@ -165,6 +165,22 @@ pub fn stuck_resources(state: &cloudstack_sim::state::State) -> Vec<String> {
         .collect()
 }
 
+/// `<load-balancer name>-`: the prefix of every rule of the Service.
+fn rule_prefix(service: &Value) -> String {
+    format!(
+        "{}-",
+        cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(uid(service))
+    )
+}
+
+/// Whether resource `id` carries the Service's UID tag.
+fn tagged_for(state: &cloudstack_sim::state::State, id: &str, service: &Value) -> bool {
+    state
+        .tags
+        .iter()
+        .any(|t| t.resource_id == id && t.key == TAG_SERVICE_UID && t.value == uid(service))
+}
+
 fn converged(service: &Value, sim: &cloudstack_sim::SimServer, allow_stuck: bool) -> bool {
     if is_deleting(service) || !has_finalizer(service) {
         return false;
@@ -175,10 +191,7 @@ fn converged(service: &Value, sim: &cloudstack_sim::SimServer, allow_stuck: bool
     let (Some(address), Some(ip_id)) = (ingress_ip(service), recorded_ip_id(service)) else {
         return false;
     };
-    let prefix = format!(
-        "{}-",
-        cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(uid(service))
-    );
+    let prefix = rule_prefix(service);
     let want = port_count(service);
     let wanted = wanted_ports(service);
     sim.with_state(|state| {
@@ -199,12 +212,7 @@ fn converged(service: &Value, sim: &cloudstack_sim::SimServer, allow_stuck: bool
             .iter()
             .filter(|r| r.name.starts_with(&prefix))
             .collect();
-        let tagged = |id: &str| {
-            state
-                .tags
-                .iter()
-                .any(|t| t.resource_id == id && t.key == TAG_SERVICE_UID && t.value == uid(service))
-        };
+        let tagged = |id: &str| tagged_for(state, id, service);
         let ports: std::collections::BTreeSet<(u64, u64)> = rules
             .iter()
             .map(|r| (u64::from(r.public_port), u64::from(r.private_port)))
@@ -239,10 +247,7 @@ fn internal_converged(service: &Value, sim: &cloudstack_sim::SimServer) -> bool 
     else {
         return false;
     };
-    let prefix = format!(
-        "{}-",
-        cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(uid(service))
-    );
+    let prefix = rule_prefix(service);
     let wanted = wanted_ports(service);
     sim.with_state(|state| {
         let rules: Vec<_> = state
@@ -250,12 +255,7 @@ fn internal_converged(service: &Value, sim: &cloudstack_sim::SimServer) -> bool 
             .iter()
             .filter(|r| r.name.starts_with(&prefix))
             .collect();
-        let tagged = |id: &str| {
-            state
-                .tags
-                .iter()
-                .any(|t| t.resource_id == id && t.key == TAG_SERVICE_UID && t.value == uid(service))
-        };
+        let tagged = |id: &str| tagged_for(state, id, service);
         let ports: std::collections::BTreeSet<(u64, u64)> = rules
             .iter()
             .map(|r| (u64::from(r.source_port), u64::from(r.instance_port)))
@@ -275,10 +275,7 @@ fn internal_converged(service: &Value, sim: &cloudstack_sim::SimServer) -> bool 
 /// Whether a public Service on a tier with the internal load balancer only is settled as
 /// refused: nothing reported or recorded, and no internal rule of its left.
 pub fn is_refused_on_internal_tier(service: &Value, sim: &cloudstack_sim::SimServer) -> bool {
-    let prefix = format!(
-        "{}-",
-        cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(uid(service))
-    );
+    let prefix = rule_prefix(service);
     has_finalizer(service)
         && ingress_ip(service).is_none()
         && recorded_internal_network(service).is_none()

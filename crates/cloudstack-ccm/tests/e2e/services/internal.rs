@@ -12,7 +12,6 @@ use std::time::Duration;
 use super::support::*;
 use cloudstack_ccm::cloud::loadbalancer::annotations;
 use cloudstack_ccm::cloud::tags::TAG_SERVICE_UID;
-use cloudstack_ccm::controllers::service::LOAD_BALANCER_SUPPORTED;
 use cloudstack_sim::{KINDS_INTERNAL_LB_TIER, SMALL_TIER, Scenario};
 use k8s_openapi::api::core::v1::Service;
 use serde_json::json;
@@ -74,17 +73,6 @@ async fn on_internal_tier(nodes: &[&str]) -> LbTest {
 
 fn vm_ids(t: &LbTest, names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|n| t.h.vm_id(n)).collect()
-}
-
-fn supported_condition(service: &Service) -> Option<(String, String, String)> {
-    service
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == LOAD_BALANCER_SUPPORTED)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
 fn calls_of(t: &LbTest, command: &str) -> u64 {

@@ -9,23 +9,10 @@ use std::time::Duration;
 
 use super::support::*;
 use cloudstack_ccm::cloud::loadbalancer::annotations;
-use cloudstack_ccm::controllers::service::LOAD_BALANCER_SUPPORTED;
 use cloudstack_sim::Scenario;
 use k8s_openapi::api::core::v1::Service;
 
 const RESYNC: Duration = Duration::from_secs(100);
-
-/// The Service's `LoadBalancerSupported` condition: (status, reason, message).
-fn supported_condition(service: &Service) -> Option<(String, String, String)> {
-    service
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == LOAD_BALANCER_SUPPORTED)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
-}
 
 /// CloudStack objects of any kind the simulator holds beyond `before` (IPs allocated,
 /// rules, firewall rules, ACL items, jobs).

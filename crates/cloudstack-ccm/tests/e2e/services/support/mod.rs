@@ -33,7 +33,7 @@ pub use cloud::{
 };
 pub use objects::{
     annotation, has_finalizer, ingress_ip, ingress_ip_mode, lb_service, ports_patch, settle,
-    with_annotations,
+    supported_condition, with_annotations,
 };
 
 /// The namespace of every test Service.

@@ -49,6 +49,18 @@ pub fn annotation<'a>(service: &'a Service, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// The Service's `LoadBalancerSupported` condition: (status, reason, message).
+pub fn supported_condition(service: &Service) -> Option<(String, String, String)> {
+    service
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == service::LOAD_BALANCER_SUPPORTED)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
 /// Whether the Service carries the cleanup finalizer.
 pub fn has_finalizer(service: &Service) -> bool {
     service::finalizer::has_finalizer(service)

@@ -435,15 +435,16 @@ async fn switch_kind(
     status::patch_if_changed(api, service, &[])
         .await
         .map_err(kube_err("clearing the status"))?;
-    let (from, to) = if spec.internal.is_some() {
-        ("public", "an internal")
+    let (from, to, article) = if spec.internal.is_some() {
+        ("public", "internal", "an")
     } else {
-        ("internal", "a public")
+        ("internal", "public", "a")
     };
     tracing::info!(service = %key_of(service), steps = deleted.steps, from, to, "load balancer kind switched: the old one deleted");
     events::publish_warnings(&state.recorder, service, deleted.warnings).await;
     if deleted.steps > 0 {
-        let note = format!("deleted the {from} load balancer: the Service asks for {to} one");
+        let note =
+            format!("deleted the {from} load balancer: the Service asks for {article} {to} one");
         events::publish(
             &state.recorder,
             service,

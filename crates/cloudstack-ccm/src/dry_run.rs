@@ -41,7 +41,7 @@ impl PlanReport {
     pub fn pending(&self) -> usize {
         self.plans
             .iter()
-            .filter(|p| p.plan.as_ref().is_ok_and(|plan| !plan.is_empty()))
+            .filter(|p| p.teardown.is_some() || p.plan.as_ref().is_ok_and(|plan| !plan.is_empty()))
             .count()
     }
 }
@@ -154,7 +154,23 @@ pub fn write_report(report: &PlanReport, out: &mut impl Write) -> std::io::Resul
     if report.plans.is_empty() {
         writeln!(out, "No LoadBalancer Service to plan.")?;
     }
-    for ServicePlan { key, plan, members } in &report.plans {
+    for ServicePlan {
+        key,
+        plan,
+        members,
+        teardown,
+    } in &report.plans
+    {
+        if let Some((kind, deletion)) = teardown {
+            writeln!(
+                out,
+                "Service {key}: first deletes its {kind} load balancer: {} CloudStack job(s)",
+                deletion.job_count()
+            )?;
+            for line in deletion.to_string().lines() {
+                writeln!(out, "  {line}")?;
+            }
+        }
         match plan {
             Ok(plan) if plan.is_empty() => writeln!(out, "Service {key}: up to date")?,
             Ok(plan) => {

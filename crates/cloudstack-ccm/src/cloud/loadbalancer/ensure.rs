@@ -37,6 +37,7 @@ use backends::ResolvedMemo;
 pub use backends::{NodeElsewhere, ResolvedBackends};
 use caches::deletes_unnamed_firewall_rule;
 pub(crate) use for_service::KeptRules;
+pub(crate) use internal::LbKind;
 pub(crate) use outcome::PlannedKind;
 use outcome::change_of;
 pub use outcome::{Change, Deleted, EnsureError, Ensured, NetworkError, Prepared};
@@ -347,6 +348,35 @@ impl Engine {
     /// Deletes the public load balancer of `spec` (its rules, their firewall rules or ACL
     /// items, and the IP when the controller associated it and nothing else uses it).
     pub(crate) async fn delete_public(&self, spec: &LbSpec) -> Result<Deleted, EnsureError> {
+        let PublicDeletion {
+            plan,
+            observed,
+            network_id,
+        } = self.public_deletion(spec).await?;
+        if plan.is_empty() {
+            return Ok(Deleted {
+                steps: 0,
+                warnings: plan.warnings,
+            });
+        }
+        let (applied, result) = self
+            .run_unrecorded(network_id.as_deref().unwrap_or_default(), &plan)
+            .await;
+        self.after_changes(&plan, &observed, &applied, result.is_ok())
+            .await;
+        result?;
+        Ok(Deleted {
+            steps: applied.steps_done,
+            warnings: plan.warnings,
+        })
+    }
+
+    /// The plan that deletes the public load balancer of `spec`, with what it was made
+    /// from. Reads only.
+    pub(super) async fn public_deletion(
+        &self,
+        spec: &LbSpec,
+    ) -> Result<PublicDeletion, EnsureError> {
         let view = self.view().await?;
         let network_id = known_network(&view, spec);
         let ctx = match network_id.as_deref().map(|id| self.plan_context(&view, id)) {
@@ -369,23 +399,22 @@ impl Engine {
             observed = self.observe(&view, spec, &ctx.network).await?;
             plan = plan::plan_delete(&spec.delete_spec(), &observed, &ctx);
         }
-        if plan.is_empty() {
-            return Ok(Deleted {
-                steps: 0,
-                warnings: plan.warnings,
-            });
-        }
-        let (applied, result) = self
-            .run_unrecorded(network_id.as_deref().unwrap_or_default(), &plan)
-            .await;
-        self.after_changes(&plan, &observed, &applied, result.is_ok())
-            .await;
-        result?;
-        Ok(Deleted {
-            steps: applied.steps_done,
-            warnings: plan.warnings,
+        Ok(PublicDeletion {
+            plan,
+            observed,
+            network_id,
         })
     }
+}
+
+/// The deletion of a public load balancer, planned.
+pub(super) struct PublicDeletion {
+    /// The plan.
+    plan: Plan,
+    /// What it was made from.
+    observed: ObservedLb,
+    /// The network of its rules, when known.
+    network_id: Option<String>,
 }
 
 /// The network recorded on the Service (`…-network-id`), else the one of its rules.

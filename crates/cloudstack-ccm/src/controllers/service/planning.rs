@@ -73,6 +73,9 @@ pub struct ServicePlan {
     pub plan: Result<Plan, String>,
     /// The members of each rule and why (empty when there is no plan).
     pub members: Vec<RuleMemberSet>,
+    /// What goes first: the load balancer of the kind the Service no longer asks for
+    /// (`public` or `internal`) and the plan deleting it.
+    pub teardown: Option<(&'static str, Plan)>,
 }
 
 /// The plan of each Service that wants a load balancer, without applying it (the `plan`
@@ -98,17 +101,20 @@ pub async fn plan_services(
         } else {
             MemberSelection::AllEligible
         };
-        let (plan, members) = match LbSpec::from_service(service, options) {
-            Err(err) => (Err(err.to_string()), Vec::new()),
+        let (plan, members, teardown) = match LbSpec::from_service(service, options) {
+            Err(err) => (Err(err.to_string()), Vec::new(), None),
             Ok(mut spec) => {
                 if let Some(kube) = secrets
                     && let Some(warning) = tls_secrets::fill(kube, &mut spec).await
                 {
                     tracing::warn!(service = %key_of(service), "{warning}");
                 }
-                match plan_one(engine, &spec, &eligible, &selection).await {
-                    Ok((plan, members)) => (Ok(plan), members),
-                    Err(err) => (Err(err.to_string()), Vec::new()),
+                match teardown_of(engine, &spec).await {
+                    Err(err) => (Err(err.to_string()), Vec::new(), None),
+                    Ok(teardown) => match plan_one(engine, &spec, &eligible, &selection).await {
+                        Ok((plan, members)) => (Ok(plan), members, teardown),
+                        Err(err) => (Err(err.to_string()), Vec::new(), teardown),
+                    },
                 }
             }
         };
@@ -116,9 +122,23 @@ pub async fn plan_services(
             key: key_of(service),
             plan,
             members,
+            teardown,
         });
     }
     plans
+}
+
+/// What the controller deletes first for a Service that switched between internal and
+/// public (as its reconcile does), planned only.
+async fn teardown_of(
+    engine: &Engine,
+    spec: &LbSpec,
+) -> Result<Option<(&'static str, Plan)>, EnsureError> {
+    let Some(kind) = engine.left_behind(spec).await? else {
+        return Ok(None);
+    };
+    let plan = engine.deletion_plan(spec, kind).await?;
+    Ok(Some((kind.as_str(), plan)).filter(|(_, plan)| !plan.is_empty()))
 }
 
 /// Why the dry run has no plan for a Service.

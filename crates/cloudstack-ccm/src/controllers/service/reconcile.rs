@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 
-use crate::cloud::loadbalancer::ensure::{Change, Engine, EnsureError};
+use crate::cloud::loadbalancer::ensure::{Change, Engine, EnsureError, LbKind};
 use crate::cloud::loadbalancer::ip_claim::{IpRecorder, RecordError, RecordedIp};
 use crate::cloud::loadbalancer::plan::PlanError;
 use crate::cloud::loadbalancer::spec::{LbSpec, SpecError, SpecOptions};
@@ -419,32 +419,30 @@ async fn switch_kind(
     spec: &LbSpec,
     state: &State,
 ) -> Result<(), ReconcileError> {
-    let recorder = AnnotationIpRecorder::new(api.clone(), service);
-    let deleted = if spec.internal.is_none() && spec.recorded_internal_network_id.is_some() {
-        let deleted = state.engine.delete_internal(spec).await?;
-        recorder.record_internal_network(None).await?;
-        deleted
-    } else if spec.internal.is_some() && state.engine.has_public(spec).await? {
-        let deleted = state.engine.delete_public(spec).await?;
-        recorder.forget_public_ip().await?;
-        deleted
-    } else {
+    let Some(kind) = state.engine.left_behind(spec).await? else {
         return Ok(());
     };
+    let deleted = state.engine.delete_kind(spec, kind).await?;
+    let recorder = AnnotationIpRecorder::new(api.clone(), service);
+    match kind {
+        LbKind::Internal => recorder.record_internal_network(None).await?,
+        LbKind::Public => recorder.forget_public_ip().await?,
+    }
     // The old address is no longer served; the new kind reports its own once it stands.
     status::patch_if_changed(api, service, &[])
         .await
         .map_err(kube_err("clearing the status"))?;
-    let (from, to, article) = if spec.internal.is_some() {
-        ("public", "internal", "an")
-    } else {
-        ("internal", "public", "a")
-    };
-    tracing::info!(service = %key_of(service), steps = deleted.steps, from, to, "load balancer kind switched: the old one deleted");
+    tracing::info!(service = %key_of(service), steps = deleted.steps, deleted = kind.as_str(), "the Service switched kinds: its old load balancer is deleted");
     events::publish_warnings(&state.recorder, service, deleted.warnings).await;
     if deleted.steps > 0 {
-        let note =
-            format!("deleted the {from} load balancer: the Service asks for {article} {to} one");
+        let wanted = match kind {
+            LbKind::Public => "an internal",
+            LbKind::Internal => "a public",
+        };
+        let note = format!(
+            "deleted the {} load balancer: the Service asks for {wanted} one",
+            kind.as_str()
+        );
         events::publish(
             &state.recorder,
             service,

@@ -224,3 +224,84 @@ async fn the_dry_run_says_for_each_network_kind_what_would_happen_and_why() {
     }
     t.stop().await;
 }
+
+/// A Service that was internal and is public now: the dry run shows the deletion of its
+/// internal rules, which the controller makes first, before the public plan (refused on
+/// an internal-only tier).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dry_run_shows_what_a_switch_of_kinds_deletes_first() {
+    if common::skip_in_remote_mode("needs the simulator's internal load balancer") {
+        return;
+    }
+    use cloudstack_ccm::cloud::loadbalancer::annotations::{INTERNAL_NETWORK_ID, NETWORK_ID};
+    let t = LbTest::prepare(
+        Scenario::network_kinds(),
+        &["vm-ilb"],
+        Duration::from_secs(100),
+    )
+    .await;
+    let tier = t.network_id(cloudstack_sim::KINDS_INTERNAL_LB_TIER);
+    t.create(&with_annotations(
+        lb_service("db", &[("TCP", 5432, 31432)]),
+        &[
+            (INTERNAL_NETWORK_ID.key, tier.as_str()),
+            (NETWORK_ID.key, tier.as_str()),
+        ],
+    ))
+    .await;
+    // Its internal rule, as the controller made it while the Service was internal.
+    let lb = cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(&t.uid("db").await);
+    t.client_of(common::ACCOUNT)
+        .create_load_balancer(&cloudstack::CreateLoadBalancer {
+            name: format!("{lb}-tcp-5432"),
+            networkid: tier.clone(),
+            sourceport: 5432,
+            instanceport: 31432,
+            algorithm: "roundrobin".into(),
+            sourceipaddressnetworkid: tier.clone(),
+            scheme: "Internal".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("internal rule made by hand");
+    t.h.sim.reset_counts();
+    let plans = plan_all(&t).await;
+    assert!(
+        mutating_counts(&t.h).is_empty(),
+        "{:?}",
+        mutating_counts(&t.h)
+    );
+    let db = plans
+        .iter()
+        .find(|p| p.key == "default/db")
+        .expect("db planned");
+    let (kind, deletion) = db.teardown.as_ref().expect("a teardown");
+    assert_eq!(*kind, "internal");
+    let steps: Vec<String> = deletion.steps().map(|s| s.to_string()).collect();
+    assert_eq!(steps, [format!("delete internal rule {lb}-tcp-5432")]);
+    let refused = db
+        .plan
+        .as_ref()
+        .expect_err("public is refused on that tier");
+    assert!(
+        refused.contains("internal load-balancer scheme only"),
+        "{refused}"
+    );
+    let mut out = Vec::new();
+    cloudstack_ccm::dry_run::write_report(
+        &cloudstack_ccm::dry_run::PlanReport {
+            plans: plans.clone(),
+        },
+        &mut out,
+    )
+    .expect("report written");
+    let text = String::from_utf8(out).expect("UTF-8");
+    println!("{text}");
+    assert!(
+        text.contains(
+            "Service default/db: first deletes its internal load balancer: 1 CloudStack job(s)"
+        ),
+        "{text}"
+    );
+    t.stop().await;
+}

@@ -42,24 +42,12 @@ impl Engine {
     /// (`…-internal-network-id`, written before the first was created); nothing to do
     /// without a record.
     pub(crate) async fn delete_internal(&self, spec: &LbSpec) -> Result<Deleted, EnsureError> {
-        let Some(network_id) = spec.recorded_internal_network_id.as_deref() else {
+        let Some((network_id, plan)) = self.internal_deletion(spec).await? else {
             return Ok(Deleted {
                 steps: 0,
                 warnings: Vec::new(),
             });
         };
-        // Listed afresh: a deletion never works from a listing another Service read.
-        let observed = match list_internal(&self.client, network_id).await {
-            Ok(listed) => of_service(&listed, spec),
-            // The tier is gone, and CloudStack deleted its rules with it: a Service must
-            // not be kept from going for a network that no longer exists.
-            Err(err) if err.is_not_found() => {
-                tracing::info!(network = network_id, error = %err, "the tier of the internal rules is gone");
-                Vec::new()
-            }
-            Err(err) => return Err(EnsureError::Observe(err)),
-        };
-        let plan = plan::plan_internal_delete(&observed);
         if plan.is_empty() {
             return Ok(Deleted {
                 steps: 0,
@@ -76,9 +64,73 @@ impl Engine {
         })
     }
 
+    /// The plan that deletes the Service's internal rules on its recorded tier (`None`
+    /// without a record), with that tier. Reads only: the tier's rules, listed afresh (a
+    /// deletion never works from a listing another Service read).
+    async fn internal_deletion<'a>(
+        &self,
+        spec: &'a LbSpec,
+    ) -> Result<Option<(&'a str, Plan)>, EnsureError> {
+        let Some(network_id) = spec.recorded_internal_network_id.as_deref() else {
+            return Ok(None);
+        };
+        let observed = match list_internal(&self.client, network_id).await {
+            Ok(listed) => of_service(&listed, spec),
+            // The tier is gone, and CloudStack deleted its rules with it: a Service must
+            // not be kept from going for a network that no longer exists.
+            Err(err) if err.is_not_found() => {
+                tracing::info!(network = network_id, error = %err, "the tier of the internal rules is gone");
+                Vec::new()
+            }
+            Err(err) => return Err(EnsureError::Observe(err)),
+        };
+        Ok(Some((network_id, plan::plan_internal_delete(&observed))))
+    }
+
+    /// The kind of load balancer the Service had and no longer asks for: internal rules
+    /// recorded on a Service that is public now, or a public load balancer of one that
+    /// is internal now.
+    pub(crate) async fn left_behind(&self, spec: &LbSpec) -> Result<Option<LbKind>, EnsureError> {
+        if spec.internal.is_none() && spec.recorded_internal_network_id.is_some() {
+            return Ok(Some(LbKind::Internal));
+        }
+        if spec.internal.is_some() && self.has_public(spec).await? {
+            return Ok(Some(LbKind::Public));
+        }
+        Ok(None)
+    }
+
+    /// Deletes the Service's load balancer of `kind` (see [`Engine::left_behind`]).
+    pub(crate) async fn delete_kind(
+        &self,
+        spec: &LbSpec,
+        kind: LbKind,
+    ) -> Result<Deleted, EnsureError> {
+        match kind {
+            LbKind::Public => self.delete_public(spec).await,
+            LbKind::Internal => self.delete_internal(spec).await,
+        }
+    }
+
+    /// The plan [`Engine::delete_kind`] would run, without running it (the dry run).
+    pub(crate) async fn deletion_plan(
+        &self,
+        spec: &LbSpec,
+        kind: LbKind,
+    ) -> Result<Plan, EnsureError> {
+        Ok(match kind {
+            LbKind::Public => self.public_deletion(spec).await?.plan,
+            LbKind::Internal => self
+                .internal_deletion(spec)
+                .await?
+                .map(|(_, plan)| plan)
+                .unwrap_or_default(),
+        })
+    }
+
     /// Whether the Service may have a public load balancer: an IP id recorded on it, or
     /// rules named after it in the account's view (no call while the view is fresh).
-    pub(crate) async fn has_public(&self, spec: &LbSpec) -> Result<bool, EnsureError> {
+    async fn has_public(&self, spec: &LbSpec) -> Result<bool, EnsureError> {
         if spec.recorded_ip_id.is_some() || spec.claimed_ip.is_some() {
             return Ok(true);
         }
@@ -87,5 +139,24 @@ impl Engine {
             .rules
             .iter()
             .any(|r| r.name.as_deref().is_some_and(|n| spec.owns_rule_name(n))))
+    }
+}
+
+/// The two kinds of load balancer a Service can have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LbKind {
+    /// Public rules on a public address.
+    Public,
+    /// Internal rules on a tier address.
+    Internal,
+}
+
+impl LbKind {
+    /// How the kind reads in messages.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            LbKind::Public => "public",
+            LbKind::Internal => "internal",
+        }
     }
 }

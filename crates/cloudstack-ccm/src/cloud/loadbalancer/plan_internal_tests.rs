@@ -135,7 +135,7 @@ fn a_removed_port_is_deleted_once_the_others_stand_and_an_added_one_shares_the_a
 }
 
 #[test]
-fn the_requested_address_is_used_and_a_move_recreates_every_rule() {
+fn the_requested_address_is_used_and_a_move_builds_the_new_rules_before_deleting_the_old() {
     let spec = internal(
         &[("TCP", 5432, 31432)],
         json!({"loadBalancerIP": "10.220.1.50"}),
@@ -151,15 +151,17 @@ fn the_requested_address_is_used_and_a_move_recreates_every_rule() {
         &internal_tier(),
     )
     .unwrap();
-    let steps: Vec<String> = moved.steps().map(|s| s.to_string()).collect();
-    assert!(
-        steps.contains(&format!("delete internal rule {LB}-tcp-5432")),
-        "{steps:?}"
-    );
-    assert!(
-        steps.iter().any(|s| s.contains("10.220.1.50:5432")),
-        "{steps:?}"
-    );
+    let phase_of = |text: &str| {
+        moved
+            .phases
+            .iter()
+            .position(|p| p.steps.iter().any(|s| s.to_string().contains(text)))
+            .unwrap_or_else(|| panic!("{text} in {moved}"))
+    };
+    let created = phase_of("10.220.1.50:5432");
+    let members = phase_of(&format!("assign vm1 to rule {LB}-tcp-5432"));
+    let deleted = phase_of(&format!("delete internal rule {LB}-tcp-5432"));
+    assert!(created < deleted && members <= deleted, "{moved}");
 }
 
 #[test]

@@ -550,3 +550,40 @@ async fn a_resync_of_unchanged_internal_services_lists_their_tier_once() {
     assert!(mutating_counts(&t.h).is_empty(), "{counts:?}");
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_internal_address_moves_every_rule_and_the_status() {
+    if common::skip_in_remote_mode("needs the simulator's internal load balancer") {
+        return;
+    }
+    let t = on_internal_tier(&["vm-ilb"]).await;
+    t.create(&internal(lb_service(
+        "db",
+        &[("TCP", 5432, 31432), ("TCP", 6432, 31433)],
+    )))
+    .await;
+    let first = t.wait_for_ip("db").await;
+    let uid = t.uid("db").await;
+    t.patch(
+        "db",
+        json!({"metadata": {"annotations": {annotations::INTERNAL_ADDRESS.key: "10.220.1.77"}}}),
+    )
+    .await;
+    let moved = t
+        .wait_for("db", "reports the new address", |s| {
+            ingress_ip(s).as_deref() == Some("10.220.1.77")
+        })
+        .await;
+    assert_ne!(first, "10.220.1.77");
+    common::eventually("both rules on the new address only", t.h.wait(), || async {
+        let rules = internal_rules(&t, &uid);
+        (rules.len() == 2
+            && rules
+                .iter()
+                .all(|r| r.1 == "10.220.1.77" && !r.4.is_empty() && r.5))
+        .then_some(())
+    })
+    .await;
+    assert!(annotation(&moved, annotations::INTERNAL_NETWORK_ID.key).is_some());
+    t.stop().await;
+}

@@ -6,8 +6,9 @@
 //! others name it (`detectInternalLbRulesConflict` lets rules share an address on
 //! different ports). So a new load balancer's first rule goes one phase ahead of the
 //! others. An internal rule cannot be changed in place (no update command takes its
-//! ports or algorithm): a changed one is deleted and created again, first when its port
-//! is needed on the same address.
+//! ports or algorithm): a changed one is deleted and created again, the delete first
+//! when the port is needed on the same address. A new address gets its rules before the
+//! old address loses its own.
 
 use super::members::member_steps;
 use super::*;
@@ -46,15 +47,18 @@ pub(crate) fn plan_internal(
     }
     for rule in &spec.rules {
         let key = (IpProtocol::Tcp, rule.public_port);
-        let found = observed
-            .iter()
-            .find(|o| o.name == rule.name && !used.contains(o.id.as_str()));
+        // A rule on another address is not this one: the new rule stands before the old
+        // one goes, so moving the address leaves no gap.
+        let found = observed.iter().find(|o| {
+            o.name == rule.name
+                && !used.contains(o.id.as_str())
+                && (address.is_none() || o.address == address)
+        });
         if let Some(o) = found {
             used.insert(o.id.as_str());
             let unchanged = o.source_port == rule.public_port
                 && o.instance_port == rule.node_port
-                && o.algorithm == Some(spec.algorithm)
-                && (address.is_none() || o.address == address);
+                && o.algorithm == Some(spec.algorithm);
             if unchanged {
                 let r = RuleRef::Existing {
                     id: o.id.clone(),

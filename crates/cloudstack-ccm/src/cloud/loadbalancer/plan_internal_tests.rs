@@ -60,7 +60,8 @@ fn a_new_internal_load_balancer_gets_its_address_with_the_first_rule() {
          phase 2:\n  - create internal rule {LB}-tcp-6432 on tier {NET}: the address of the first rule:6432 -> node port 31433 (roundrobin)\n\
          phase 3:\n  - assign vm1,vm2 to rule {LB}-tcp-5432\n\
          \x20 - assign vm1,vm2 to rule {LB}-tcp-6432\n\
-         \x20 - tag LoadBalancer {LB}-tcp-5432,{LB}-tcp-6432: cloudstack-ccm/cluster=prod,cloudstack-ccm/service-uid={UID}\n"
+         \x20 - tag LoadBalancer {LB}-tcp-5432,{LB}-tcp-6432: cloudstack-ccm/cluster=prod,cloudstack-ccm/service-uid={UID}\n\
+         warning: ACL list tier-ilb-acl of tier tier-ilb (net-1): the controller opens no ACL items for internal rules; the list must admit TCP port(s) 5432, 6432 from the tiers that use them\n"
     );
     assert_eq!(text, want);
 }
@@ -230,4 +231,16 @@ fn deleting_an_internal_load_balancer_deletes_every_rule_in_one_phase() {
     assert_eq!(plan.phases.len(), 1);
     assert_eq!(plan.job_count(), 2);
     assert!(plan_internal_delete(&[]).is_empty());
+}
+
+#[test]
+fn a_tier_whose_acl_list_is_not_default_allow_gets_a_warning_naming_the_ports() {
+    let spec = internal(&[("TCP", 5432, 31432), ("TCP", 6432, 31433)], json!({}));
+    let plan = plan_internal(&spec, &[], &backends(&["vm1"]), &internal_tier()).unwrap();
+    let warnings = plan.warnings.join("\n");
+    assert!(
+        warnings.contains("ACL list tier-ilb-acl of tier tier-ilb (net-1)")
+            && warnings.contains("TCP port(s) 5432, 6432"),
+        "{warnings}"
+    );
 }

@@ -45,6 +45,9 @@ pub(crate) fn plan_internal(
     if backends.vm_ids.is_empty() {
         warnings.push("no eligible nodes: the load balancer has no members".into());
     }
+    if let Some(warning) = acl_warning(spec, caps) {
+        warnings.push(warning);
+    }
     for rule in &spec.rules {
         let key = (IpProtocol::Tcp, rule.public_port);
         // A rule on another address is not this one: the new rule stands before the old
@@ -136,6 +139,29 @@ pub(crate) fn plan_internal(
         });
     }
     Ok(Plan::from_phases(stages.into(), warnings))
+}
+
+/// What the tier's ACL list means for the internal rules: the controller opens no ACL
+/// items for them (the VPC's tiers reach one another through the tier's ACL list), so any
+/// list but `default_allow` must admit their ports itself.
+fn acl_warning(spec: &LbSpec, caps: &NetworkCapabilities) -> Option<String> {
+    let PortAccess::NetworkAcl { acl_name, .. } = &caps.port_access else {
+        return None;
+    };
+    let name = acl_name.as_deref().unwrap_or("none");
+    if name == "default_allow" {
+        return None;
+    }
+    let ports: Vec<String> = spec
+        .rules
+        .iter()
+        .map(|r| r.public_port.to_string())
+        .collect();
+    Some(format!(
+        "ACL list {name} of tier {}: the controller opens no ACL items for internal rules; the list must admit TCP port(s) {} from the tiers that use them",
+        caps.network_label(),
+        ports.join(", ")
+    ))
 }
 
 /// Refuses a network without CloudStack's internal load balancer, naming what it offers.

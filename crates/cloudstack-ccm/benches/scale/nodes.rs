@@ -43,7 +43,11 @@ pub async fn run(nodes: usize, refresh: bool, init: bool) -> anyhow::Result<Vec<
 async fn initialise(rig: &Rig, nodes: usize, size: &str) -> anyhow::Result<Vec<Row>> {
     const NAME: &str = "nodes-init";
     let flags = Flags::default();
-    let mut ccm = rig.start_ccm(&flags, &["nodes"]).await?;
+    let mut ccm = rig.start_ccm(&flags, &["nodes", "services"]).await?;
+    // Every controller's start-up reads (the account view, the orphan pass, routes) belong
+    // to the start-up row, not to the Nodes' initialisation: wait until they are done.
+    rig.wait_for_quiet_cloudstack(Duration::from_millis(500), Duration::from_secs(10))
+        .await;
     let startup = Calls::read(&rig.sim);
     rig.sim.reset_counts();
     let started = Instant::now();

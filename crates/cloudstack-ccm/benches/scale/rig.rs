@@ -85,6 +85,21 @@ impl Rig {
         }
     }
 
+    /// Waits until the simulator has had no call for `quiet` (at most `limit`).
+    pub async fn wait_for_quiet_cloudstack(&self, quiet: Duration, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let mut last = self.sim.call_log().len();
+        let mut since = Instant::now();
+        while Instant::now() < deadline && since.elapsed() < quiet {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let now = self.sim.call_log().len();
+            if now != last {
+                last = now;
+                since = Instant::now();
+            }
+        }
+    }
+
     /// Creates Nodes `node-<i>` for `indexes` as the kubelet registers them (uninitialised
     /// taint, Ready), or already initialised (providerID, no taint) when `initialised`.
     pub fn create_nodes(

@@ -19,6 +19,7 @@ use super::observe::account_view::{AccountView, AccountViewCache};
 use super::observe::assemble::{ObserveInputs, look_up_address, observe};
 use super::observe::details::{PolicyKinds, RuleDetails, RuleDetailsCache};
 use super::observe::internal::InternalRuleCache;
+use super::observe::shared_listing::SharedListing;
 use super::plan::{self, Backends, Plan, PlanContext, PlanError, RuleRef, Step, VmIds};
 use super::spec::LbSpec;
 use crate::cloud::inventory::{Inventory, InventoryError, ListedVms};
@@ -76,6 +77,8 @@ pub struct Engine {
     resolved: std::sync::Mutex<Vec<ResolvedMemo>>,
     /// The internal rules of each tier, listed once per view.
     internal_rules: InternalRuleCache,
+    /// What the routing firewall companions made, listed once per view.
+    companion_objects: SharedListing<routed_firewall::CompanionObjects>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -105,6 +108,7 @@ impl Engine {
             prune_details: AtomicBool::new(false),
             resolved: std::sync::Mutex::default(),
             internal_rules: InternalRuleCache::default(),
+            companion_objects: SharedListing::default(),
             settings,
         }
     }

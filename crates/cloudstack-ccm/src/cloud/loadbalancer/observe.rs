@@ -262,5 +262,6 @@ pub(crate) mod account_view;
 pub(crate) mod assemble;
 pub mod details;
 pub(crate) mod internal;
+pub(crate) mod shared_listing;
 
 pub use internal::ObservedInternalRule;

@@ -529,3 +529,45 @@ async fn before_4_20_the_companion_never_asks_for_routing_firewall_rules() {
     assert_no_failing_calls(&t);
     t.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_of_unchanged_companions_lists_the_clusters_rules_once() {
+    if common::skip_in_remote_mode("needs the simulator's network kinds") {
+        return;
+    }
+    const SERVICES: usize = 4;
+    let resync = Duration::from_millis(1500);
+    let t = LbTest::start(Scenario::network_kinds(), &["vm-routed"], resync).await;
+    for i in 0..SERVICES {
+        let name = format!("web-{i}");
+        t.create(&metallb_service(&name)).await;
+        assign_address(&t, &name, &format!("10.1.10.{}", 200 + i)).await;
+    }
+    common::eventually("every companion's rules stand", t.h.wait(), || async {
+        (routing_rules(&t).len() == 2 * SERVICES).then_some(())
+    })
+    .await;
+    // One resync with the listing warm, then measure one.
+    tokio::time::sleep(resync * 2).await;
+    t.h.sim.reset_counts();
+    common::eventually("a resync reads the view", t.h.wait(), || async {
+        t.h.sim
+            .call_counts()
+            .get("listLoadBalancerRules")
+            .is_some_and(|n| *n > 0)
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(resync / 2).await;
+    let counts = t.h.cloudstack_call_counts();
+    println!("one resync of {SERVICES} companion Services: {counts:?}");
+    assert_eq!(
+        counts.get("listRoutingFirewallRules"),
+        Some(&1),
+        "{counts:?}"
+    );
+    assert_eq!(counts.get("listNetworkACLs"), Some(&1), "{counts:?}");
+    assert!(mutating_counts(&t.h).is_empty(), "{counts:?}");
+    assert_no_failing_calls(&t);
+    t.stop().await;
+}

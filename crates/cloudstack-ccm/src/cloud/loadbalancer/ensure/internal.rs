@@ -20,7 +20,9 @@ impl Engine {
         let view = self.view().await?;
         let listed = self
             .internal_rules
-            .rules(&self.client, &view, &network_id)
+            .get(&view, &network_id, || {
+                list_internal(&self.client, &network_id)
+            })
             .await
             .map_err(EnsureError::Observe)?;
         let observed = of_service(&listed, spec);

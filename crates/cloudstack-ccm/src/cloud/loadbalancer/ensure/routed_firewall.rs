@@ -1,7 +1,8 @@
 //! The engine's side of the routing firewall companion
 //! ([`super::plan::plan_routed_firewall`]): the network of the Service's Nodes, the
-//! Service's routing firewall rules (by its UID tag), the plan, and its run on the
-//! network's job queue like every other change.
+//! Service's routing firewall rules and ACL items (by its UID tag, out of one listing of
+//! the cluster's per view of the account), the plan, and its run on the network's job
+//! queue like every other change.
 
 use super::*;
 use crate::cloud::cidr::Cidr;
@@ -12,7 +13,8 @@ use crate::cloud::loadbalancer::plan::{
     ObservedRoutingRule, RoutedFirewallSpec, RoutedTarget, plan_routed_firewall,
 };
 use crate::cloud::loadbalancer::vocabulary::IpProtocol;
-use crate::cloud::tags::TAG_SERVICE_UID;
+use crate::cloud::tags::{TAG_CLUSTER, TAG_SERVICE_UID};
+use cloudstack::tag_value;
 
 /// What the companion of one Service asks for, before its network is known.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,30 +98,35 @@ impl Engine {
         spec: Option<&RoutedFirewallSpec>,
         service_uid: &str,
     ) -> Result<usize, EnsureError> {
-        // Before 4.20 there are no routing firewall rules, and asking would be a 401.
-        let listed = if self.settings.server.routing_firewall {
-            self.client
-                .list_routing_firewall_rules(&cloudstack::ListRoutingFirewallRules {
-                    listall: Some(true),
-                    tags: vec![(TAG_SERVICE_UID.to_string(), service_uid.to_string())],
-                    ..Default::default()
-                })
+        let objects = match spec {
+            // The companions of a resync share one listing of the cluster's objects.
+            Some(_) => {
+                let view = self.view().await?;
+                self.companion_objects
+                    .get(&view, "", || {
+                        self.list_companion_objects(TAG_CLUSTER, &self.settings.cluster_name)
+                    })
+                    .await
+            }
+            // A deletion lists afresh.
+            None => self
+                .list_companion_objects(TAG_SERVICE_UID, service_uid)
                 .await
-                .map_err(EnsureError::Observe)?
-        } else {
-            Vec::new()
-        };
-        let observed: Vec<ObservedRoutingRule> = listed.iter().filter_map(observed_rule).collect();
-        let items: Vec<ObservedAclItem> = self
-            .client
-            .list_network_acls(&cloudstack::ListNetworkAcls {
-                listall: Some(true),
-                tags: vec![(TAG_SERVICE_UID.to_string(), service_uid.to_string())],
-                ..Default::default()
-            })
-            .await
-            .map_err(EnsureError::Observe)?
+                .map(Arc::new),
+        }
+        .map_err(EnsureError::Observe)?;
+        let of_service =
+            |tags: &[cloudstack::Tag]| tag_value(tags, TAG_SERVICE_UID) == Some(service_uid);
+        let observed: Vec<ObservedRoutingRule> = objects
+            .rules
             .iter()
+            .filter(|r| of_service(&r.tags))
+            .filter_map(observed_rule)
+            .collect();
+        let items: Vec<ObservedAclItem> = objects
+            .acl_items
+            .iter()
+            .filter(|i| of_service(&i.tags))
             .filter_map(observed_acl_item)
             .collect();
         let plan = plan_routed_firewall(spec, &observed, &items, &self.settings.cluster_name);
@@ -135,10 +142,52 @@ impl Engine {
             .or_else(|| items.first().map(|i| format!("acl-list {}", i.acl_id)))
             .unwrap_or_default();
         tracing::info!(service_uid, "routing firewall:\n{plan}");
+        let change = self.companion_objects.changing("");
         let (applied, result) = self.run_unrecorded(&network, &plan).await;
+        drop(change);
         result?;
         Ok(applied.steps_done)
     }
+
+    /// The routing firewall rules (from 4.20; before, there are none and asking would be
+    /// a 401) and the ACL items tagged `key=value`.
+    async fn list_companion_objects(
+        &self,
+        key: &str,
+        value: &str,
+    ) -> Result<CompanionObjects, cloudstack::Error> {
+        let tags = vec![(key.to_string(), value.to_string())];
+        let rules = if self.settings.server.routing_firewall {
+            self.client
+                .list_routing_firewall_rules(&cloudstack::ListRoutingFirewallRules {
+                    listall: Some(true),
+                    tags: tags.clone(),
+                    ..Default::default()
+                })
+                .await?
+        } else {
+            Vec::new()
+        };
+        let acl_items = self
+            .client
+            .list_network_acls(&cloudstack::ListNetworkAcls {
+                listall: Some(true),
+                tags,
+                ..Default::default()
+            })
+            .await?;
+        Ok(CompanionObjects { rules, acl_items })
+    }
+}
+
+/// What the routing firewall companions made: listed by the cluster's tag once per view
+/// of the account for every companion Service, or by one Service's tag for its deletion.
+#[derive(Debug, Default)]
+pub(crate) struct CompanionObjects {
+    /// Routing firewall rules.
+    rules: Vec<cloudstack::FirewallRule>,
+    /// ACL items.
+    acl_items: Vec<cloudstack::NetworkAcl>,
 }
 
 /// A listed routing firewall rule of ours; `None` when it lacks what a rule of ours has.

@@ -231,12 +231,7 @@ async fn a_public_service_on_an_internal_only_tier_is_refused_before_any_call() 
         note.contains("tier-ilb") && note.contains(annotations::INTERNAL.key),
         "{note}"
     );
-    let service = t
-        .wait_for("web", "has the condition", |s| {
-            supported_condition(s).is_some()
-        })
-        .await;
-    let (status, reason, _) = supported_condition(&service).expect("condition");
+    let (status, reason, _) = t.wait_condition("web").await;
     assert_eq!(
         (status.as_str(), reason.as_str()),
         ("False", "NoLoadBalancerOnNetwork")
@@ -269,12 +264,7 @@ async fn an_internal_service_on_a_tier_without_an_internal_load_balancer_is_refu
         "no internal load balancer on network",
     )
     .await;
-    let service = t
-        .wait_for("db", "has the condition", |s| {
-            supported_condition(s).is_some()
-        })
-        .await;
-    let (_, reason, message) = supported_condition(&service).expect("condition");
+    let (_, reason, message) = t.wait_condition("db").await;
     assert_eq!(reason, "NoInternalLoadBalancerOnNetwork");
     assert!(
         message.contains("public load-balancer scheme only"),

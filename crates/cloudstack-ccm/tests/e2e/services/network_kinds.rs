@@ -44,12 +44,7 @@ async fn an_ipv6_only_service_gets_a_warning_and_a_condition_and_nothing_in_clou
         .wait_event("v6", "SyncLoadBalancerFailed", "IPv4 only")
         .await;
     assert_eq!(event["type"], "Warning");
-    let service = t
-        .wait_for("v6", "has the condition", |s| {
-            supported_condition(s).is_some()
-        })
-        .await;
-    let (status, reason, message) = supported_condition(&service).expect("condition");
+    let (status, reason, message) = t.wait_condition("v6").await;
     assert_eq!(
         (status.as_str(), reason.as_str()),
         ("False", "IPv6NotSupported")
@@ -138,12 +133,7 @@ async fn routed_and_shared_networks_get_a_warning_and_a_condition_and_nothing_in
             note.contains(network) && note.contains("loadBalancerClass"),
             "{vm}: {note}"
         );
-        let service = t
-            .wait_for("web", "has the condition", |s| {
-                supported_condition(s).is_some()
-            })
-            .await;
-        let (status, reason, message) = supported_condition(&service).expect("condition");
+        let (status, reason, message) = t.wait_condition("web").await;
         assert_eq!(
             (status.as_str(), reason.as_str()),
             ("False", "NoLoadBalancerOnNetwork"),

@@ -224,6 +224,17 @@ impl LbTest {
         .await
     }
 
+    /// Waits until Service `name` has the `LoadBalancerSupported` condition; returns its
+    /// (status, reason, message).
+    pub async fn wait_condition(&self, name: &str) -> (String, String, String) {
+        let service = self
+            .wait_for(name, "has the LoadBalancerSupported condition", |s| {
+                supported_condition(s).is_some()
+            })
+            .await;
+        supported_condition(&service).expect("condition")
+    }
+
     /// Waits until Service `name` reports an ingress IP; returns it.
     pub async fn wait_for_ip(&self, name: &str) -> String {
         let service = self

@@ -11,6 +11,7 @@
 use crate::common;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::audit::{self, Baseline};
@@ -42,6 +43,17 @@ struct Driver {
 }
 
 impl Driver {
+    /// A driver replaying `seed`; `internal`: see [`Driver::internal`].
+    fn new(seed: u64, internal: bool) -> Driver {
+        Driver {
+            rng: StdRng::seed_from_u64(seed),
+            created: 0,
+            changed: 0,
+            deleted: 0,
+            internal,
+        }
+    }
+
     /// 1–3 distinct ports, node ports unique per Service and port.
     fn ports(&mut self, index: usize) -> Vec<(&'static str, i64, i64)> {
         let count = self.rng.random_range(1..=3);
@@ -142,22 +154,10 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
     }
     let kills = super::env_count("CRASH_KILLS", 50);
     let seed = super::seed("CRASH_SEED");
-    let mut scenario = Scenario::small();
-    scenario.settings.job_duration_ms = 20;
-    let rig = Rig::start(scenario).await;
-    for vm in ["node-1", "node-2", "node-3"] {
-        rig.add_node(vm);
-    }
-    let baseline = Baseline::take(&rig.sim);
-    let cloud_config = rig.cloud_config(common::ACCOUNT);
+    let (rig, baseline, cloud_config) =
+        rig_with_nodes(Scenario::small(), &["node-1", "node-2", "node-3"]).await;
     let verbosity = format!("-v={}", super::env_count("CRASH_VERBOSITY", 0));
-    let mut driver = Driver {
-        rng: StdRng::seed_from_u64(seed),
-        created: 0,
-        changed: 0,
-        deleted: 0,
-        internal: false,
-    };
+    let mut driver = Driver::new(seed, false);
     for _ in 0..3 {
         driver.step(&rig);
     }
@@ -171,13 +171,7 @@ async fn sigkill_at_random_instants_loses_and_leaks_nothing() {
     let ccm = Ccm::start(&rig, "ccm", &cloud_config, &[&verbosity]);
     let converge_start = Instant::now();
     let cluster = rig.cluster();
-    let converged = super::poll(CONVERGE, || async {
-        let all = services::list(&cluster);
-        all.iter()
-            .all(|s| !services::is_deleting(s) && services::is_converged(s, &rig.sim))
-            .then_some(all)
-    })
-    .await;
+    let converged = converge(&rig, |s| services::is_converged(s, &rig.sim)).await;
     let converge_time = converge_start.elapsed();
     let live = services::list(&cluster);
     let findings = audit::audit(&rig.sim, &baseline, &live);
@@ -249,22 +243,11 @@ async fn sigkill_with_internal_services_loses_and_leaks_nothing() {
     let kills = super::env_count("CRASH_KILLS", 50);
     let seed = super::seed("CRASH_SEED");
     let mut scenario = Scenario::network_kinds();
-    scenario.settings.job_duration_ms = 20;
     let nodes = scenario.add_vms(KINDS_INTERNAL_LB_TIER, "ilb-node-", 3);
-    let rig = Rig::start(scenario).await;
-    for vm in &nodes {
-        rig.add_node(vm);
-    }
-    let baseline = Baseline::take(&rig.sim);
+    let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
+    let (rig, baseline, cloud_config) = rig_with_nodes(scenario, &nodes).await;
     let public_before = rig.sim.with_state(|s| s.lb_rules.len());
-    let cloud_config = rig.cloud_config(common::ACCOUNT);
-    let mut driver = Driver {
-        rng: StdRng::seed_from_u64(seed),
-        created: 0,
-        changed: 0,
-        deleted: 0,
-        internal: true,
-    };
+    let mut driver = Driver::new(seed, true);
     for _ in 0..3 {
         driver.step(&rig);
     }
@@ -272,18 +255,13 @@ async fn sigkill_with_internal_services_loses_and_leaks_nothing() {
     let ccm = Ccm::start(&rig, "ccm", &cloud_config, &[]);
     let cluster = rig.cluster();
     let settled = |s: &serde_json::Value| {
-        !services::is_deleting(s)
-            && if services::is_internal(s) {
-                services::is_converged(s, &rig.sim)
-            } else {
-                services::is_refused_on_internal_tier(s, &rig.sim)
-            }
+        if services::is_internal(s) {
+            services::is_converged(s, &rig.sim)
+        } else {
+            services::is_refused_on_internal_tier(s, &rig.sim)
+        }
     };
-    let converged = super::poll(CONVERGE, || async {
-        let all = services::list(&cluster);
-        all.iter().all(settled).then_some(())
-    })
-    .await;
+    let converged = converge(&rig, settled).await;
     let live = services::list(&cluster);
     let findings = audit::audit(&rig.sim, &baseline, &live);
     println!(
@@ -319,21 +297,9 @@ async fn churn_without_kills_leaks_nothing() {
         return;
     }
     let seed = super::seed("CHURN_SEED");
-    let mut scenario = Scenario::small();
-    scenario.settings.job_duration_ms = 20;
-    let rig = Rig::start(scenario).await;
-    for vm in ["node-1", "node-2", "node-3"] {
-        rig.add_node(vm);
-    }
-    let baseline = Baseline::take(&rig.sim);
-    let cloud_config = rig.cloud_config(common::ACCOUNT);
-    let mut driver = Driver {
-        rng: StdRng::seed_from_u64(seed),
-        created: 0,
-        changed: 0,
-        deleted: 0,
-        internal: false,
-    };
+    let (rig, baseline, cloud_config) =
+        rig_with_nodes(Scenario::small(), &["node-1", "node-2", "node-3"]).await;
+    let mut driver = Driver::new(seed, false);
     let ccm = Ccm::start(&rig, "ccm", &cloud_config, &[]);
     for _ in 0..100 {
         driver.step(&rig);
@@ -341,13 +307,7 @@ async fn churn_without_kills_leaks_nothing() {
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
     let cluster = rig.cluster();
-    let converged = super::poll(CONVERGE, || async {
-        services::list(&cluster)
-            .iter()
-            .all(|s| !services::is_deleting(s) && services::is_converged(s, &rig.sim))
-            .then_some(())
-    })
-    .await;
+    let converged = converge(&rig, |s| services::is_converged(s, &rig.sim)).await;
     let live = services::list(&cluster);
     let findings = audit::audit(&rig.sim, &baseline, &live);
     println!(
@@ -368,6 +328,32 @@ async fn churn_without_kills_leaks_nothing() {
         tail(&ccm.output(), 40)
     );
     assert!(findings.is_clean(), "{findings}");
+}
+
+/// A rig on `scenario` (20 ms jobs) with a Node for each VM named in `nodes`, what the
+/// simulator held before any controller ran, and a cloud-config of the test account.
+async fn rig_with_nodes(mut scenario: Scenario, nodes: &[&str]) -> (Rig, Baseline, PathBuf) {
+    scenario.settings.job_duration_ms = 20;
+    let rig = Rig::start(scenario).await;
+    for vm in nodes {
+        rig.add_node(vm);
+    }
+    let baseline = Baseline::take(&rig.sim);
+    let cloud_config = rig.cloud_config(common::ACCOUNT);
+    (rig, baseline, cloud_config)
+}
+
+/// Waits (at most [`CONVERGE`]) until no Service is being deleted and every one is
+/// `settled`; `None` when that time passed first.
+async fn converge(rig: &Rig, settled: impl Fn(&serde_json::Value) -> bool) -> Option<()> {
+    let cluster = rig.cluster();
+    super::poll(CONVERGE, || async {
+        services::list(&cluster)
+            .iter()
+            .all(|s| !services::is_deleting(s) && settled(s))
+            .then_some(())
+    })
+    .await
 }
 
 /// Milliseconds since the Unix epoch.

@@ -71,6 +71,13 @@ async fn on_internal_tier(nodes: &[&str]) -> LbTest {
     LbTest::start(scenario, nodes, RESYNC).await
 }
 
+/// Creates the internal Service `name` with `ports` and waits until it is served; returns
+/// its address and UID.
+async fn served_internal(t: &LbTest, name: &str, ports: &[(&str, i32, i32)]) -> (String, String) {
+    t.create(&internal(lb_service(name, ports))).await;
+    (t.wait_for_ip(name).await, t.uid(name).await)
+}
+
 fn vm_ids(t: &LbTest, names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|n| t.h.vm_id(n)).collect()
 }
@@ -89,13 +96,8 @@ async fn an_internal_service_gets_one_rule_per_port_on_one_tier_address_and_foll
     }
     let t = on_internal_tier(&["vm-ilb", "ilb-node-1"]).await;
     let (public_ips, public_rules) = public_objects(&t);
-    t.create(&internal(lb_service(
-        "db",
-        &[("TCP", 5432, 31432), ("TCP", 6432, 31433)],
-    )))
-    .await;
-    let address = t.wait_for_ip("db").await;
-    let uid = t.uid("db").await;
+    let (address, uid) =
+        served_internal(&t, "db", &[("TCP", 5432, 31432), ("TCP", 6432, 31433)]).await;
     let lb = cloudstack_ccm::cloud::loadbalancer::vocabulary::default_lb_name(&uid);
     let members = vm_ids(&t, &["vm-ilb", "ilb-node-1"]);
     let want = |ports: &[(u16, u16)], members: &BTreeSet<String>| -> Vec<InternalRuleView> {
@@ -285,10 +287,7 @@ async fn switching_between_internal_and_public_tears_the_old_kind_down() {
     // Internal → public on the internal-LB tier: the internal rules go; the public one
     // is refused there.
     let t = on_internal_tier(&["vm-ilb"]).await;
-    t.create(&internal(lb_service("db", &[("TCP", 5432, 31432)])))
-        .await;
-    t.wait_for_ip("db").await;
-    let uid = t.uid("db").await;
+    let (_, uid) = served_internal(&t, "db", &[("TCP", 5432, 31432)]).await;
     t.patch(
         "db",
         json!({"metadata": {"annotations": {annotations::INTERNAL.key: "false"}}}),
@@ -354,13 +353,7 @@ async fn internal_rules_of_a_service_gone_without_its_finalizer_are_orphans() {
         return;
     }
     let t = on_internal_tier(&["vm-ilb"]).await;
-    t.create(&internal(lb_service(
-        "db",
-        &[("TCP", 5432, 31432), ("TCP", 6432, 31433)],
-    )))
-    .await;
-    t.wait_for_ip("db").await;
-    let uid = t.uid("db").await;
+    let (_, uid) = served_internal(&t, "db", &[("TCP", 5432, 31432), ("TCP", 6432, 31433)]).await;
     common::eventually("the rules stand, tagged", t.h.wait(), || async {
         let rules = internal_rules(&t, &uid);
         (rules.len() == 2 && rules.iter().all(|r| r.5)).then_some(())
@@ -487,9 +480,7 @@ async fn a_service_whose_recorded_tier_is_gone_is_deleted_all_the_same() {
         return;
     }
     let t = on_internal_tier(&["vm-ilb"]).await;
-    t.create(&internal(lb_service("db", &[("TCP", 5432, 31432)])))
-        .await;
-    t.wait_for_ip("db").await;
+    served_internal(&t, "db", &[("TCP", 5432, 31432)]).await;
     // The tier recorded on the Service no longer exists (deleted with its rules).
     t.patch(
         "db",
@@ -547,13 +538,8 @@ async fn a_new_internal_address_moves_every_rule_and_the_status() {
         return;
     }
     let t = on_internal_tier(&["vm-ilb"]).await;
-    t.create(&internal(lb_service(
-        "db",
-        &[("TCP", 5432, 31432), ("TCP", 6432, 31433)],
-    )))
-    .await;
-    let first = t.wait_for_ip("db").await;
-    let uid = t.uid("db").await;
+    let (first, uid) =
+        served_internal(&t, "db", &[("TCP", 5432, 31432), ("TCP", 6432, 31433)]).await;
     t.patch(
         "db",
         json!({"metadata": {"annotations": {annotations::INTERNAL_ADDRESS.key: "10.220.1.77"}}}),

@@ -14,6 +14,15 @@ pub(crate) fn tag_map(tags: &[cloudstack::Tag]) -> Tags {
         .collect()
 }
 
+/// The ownership tags of what the controller makes for a Service: its cluster and its UID.
+pub(crate) fn owner_tags(cluster: &str, service_uid: &str) -> Tags {
+    [
+        (TAG_CLUSTER.to_string(), cluster.to_string()),
+        (TAG_SERVICE_UID.to_string(), service_uid.to_string()),
+    ]
+    .into()
+}
+
 /// Tag key naming the cluster that owns a resource.
 pub(crate) const TAG_CLUSTER: &str = "cloudstack-ccm/cluster";
 /// Tag key naming the Service (UID) that owns a resource.

@@ -202,10 +202,15 @@ pub struct LbSchemes {
 }
 
 impl LbSchemes {
-    /// From the `LbSchemes` capability of the `Lb` service (`Internal,Public`); without
-    /// it, the provider decides: `InternalLbVm` is internal, any other public.
-    fn of(capability: Option<&str>, provider: Option<&str>, vpc_tier: bool) -> LbSchemes {
-        let (public, internal) = match capability {
+    /// From the `Lb` service (`None`: the network has none, so no scheme): its `LbSchemes`
+    /// capability (`Internal,Public`); without it, the provider decides: `InternalLbVm` is
+    /// internal, any other public.
+    fn of(lb: Option<&NetworkService>, vpc_tier: bool) -> LbSchemes {
+        let Some(lb) = lb else {
+            return LbSchemes::default();
+        };
+        let provider = lb.providers.first().map(String::as_str);
+        let (public, internal) = match lb.capability("LbSchemes") {
             Some(list) => {
                 let has = |scheme: &str| split_list(list).any(|s| s.eq_ignore_ascii_case(scheme));
                 (has("Public"), has("Internal"))
@@ -319,11 +324,7 @@ impl NetworkCapabilities {
                 BTreeSet::new()
             },
             ssl_termination,
-            lb_schemes: LbSchemes::of(
-                lb.and_then(|s| s.capability("LbSchemes")),
-                lb.and_then(|s| s.providers.first().map(String::as_str)),
-                network.vpc_id.is_some(),
-            ),
+            lb_schemes: LbSchemes::of(lb, network.vpc_id.is_some()),
         }
     }
 

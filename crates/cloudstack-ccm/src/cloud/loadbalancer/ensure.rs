@@ -38,10 +38,9 @@ use backends::ResolvedMemo;
 pub use backends::{NodeElsewhere, ResolvedBackends};
 use caches::deletes_unnamed_firewall_rule;
 pub(crate) use for_service::KeptRules;
-pub(crate) use internal::LbKind;
-pub(crate) use outcome::PlannedKind;
 use outcome::change_of;
 pub use outcome::{Change, Deleted, EnsureError, Ensured, NetworkError, Prepared};
+pub(crate) use outcome::{LbKind, Observation};
 pub use routed_firewall::RoutedFirewallRequest;
 
 /// The engine's knobs.
@@ -146,7 +145,9 @@ impl Engine {
         if !deletes_unnamed_firewall_rule(&prepared.plan) {
             return Ok(prepared);
         }
-        self.name_firewall_rules(&prepared.observed).await;
+        if let Observation::Public(observed) = &prepared.observation {
+            self.name_firewall_rules(observed).await;
+        }
         self.prepare_once(spec, backends).await
     }
 
@@ -188,7 +189,7 @@ impl Engine {
         let zone_id = view.network(&network_id).and_then(|n| n.zoneid.clone());
         if spec.internal.is_some() {
             return self
-                .prepare_internal(spec, backends, &ctx, network_id, zone_id)
+                .prepare_internal(&view, spec, backends, &ctx, network_id, zone_id)
                 .await;
         }
         let observed = self.observe(&view, spec, &ctx.network).await?;
@@ -216,10 +217,9 @@ impl Engine {
         let plan = plan::plan(spec, &observed, &backends, &ctx)?;
         Ok(Prepared {
             plan,
-            observed,
+            observation: Observation::Public(observed),
             network_id,
             zone_id,
-            kind: PlannedKind::Public,
         })
     }
 
@@ -274,20 +274,26 @@ impl Engine {
     ) -> Result<Ensured, EnsureError> {
         let Prepared {
             plan,
-            observed,
+            observation,
             network_id,
             zone_id,
-            kind,
         } = prepared;
         let warnings = plan.warnings.clone();
         let applied = if plan.is_empty() {
             apply::Applied::default()
         } else {
             let ticket = self.queues.enter(&network_id);
-            // Internal rules are read afresh on every sync: no view or cache to renew.
-            let public = kind == PlannedKind::Public;
-            let interrupted = public.then(|| interrupted::Interrupted::watch(self, &observed));
-            let internal_change = (!public).then(|| self.internal_rules.changing(&network_id));
+            // Internal rules are not in the view: their tier's shared listing is renewed
+            // instead (its change spans the run).
+            let public = match &observation {
+                Observation::Public(observed) => Some(observed),
+                Observation::Internal { .. } => None,
+            };
+            let interrupted =
+                public.map(|observed| interrupted::Interrupted::watch(self, observed));
+            let internal_change = public
+                .is_none()
+                .then(|| self.internal_rules.changing(&network_id));
             let (applied, result) = apply::apply(
                 &self.client,
                 &ticket,
@@ -298,9 +304,9 @@ impl Engine {
             )
             .await;
             drop(internal_change);
-            if let Some(interrupted) = interrupted {
+            if let (Some(interrupted), Some(observed)) = (interrupted, public) {
                 interrupted.ran_to_its_end();
-                self.after_changes(&plan, &observed, &applied, result.is_ok())
+                self.after_changes(&plan, observed, &applied, result.is_ok())
                     .await;
             }
             if result.is_err()
@@ -312,21 +318,21 @@ impl Engine {
                 self.inventory.distrust();
             }
             result?;
-            if public {
+            if public.is_some() {
                 self.seed_created_rules(&plan, &applied);
             }
             applied
         };
-        let (ip_id, address) = match kind {
-            PlannedKind::Public => applied
+        let (ip_id, address) = match observation {
+            Observation::Public(observed) => applied
                 .associated_ip
                 .clone()
                 .or_else(|| observed.ip.as_ref().map(|ip| (ip.id.clone(), ip.address)))
                 .map(|(id, address)| (Some(id), address))
                 .ok_or(EnsureError::NoPublicIp)?,
-            PlannedKind::Internal { observed_address } => applied
+            Observation::Internal { address } => applied
                 .internal_address
-                .or(observed_address)
+                .or(address)
                 .map(|address| (None, address))
                 .ok_or(EnsureError::NoInternalAddress)?,
         };

@@ -14,10 +14,9 @@ fn prepared(steps: Vec<Step>) -> Prepared {
             phases,
             ..Plan::default()
         },
-        observed: ObservedLb::default(),
+        observation: Observation::Public(ObservedLb::default()),
         network_id: "net".into(),
         zone_id: None,
-        kind: PlannedKind::Public,
     }
 }
 

@@ -55,7 +55,7 @@ use super::vocabulary::{Algorithm, IpProtocol, LbProtocol};
 use crate::cloud::cidr::Cidr;
 use crate::cloud::tags::{
     TAG_ASSOCIATED, TAG_CLUSTER, TAG_HEALTH_CHECK, TAG_KEEP_IP, TAG_OPEN_FIREWALL, TAG_SERVICE_UID,
-    TAG_STICKINESS, Tags,
+    TAG_STICKINESS, Tags, owner_tags,
 };
 
 mod capability_check;

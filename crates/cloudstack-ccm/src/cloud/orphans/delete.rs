@@ -3,9 +3,10 @@
 //! per network run by the apply step with a [`PlanTicket`] of that network's
 //! job queue ([`NetworkQueues`]), so the deletions wait in line with the Services' jobs.
 //!
-//! A network's plan has three phases: firewall rules and ACL items (a firewall rule is
-//! deleted before the rule of its port, as the planner does), then the rules, then the
-//! addresses and certificates (once nothing stands on them). Each step of a phase runs as
+//! A network's plan has three phases: firewall rules, routing firewall rules and ACL items
+//! (a firewall rule is deleted before the rule of its port, as the planner does), then the
+//! rules, public and internal, then the addresses and certificates (once nothing stands
+//! on them). Each step of a phase runs as
 //! its own one-step plan on the network's ticket, so that every orphan gets its own
 //! result; a failed step stops the network's later phases (the next pass plans again from
 //! what is there). Static routes go the route controller's way: one [`RoutePlan`] of
@@ -49,7 +50,9 @@ type Phases = [Vec<(usize, Step)>; 3];
 /// The phase of a deletion step (see the module doc).
 fn phase_of(step: &Step) -> usize {
     match step {
-        Step::DeleteFirewallRule { .. } | Step::DeleteAclItem { .. } => 0,
+        Step::DeleteFirewallRule { .. }
+        | Step::DeleteRoutingFirewallRule { .. }
+        | Step::DeleteAclItem { .. } => 0,
         Step::DeleteRule { .. } | Step::DeleteInternalRule { .. } => 1,
         _ => 2,
     }

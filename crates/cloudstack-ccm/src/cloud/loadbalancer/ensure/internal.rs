@@ -9,18 +9,18 @@ impl Engine {
     /// Observes the Service's internal rules on the backends' tier and plans them.
     pub(super) async fn prepare_internal(
         &self,
+        view: &Arc<AccountView>,
         spec: &LbSpec,
         backends: &Backends,
         ctx: &PlanContext,
         network_id: String,
         zone_id: Option<String>,
     ) -> Result<Prepared, EnsureError> {
-        // Refused before anything is read.
+        // Refused before the tier is read (`plan_internal` refuses it too, being pure).
         plan::check_internal(&ctx.network)?;
-        let view = self.view().await?;
         let listed = self
             .internal_rules
-            .get(&view, &network_id, || {
+            .get(view, &network_id, || {
                 list_internal(&self.client, &network_id)
             })
             .await
@@ -31,12 +31,11 @@ impl Engine {
         let plan = plan::plan_internal(spec, &observed, &backends, ctx)?;
         Ok(Prepared {
             plan,
-            observed: ObservedLb::default(),
+            observation: Observation::Internal {
+                address: observed.iter().find_map(|rule| rule.address),
+            },
             network_id,
             zone_id,
-            kind: PlannedKind::Internal {
-                observed_address: observed.iter().find_map(|rule| rule.address),
-            },
         })
     }
 
@@ -44,18 +43,16 @@ impl Engine {
     /// (`…-internal-network-id`, written before the first was created); nothing to do
     /// without a record.
     pub(crate) async fn delete_internal(&self, spec: &LbSpec) -> Result<Deleted, EnsureError> {
-        let Some((network_id, plan)) = self.internal_deletion(spec).await? else {
+        let Some((network_id, plan)) = self
+            .internal_deletion(spec)
+            .await?
+            .filter(|(_, plan)| !plan.is_empty())
+        else {
             return Ok(Deleted {
                 steps: 0,
                 warnings: Vec::new(),
             });
         };
-        if plan.is_empty() {
-            return Ok(Deleted {
-                steps: 0,
-                warnings: Vec::new(),
-            });
-        }
         let change = self.internal_rules.changing(network_id);
         let (applied, result) = self.run_unrecorded(network_id, &plan).await;
         drop(change);
@@ -141,24 +138,5 @@ impl Engine {
             .rules
             .iter()
             .any(|r| r.name.as_deref().is_some_and(|n| spec.owns_rule_name(n))))
-    }
-}
-
-/// The two kinds of load balancer a Service can have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LbKind {
-    /// Public rules on a public address.
-    Public,
-    /// Internal rules on a tier address.
-    Internal,
-}
-
-impl LbKind {
-    /// How the kind reads in messages.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            LbKind::Public => "public",
-            LbKind::Internal => "internal",
-        }
     }
 }

@@ -73,23 +73,21 @@ pub enum Change {
 #[derive(Debug)]
 pub struct Prepared {
     pub(super) plan: Plan,
-    pub(super) observed: ObservedLb,
+    pub(super) observation: Observation,
     pub(super) network_id: String,
     /// Zone of the network (where a new address is claimed).
     pub(super) zone_id: Option<String>,
-    /// Which kind of load balancer the plan builds.
-    pub(super) kind: PlannedKind,
 }
 
-/// Which kind of load balancer a plan builds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PlannedKind {
-    /// Public rules on a public address.
-    Public,
-    /// Internal rules on a tier address: the one the observed rules use, if any.
+/// What a plan was made from, by the kind of load balancer it builds.
+#[derive(Debug)]
+pub(crate) enum Observation {
+    /// A public load balancer: what CloudStack holds for it.
+    Public(ObservedLb),
+    /// An internal one: the tier address its rules use, if any stand.
     Internal {
         /// The address of the observed internal rules.
-        observed_address: Option<IpAddr>,
+        address: Option<IpAddr>,
     },
 }
 
@@ -154,4 +152,23 @@ pub struct Deleted {
     pub steps: usize,
     /// Warnings (e.g. the IP was kept).
     pub warnings: Vec<String>,
+}
+
+/// The two kinds of load balancer a Service can have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LbKind {
+    /// Public rules on a public address.
+    Public,
+    /// Internal rules on a tier address.
+    Internal,
+}
+
+impl LbKind {
+    /// How the kind reads in messages.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            LbKind::Public => "public",
+            LbKind::Internal => "internal",
+        }
+    }
 }

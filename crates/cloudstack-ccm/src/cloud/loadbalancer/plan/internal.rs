@@ -111,11 +111,7 @@ pub(crate) fn plan_internal(
             name: o.name.clone(),
         });
     }
-    let owner: Tags = [
-        (TAG_CLUSTER.to_string(), ctx.cluster_name.clone()),
-        (TAG_SERVICE_UID.to_string(), spec.service.uid.clone()),
-    ]
-    .into();
+    let owner = owner_tags(&ctx.cluster_name, &spec.service.uid);
     let mut resources: Vec<ResourceRef> =
         created.into_iter().map(ResourceRef::CreatedRule).collect();
     resources.extend(

@@ -67,17 +67,10 @@ pub fn plan_routed_firewall(
         RoutedTarget::Isolated => None,
     });
     let (item_deletes, item_creates) = acl_items(tier, items);
-    let spec = spec
-        .filter(|s| s.target == RoutedTarget::Isolated)
-        .or(tier.map(|(s, _)| s));
     let rules_spec = spec.filter(|s| s.target == RoutedTarget::Isolated);
     let mut plan = routing_rules(rules_spec, observed, item_deletes, item_creates);
     if let Some(spec) = spec {
-        plan.ownership = [
-            (TAG_CLUSTER.to_string(), cluster_name.to_string()),
-            (TAG_SERVICE_UID.to_string(), spec.service_uid.clone()),
-        ]
-        .into();
+        plan.ownership = owner_tags(cluster_name, &spec.service_uid);
     }
     plan
 }

@@ -7,11 +7,7 @@ impl<'a> Planner<'a> {
     /// (so their policies are read again, see `observe`): one call per distinct set of
     /// missing tags (usually one for all new rules), the associated IP in another.
     pub(super) fn tags(&mut self) {
-        let owner: Tags = [
-            (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
-            (TAG_SERVICE_UID.to_string(), self.spec.service.uid.clone()),
-        ]
-        .into();
+        let owner = owner_tags(&self.ctx.cluster_name, &self.spec.service.uid);
         let mut policies = Tags::new();
         if self.spec.health_check.is_some() && self.ctx.network.health_check {
             policies.insert(TAG_HEALTH_CHECK.to_string(), "true".to_string());
@@ -116,12 +112,8 @@ impl<'a> Planner<'a> {
     /// [`super::super::ip_claim`]) and, when the Service keeps its address,
     /// [`TAG_KEEP_IP`].
     fn ip_ownership_tags(&self) -> Tags {
-        let mut ours: Tags = [
-            (TAG_CLUSTER.to_string(), self.ctx.cluster_name.clone()),
-            (TAG_ASSOCIATED.to_string(), "true".to_string()),
-            (TAG_SERVICE_UID.to_string(), self.spec.service.uid.clone()),
-        ]
-        .into();
+        let mut ours = owner_tags(&self.ctx.cluster_name, &self.spec.service.uid);
+        ours.insert(TAG_ASSOCIATED.to_string(), "true".to_string());
         if self.spec.keep_ip {
             ours.insert(TAG_KEEP_IP.to_string(), "true".to_string());
         }

@@ -169,50 +169,10 @@ pub(crate) fn parse_certificate_name<'a>(cluster: &str, name: &'a str) -> Option
 }
 
 /// The account's certificates, listed once per view of CloudStack (so a resync of N TLS
-/// Services lists them once, not N times) and again after the controller changed any
-/// ([`CertificateCache::invalidate`]). Single flight: concurrent reconciles wait for one
-/// list.
-#[derive(Default)]
-pub(crate) struct CertificateCache {
-    entry: tokio::sync::Mutex<Option<CachedList>>,
-}
-
-/// One list and the view it was read with (held weakly: the allocation, hence the pointer,
-/// stays unique while the entry lives).
-type CachedList = (
-    std::sync::Weak<super::observe::account_view::AccountView>,
-    std::sync::Arc<Vec<cloudstack::SslCert>>,
-);
-
-impl CertificateCache {
-    /// The certificates as of `view`.
-    pub(crate) async fn list(
-        &self,
-        client: &cloudstack::Client,
-        view: &std::sync::Arc<super::observe::account_view::AccountView>,
-    ) -> Result<std::sync::Arc<Vec<cloudstack::SslCert>>, cloudstack::Error> {
-        let mut entry = self.entry.lock().await;
-        let key = std::sync::Arc::downgrade(view);
-        if let Some((seen, list)) = entry.as_ref()
-            && seen.ptr_eq(&key)
-        {
-            return Ok(list.clone());
-        }
-        let list = std::sync::Arc::new(
-            client
-                .list_ssl_certs(&cloudstack::ListSslCerts::default())
-                .await?,
-        );
-        *entry = Some((key, list.clone()));
-        Ok(list)
-    }
-
-    /// Forgets the list (the controller changed a certificate or a rule); waits for a
-    /// list being read, which may predate the change.
-    pub(crate) async fn invalidate(&self) {
-        *self.entry.lock().await = None;
-    }
-}
+/// Services lists them once, not N times) and again after the controller changed any;
+/// single flight: concurrent reconciles wait for one list. One key: `""`.
+pub(crate) type CertificateCache =
+    super::observe::shared_listing::SharedListing<Vec<cloudstack::SslCert>>;
 
 /// Reads the certificates that matter to the Service `service_uid` into `observed`, from
 /// `listed`, when it asks for TLS or has an `ssl` rule; else nothing.
@@ -231,7 +191,10 @@ pub(crate) async fn observe_for(
     if !wants_tls && !has_ssl_rule {
         return Ok(());
     }
-    let listed = cache.list(client, view).await?;
+    let request = cloudstack::ListSslCerts::default();
+    let listed = cache
+        .get(view, "", || client.list_ssl_certs(&request))
+        .await?;
     let rule_ids: Vec<&str> = observed.rules.iter().map(|r| r.id.as_str()).collect();
     observed.certificates = observe(&listed, cluster, service_uid, &rule_ids);
     Ok(())

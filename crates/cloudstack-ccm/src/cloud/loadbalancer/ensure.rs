@@ -217,7 +217,7 @@ impl Engine {
         let plan = plan::plan(spec, &observed, &backends, &ctx)?;
         Ok(Prepared {
             plan,
-            observation: Observation::Public(observed),
+            observation: Observation::Public(Box::new(observed)),
             network_id,
             zone_id,
         })

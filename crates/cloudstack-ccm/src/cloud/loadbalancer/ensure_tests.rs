@@ -14,7 +14,7 @@ fn prepared(steps: Vec<Step>) -> Prepared {
             phases,
             ..Plan::default()
         },
-        observation: Observation::Public(ObservedLb::default()),
+        observation: Observation::Public(Box::default()),
         network_id: "net".into(),
         zone_id: None,
     }

@@ -244,3 +244,13 @@ fn a_tier_whose_acl_list_is_not_default_allow_gets_a_warning_naming_the_ports() 
         "{warnings}"
     );
 }
+
+#[test]
+fn the_internal_load_balancers_statistics_port_is_refused_before_any_call() {
+    let spec = internal(&[("TCP", 8081, 31081)], json!({}));
+    let err = plan_internal(&spec, &[], &backends(&["vm1"]), &internal_tier()).unwrap_err();
+    assert!(
+        matches!(err, PlanError::PortReserved { port: 8081, ref provider, .. } if provider == "InternalLbVm"),
+        "{err}"
+    );
+}

@@ -61,7 +61,7 @@ impl Engine {
         }
         if !ran || change_of(plan) != Change::MembersOnly {
             // certificates and their rules may have changed
-            self.certificates.invalidate().await;
+            self.certificates.invalidate("");
         }
         if !ran {
             self.views.invalidate();

@@ -83,7 +83,7 @@ pub struct Prepared {
 #[derive(Debug)]
 pub(crate) enum Observation {
     /// A public load balancer: what CloudStack holds for it.
-    Public(ObservedLb),
+    Public(Box<ObservedLb>),
     /// An internal one: the tier address its rules use, if any stand.
     Internal {
         /// The address of the observed internal rules.

@@ -1,6 +1,6 @@
 //! [`SharedListing`]: a list call whose answer the reconciles of one view of the account
-//! share, per key (a tier's internal rules, the cluster's routing firewall rules), so a
-//! resync makes it once, not once per Service.
+//! share, per key (the account's certificates, a tier's internal rules, the routing
+//! firewall companions' objects), so a resync makes it once, not once per Service.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -89,6 +89,12 @@ impl<T> SharedListing<T> {
         let entry = self.entry(key);
         entry.generation.fetch_add(1, Ordering::SeqCst);
         ListingChange { entry }
+    }
+
+    /// Forgets the listing of `key` (a change of what it lists has ended); a listing
+    /// begun before is not reused either.
+    pub(crate) fn invalidate(&self, key: &str) {
+        drop(self.changing(key));
     }
 
     fn entry(&self, key: &str) -> Arc<Entry<T>> {

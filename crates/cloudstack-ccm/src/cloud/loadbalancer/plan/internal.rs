@@ -29,6 +29,19 @@ pub(crate) fn plan_internal(
             reasons: "CloudStack's internal load balancer has TCP rules only".into(),
         });
     }
+    // The InternalLbVm is an HAProxy like the Virtual Router's: once it stands, its
+    // statistics port is refused (`validateHAProxyLBRule`).
+    if let Some(rule) = spec
+        .rules
+        .iter()
+        .find(|r| caps.reserved_ports.contains(&r.public_port))
+    {
+        return Err(PlanError::PortReserved {
+            port: rule.public_port,
+            network: caps.network_label(),
+            provider: caps.lb_provider.clone().unwrap_or_else(|| "unknown".into()),
+        });
+    }
     if !caps.lb_algorithms.contains(&spec.algorithm) {
         return Err(PlanError::UnsupportedAlgorithm {
             algorithm: spec.algorithm,

@@ -35,6 +35,7 @@ impl State {
             ips: vec![],
             lb_rules: vec![],
             internal_lb_rules: vec![],
+            internal_lb_vms: vec![],
             firewall_rules: vec![],
             routing_firewall_rules: vec![],
             expunged_vms: vec![],

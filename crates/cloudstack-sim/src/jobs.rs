@@ -35,6 +35,9 @@ pub enum JobAction {
     DeleteLbRule {
         /// Rule id.
         rule_id: String,
+        /// Its `openfirewall` firewall rule is revoked first (`deleteLoadBalancerRule`, not
+        /// `deleteLoadBalancer`).
+        revoke_related_firewall_rule: bool,
     },
     /// Add members.
     AssignToLbRule {

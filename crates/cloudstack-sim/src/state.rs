@@ -435,6 +435,13 @@ pub struct State {
     /// Internal LB rules (scheme Internal, `createLoadBalancer`), in creation order.
     #[serde(default)]
     pub internal_lb_rules: Vec<InternalLbRule>,
+    /// The InternalLbVms standing, as `(source network id, source address)`:
+    /// `InternalLoadBalancerElement.applyLBRules` deploys one per source address the first
+    /// time a rule of it is applied with a VM, and destroys it only when every rule of the
+    /// address is revoked (`getVmsToDestroy` by `countBySourceIpAndNotRevoked`): a rule left
+    /// without members keeps it.
+    #[serde(default)]
+    pub internal_lb_vms: Vec<(String, String)>,
     /// Firewall rules.
     pub firewall_rules: Vec<FirewallRule>,
     /// Routing firewall rules of ROUTED networks.

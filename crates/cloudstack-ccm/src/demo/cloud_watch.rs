@@ -167,7 +167,7 @@ impl CloudWatch {
                     describe_changes(changes)
                 )
             }
-            JobAction::DeleteLbRule { rule_id } => {
+            JobAction::DeleteLbRule { rule_id, .. } => {
                 format!("rule {} deleted", self.previous_name(state, rule_id))
             }
             JobAction::AssignCert { rule_id, .. } => {

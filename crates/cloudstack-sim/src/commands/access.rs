@@ -177,6 +177,28 @@ pub fn owner_fields(state: &State, owner: &Owner, out: &mut Map<String, Value>) 
     }
 }
 
+/// `ApiResponseHelper.populateOwner(ControlledEntityResponse, …)`, unlike [`owner_fields`]
+/// (the views'): a project's resource shows `projectid`/`project` and no `account`; then
+/// `domainid`, `domain`, `domainpath`.
+pub fn entity_owner_fields(state: &State, owner: &Owner, out: &mut Map<String, Value>) {
+    match owner {
+        Owner::Account(name) => {
+            out.insert("account".into(), json!(name));
+        }
+        Owner::Project(id) => {
+            let name = state
+                .project(id)
+                .map(|p| p.name.clone())
+                .unwrap_or_default();
+            out.insert("projectid".into(), json!(id));
+            out.insert("project".into(), json!(name));
+        }
+    }
+    out.insert("domainid".into(), json!(state.domain_id));
+    out.insert("domain".into(), json!("ROOT"));
+    out.insert("domainpath".into(), json!("ROOT"));
+}
+
 /// The 530 a job reports for a `PermissionDeniedException` (`ApiAsyncJobDispatcher.runJob`:
 /// not a `ServerApiException`, so `INTERNAL_ERROR` with the exception's message).
 pub fn job_denied(caller: &Caller, what: &str) -> ApiError {

@@ -11,7 +11,7 @@ use super::{Ctx, create_reply, job_reply, like, resolve, success, tags_match};
 use crate::error::ApiError;
 use crate::jobs::JobAction;
 use crate::response::list_body;
-use crate::state::{InternalLbRule, Network, Owner, Service, State, network_text, new_id};
+use crate::state::{InternalLbRule, Network, Service, State, network_text, new_id};
 use serde_json::{Map, Value, json};
 use std::net::Ipv4Addr;
 
@@ -104,14 +104,9 @@ fn in_cidr(network: &Network, ip: &str) -> bool {
     u32::from(address) & mask(prefix) == base
 }
 
-/// Whether an InternalLbVm serves the network: one is deployed per source address as soon
-/// as a rule of that address is applied with a VM (`InternalLoadBalancerElement
-/// .applyLBRules`). The simulator counts the addresses with a rule that has members.
+/// Whether an InternalLbVm serves the network ([`State::internal_lb_vms`]).
 fn has_internal_lb_vm(state: &State, network_id: &str) -> bool {
-    state
-        .internal_lb_rules
-        .iter()
-        .any(|r| r.network_id == network_id && !r.members.is_empty())
+    state.internal_lb_vms.iter().any(|(n, _)| n == network_id)
 }
 
 /// The position-based database id of a network in messages ([`network_text`]).
@@ -130,8 +125,9 @@ fn network_number(state: &State, network: &Network) -> usize {
 /// stays `Add` until a VM is assigned, as a public rule does).
 ///
 /// Checks, in the server's order:
-/// 1. `getScheme()` — "Invalid value for scheme. Supported value is internal" (431);
-/// 2. the caller's access to `networkid` (`checkAccess(…, UseEntry, …)`, 531);
+/// 1. the caller's access to the rule's owner, the network's (`ParamProcessWorker
+///    .doAccessChecks` before `create()` of a `BaseAsyncCreateCmd`, 531);
+/// 2. `getScheme()` — "Invalid value for scheme. Supported value is internal" (431);
 /// 3. `validateLbRule`: "LB service is not supported in specified network id",
 ///    `isLbServiceSupportedInNetwork(…, Internal)` — "Scheme Internal is not supported by the
 ///    network offering <`NetworkOfferingVO.toString`>", "Invalid value for instance port: N",
@@ -143,8 +139,8 @@ fn network_number(state: &State, network: &Network) -> usize {
 ///    guest address is taken; none → `InsufficientVirtualNetworkCapacityException` "Unable to
 ///    acquire IP address for network <`NetworkVO.toString`>" (533);
 /// 6. the provider (`InternalLoadBalancerElement.validateLBRule`): once an InternalLbVm
-///    serves the network, `validateHAProxyLBRule` refuses source port 8081 — "LB service
-///    provider cannot support this rule" (431);
+///    serves the network ([`State::internal_lb_vms`]), `validateHAProxyLBRule` refuses
+///    source port 8081 — "LB service provider cannot support this rule" (431);
 /// 7. `detectInternalLbRulesConflict` against the rules on the same source address and
 ///    network: one of another guest network — "New rule is for a different network than
 ///    what's specified in rule <id>", an overlapping source port — "The range specified,
@@ -157,7 +153,7 @@ fn network_number(state: &State, network: &Network) -> usize {
 /// in no network's queue.
 pub fn create_load_balancer(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     create(ctx).map_err(|e| match e.code {
-        533 | 537 => ApiError::new(e.code, Some(9999), e.text),
+        537 => ApiError::new(e.code, Some(9999), e.text),
         _ => e,
     })
 }
@@ -172,9 +168,9 @@ fn create(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let network = super::lookup_required(p, "networkid", |id| state.network(id))?;
     let source_network =
         super::lookup_required(p, "sourceipaddressnetworkid", |id| state.network(id))?;
-    check_scheme(p.required("scheme")?)?;
     ctx.caller
         .check(state, &network.owner, &format!("network {}", network.id))?;
+    check_scheme(p.required("scheme")?)?;
     if !network.offers(Service::Lb) {
         return Err(ApiError::param(
             "LB service is not supported in specified network id",
@@ -214,7 +210,7 @@ fn create(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             acquire_guest_ip(state, source_network, requested).ok_or_else(|| {
                 ApiError::new(
                     533,
-                    Some(4320),
+                    Some(9999),
                     format!(
                         "Unable to acquire IP address for network {}",
                         network_text(source_network, network_number(state, source_network))
@@ -290,27 +286,6 @@ pub fn finish_create(state: &mut State, rule_id: &str) -> Result<Value, ApiError
     Ok(json!({"loadbalancer": render(state, rule)}))
 }
 
-/// `ApiResponseHelper.populateOwner`: a project's resource shows `projectid`/`project` and
-/// no `account`; then `domainid`, `domain`, `domainpath`.
-fn owner_fields(state: &State, owner: &Owner, out: &mut Map<String, Value>) {
-    match owner {
-        Owner::Account(name) => {
-            out.insert("account".into(), json!(name));
-        }
-        Owner::Project(id) => {
-            let name = state
-                .project(id)
-                .map(|p| p.name.clone())
-                .unwrap_or_default();
-            out.insert("projectid".into(), json!(id));
-            out.insert("project".into(), json!(name));
-        }
-    }
-    out.insert("domainid".into(), json!(state.domain_id));
-    out.insert("domain".into(), json!("ROOT"));
-    out.insert("domainpath".into(), json!("ROOT"));
-}
-
 /// The `loadbalancer` object (`ApiResponseHelper.createLoadBalancerContainerReponse`):
 /// * `sourceipaddressnetworkid` is the rule's own `networkid` (the method reads
 ///   `lb.getNetworkId()`, not the source network);
@@ -331,7 +306,7 @@ pub fn render(state: &State, rule: &InternalLbRule) -> Value {
     out.insert("algorithm".into(), json!(rule.algorithm));
     out.insert("fordisplay".into(), json!(rule.display));
     out.insert("networkid".into(), json!(rule.network_id));
-    owner_fields(state, &rule.owner, &mut out);
+    super::access::entity_owner_fields(state, &rule.owner, &mut out);
     out.insert("sourceipaddress".into(), json!(rule.source_ip));
     out.insert("sourceipaddressnetworkid".into(), json!(rule.network_id));
     out.insert(
@@ -423,10 +398,13 @@ pub fn list_load_balancers(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 }
 
 /// deleteLoadBalancer: `id` is resolved against `firewall_rules` (431 when it names no row);
-/// `getSyncObjId` then looks it up as a load balancer (`getApplicationLoadBalancer`: "Can't
-/// find the load balancer by id", 431, for a firewall or port-forwarding rule's id) and the
-/// job waits in the queue of the rule's network. A public rule's id is a load balancer too:
-/// the job deletes it as `deleteLoadBalancerRule` would.
+/// `ApiServer.queueCommand` then asks `getEntityOwnerId`, which looks it up as a load
+/// balancer ("Can't find load balancer by id specified", 431, for a firewall or
+/// port-forwarding rule's id), and the job waits in the queue of the rule's network. A
+/// public rule's id is a load balancer too: the job deletes it with
+/// `deleteLoadBalancerRule(id, true)` but, unlike `deleteLoadBalancerRule` the command,
+/// without revoking its `openfirewall` firewall rule first, so a rule that has one is left
+/// revoked and the job fails ([`super::lb::finish_delete`]).
 pub fn delete_load_balancer(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;
@@ -434,12 +412,15 @@ pub fn delete_load_balancer(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         .ok_or_else(|| ApiError::missing(&p.command, "id"))?;
     let rule = state
         .any_lb_rule(id)
-        .ok_or_else(|| ApiError::param("Can't find the load balancer by id"))?;
+        .ok_or_else(|| ApiError::param("Can't find load balancer by id specified"))?;
     let (rule_id, network) = (rule.id.to_owned(), rule.network_id.to_owned());
     let job = ctx.start_job(
         Some(network),
         Some(("FirewallRule", rule_id.clone())),
-        JobAction::DeleteLbRule { rule_id },
+        JobAction::DeleteLbRule {
+            rule_id,
+            revoke_related_firewall_rule: false,
+        },
     );
     Ok(job_reply(&job))
 }
@@ -459,30 +440,17 @@ pub fn finish_delete(state: &mut State, caller: &Caller, rule_id: &str) -> Resul
     if !caller.can_access(state, &rule.owner) {
         return Err(job_denied(caller, &format!("load balancer rule {rule_id}")));
     }
+    let vm = (rule.source_network_id.clone(), rule.source_ip.clone());
     state.internal_lb_rules.retain(|r| r.id != rule_id);
     state
         .tags
         .retain(|t| !(t.resource_type == "LoadBalancer" && t.resource_id == rule_id));
-    Ok(success())
-}
-
-impl State {
-    /// The addresses an InternalLbVm serves, as `(source network id, source address)`: one
-    /// per source address with a rule that has members (`InternalLoadBalancerElement
-    /// .applyLBRules` deploys it on the first apply with a VM and destroys it when every rule
-    /// of the address is revoked).
-    pub fn internal_lb_vms(&self) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = Vec::new();
-        for rule in self
-            .internal_lb_rules
-            .iter()
-            .filter(|r| !r.members.is_empty())
-        {
-            let key = (rule.source_network_id.clone(), rule.source_ip.clone());
-            if !out.contains(&key) {
-                out.push(key);
-            }
-        }
-        out
+    let address_in_use = state
+        .internal_lb_rules
+        .iter()
+        .any(|r| (&r.source_network_id, &r.source_ip) == (&vm.0, &vm.1));
+    if !address_in_use {
+        state.internal_lb_vms.retain(|v| *v != vm);
     }
+    Ok(success())
 }

@@ -401,6 +401,15 @@ pub fn apply_rule(state: &mut State, rule_id: &str) {
     if let Some((rule_state, no_members)) = state.lb_state_mut(rule_id) {
         *rule_state = if no_members { "Add" } else { "Active" }.into();
     }
+    if let Some(rule) = state
+        .internal_lb_rule(rule_id)
+        .filter(|r| !r.members.is_empty())
+    {
+        let vm = (rule.source_network_id.clone(), rule.source_ip.clone());
+        if !state.internal_lb_vms.contains(&vm) {
+            state.internal_lb_vms.push(vm);
+        }
+    }
 }
 
 /// updateLoadBalancerRule (`cidrlist` only from 4.22; ignored before, like an unknown
@@ -549,7 +558,10 @@ pub fn delete_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let job = ctx.start_job(
         Some(network),
         Some(("FirewallRule", rule_id.clone())),
-        JobAction::DeleteLbRule { rule_id },
+        JobAction::DeleteLbRule {
+            rule_id,
+            revoke_related_firewall_rule: true,
+        },
     );
     Ok(job_reply(&job))
 }
@@ -559,7 +571,17 @@ pub fn delete_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 /// then the rule goes with its mappings, policies and the firewall rule `openfirewall`
 /// created; applying the revoked rule (`applyLoadBalancerRules`) unassigns a VPC address
 /// whose last rule it was from its tier ([`super::ip_rules::unassign_from_tier`]).
-pub fn finish_delete(state: &mut State, caller: &Caller, rule_id: &str) -> Result<Value, ApiError> {
+///
+/// `deleteLoadBalancer` on a public rule deletes it without revoking the related firewall
+/// rule first (`revoke_related_firewall_rule` false): `deleteLoadBalancerRule` then finds
+/// it (`findByRelatedId`), leaves the rule revoked (state `Deleting`) and fails — 530
+/// "Unable to remove load balancer rule <id>".
+pub fn finish_delete(
+    state: &mut State,
+    caller: &Caller,
+    rule_id: &str,
+    revoke_related_firewall_rule: bool,
+) -> Result<Value, ApiError> {
     if state.internal_lb_rule(rule_id).is_some() {
         return super::internal_lb::finish_delete(state, caller, rule_id);
     }
@@ -570,6 +592,16 @@ pub fn finish_delete(state: &mut State, caller: &Caller, rule_id: &str) -> Resul
     };
     if !caller.can_access(state, &rule.owner) {
         return Err(job_denied(caller, &format!("load balancer rule {rule_id}")));
+    }
+    if !revoke_related_firewall_rule && rule.firewall_rule_id.is_some() {
+        if let Some(rule) = state.lb_rules.iter_mut().find(|r| r.id == rule_id) {
+            rule.state = "Deleting".into();
+        }
+        return Err(ApiError::new(
+            530,
+            None,
+            format!("Unable to remove load balancer rule {rule_id}"),
+        ));
     }
     let ip_id = rule.ip_id.clone();
     remove_rule(state, rule_id);

@@ -320,7 +320,10 @@ pub fn run_job_action(
         JobAction::UpdateLbRule { rule_id, changes } => {
             lb::finish_update(state, &caller, rule_id, changes)
         }
-        JobAction::DeleteLbRule { rule_id } => lb::finish_delete(state, &caller, rule_id),
+        JobAction::DeleteLbRule {
+            rule_id,
+            revoke_related_firewall_rule,
+        } => lb::finish_delete(state, &caller, rule_id, *revoke_related_firewall_rule),
         JobAction::AssignToLbRule { rule_id, members } => {
             lb_members::finish_assign(state, &caller, rule_id, members)
         }

@@ -96,10 +96,16 @@ async fn associate_list_and_disassociate_addresses() {
         )
         .await
         .unwrap_err();
+    let (status, _, _, text) = api_error(by_address_only);
     assert_eq!(
-        (api_error(by_address_only).0, address.is_empty()),
-        (431, false)
+        (status, text.as_str()),
+        (
+            431,
+            "Unable to execute API command disassociateipaddress due to missing parameter id"
+        )
     );
+    let still = sim.with_state(|s| s.ip(&ip_id).map(|ip| ip.state.clone()));
+    assert_eq!(still.as_deref(), Some("Allocated"), "the address stays");
     alice
         .disassociate_ip_address(&DisassociateIpAddress {
             id: ip_id.clone(),

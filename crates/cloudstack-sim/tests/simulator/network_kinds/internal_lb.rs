@@ -160,7 +160,7 @@ async fn internal_rules_share_an_address_take_members_and_tags_and_free_it() {
         "10.220.1.10"
     );
     assert_eq!(shown[0]["loadbalancerrule"][0]["state"], "Active");
-    assert_eq!(sim.with_state(|s| s.internal_lb_vms().len()), 1);
+    assert_eq!(sim.with_state(|s| s.internal_lb_vms.len()), 1);
 
     // Tags of type LoadBalancer.
     alice
@@ -203,6 +203,22 @@ async fn internal_rules_share_an_address_take_members_and_tags_and_free_it() {
     let shown = list(&sim, Params::new().set("id", &first_id)).await;
     assert_eq!(shown[0]["loadbalancerinstance"], Value::Array(vec![]));
     assert_eq!(shown[0]["loadbalancerrule"][0]["state"], "Add");
+    // The InternalLbVm stays while a rule of its address does: its HAProxy still refuses
+    // the statistics port.
+    assert_eq!(sim.with_state(|s| s.internal_lb_vms.len()), 1);
+    let (status, _, _, text) = api_error(
+        alice
+            .call_async(
+                "createLoadBalancer",
+                internal(&tier, "ilb-stats", 8081, Some(&address)),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (status, text.as_str()),
+        (431, "LB service provider cannot support this rule")
+    );
 
     for id in [first_id.as_str(), second_id] {
         alice
@@ -211,6 +227,10 @@ async fn internal_rules_share_an_address_take_members_and_tags_and_free_it() {
             .expect("deleteLoadBalancer");
     }
     assert!(sim.with_state(|s| s.internal_lb_rules.is_empty()));
+    assert!(
+        sim.with_state(|s| s.internal_lb_vms.is_empty()),
+        "the InternalLbVm goes with the last rule of its address"
+    );
     assert!(sim.with_state(|s| s.tags.iter().all(|t| t.resource_id != first_id)));
     // The address is free again: the next rule gets it.
     let again = create(&sim, internal(&tier, "ilb-again", 80, None)).await;
@@ -385,4 +405,53 @@ async fn add_vms_fills_the_internal_lb_tier() {
             .collect()
     });
     assert_eq!(addresses, ["10.220.1.11", "10.220.1.12"]);
+}
+
+/// `deleteLoadBalancer` on a public rule: `deleteLoadBalancerRule(id, true)` without
+/// revoking the rule's `openfirewall` firewall rule first, so the rule is left revoked and
+/// the job fails; `deleteLoadBalancerRule` (the command) deletes it.
+#[tokio::test]
+async fn delete_load_balancer_leaves_a_public_rule_with_its_firewall_rule_revoked() {
+    let sim = start(Scenario::network_kinds()).await;
+    let alice = client(&sim, "alice");
+    let ip = alice
+        .associate_ip_address(&cloudstack::AssociateIpAddress {
+            networkid: Some(id_of(&sim, "networks", SMALL_NETWORK)),
+            ..Default::default()
+        })
+        .await
+        .expect("address")
+        .id
+        .expect("id");
+    let rule = alice
+        .create_load_balancer_rule(&CreateLoadBalancerRule {
+            name: "web-tcp-80".into(),
+            algorithm: "roundrobin".into(),
+            privateport: 30080,
+            publicport: 80,
+            publicipid: Some(ip),
+            openfirewall: Some(true),
+            ..Default::default()
+        })
+        .await
+        .expect("rule")
+        .id
+        .expect("id");
+    let (code, text) = common::job_error(
+        alice
+            .call_async("deleteLoadBalancer", Params::new().set("id", &rule))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (code, text),
+        (530, format!("Unable to remove load balancer rule {rule}"))
+    );
+    let state = sim.with_state(|s| s.lb_rule(&rule).map(|r| r.state.clone()));
+    assert_eq!(state.as_deref(), Some("Deleting"));
+    alice
+        .call_async("deleteLoadBalancerRule", Params::new().set("id", &rule))
+        .await
+        .expect("deleteLoadBalancerRule");
+    assert!(sim.with_state(|s| s.lb_rule(&rule).is_none()));
 }

@@ -69,10 +69,15 @@ impl Shared {
             {
                 tracing::info!(job = %job_id, "job cancelled for blocking its queue");
                 state.cancel_job(&job_id);
-                // A cancelled job's work is not rolled back (a rule it was creating stays
-                // `Add`), except an address being associated: it is released, as
-                // `IpAddressManagerImpl.associateIPToGuestNetwork` releases it when the
-                // association does not complete (assumed for a cancellation, not read).
+                // Cancelling (`AsyncJobManagerImpl`: "Job is cancelled as it has been
+                // blocking others for too long") marks the job failed and undoes nothing:
+                // a rule it was creating stays `Add`. The work itself goes on in its worker;
+                // a job that never finishes stands for work that hangs until the agent
+                // command times out, and a failed association is released by
+                // `IpAddressManagerImpl.associateIPToGuestNetwork` ("Failed to associate ip
+                // address, so releasing ip from the database", `releaseOnFailure`). The
+                // simulator gives the address back at the cancellation, as that failure
+                // will: sooner than the server, to the same end.
                 if let crate::jobs::JobAction::AssociateIp { .. } = action {
                     commands::roll_back_job(&mut state, &action);
                 }

@@ -109,6 +109,13 @@ pub fn create_firewall_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let network = ip.network_id.clone().filter(|_| ip.vpc_id.is_none()).ok_or_else(|| {
         ApiError::param(format!("Unable to create firewall rule; IP address {} is not associated with an isolated network", ip.address))
     })?;
+    // `FirewallManagerImpl.validateFirewallRule`: on a ROUTED network whose gateway is the
+    // Virtual Router (`isVirtualRouterGateway`), a `CloudRuntimeException` (530).
+    if state.network(&network).is_some_and(|n| n.is_routed()) {
+        return Err(ApiError::internal(
+            "Unable to create routing firewall rule. Please use routing firewall API instead.",
+        ));
+    }
     let (mut start, mut end, mut icmp_type, mut icmp_code) =
         (p.int("startport")?, p.int("endport")?, None, None);
     if protocol == "icmp" {

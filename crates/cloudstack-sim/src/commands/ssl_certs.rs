@@ -133,7 +133,9 @@ pub fn list_ssl_certs(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             "Invalid parameters either certificate ID or Account ID or Loadbalancer ID or Project ID required",
         ));
     }
-    if given > 1 {
+    // The refusal of several filters came with 4.24; before, the first of certid,
+    // lbruleid, projectid and accountid answers.
+    if given > 1 && state.version.at_least(4, 24) {
         return Err(refused(
             "Only one of certid, lbid, projectid, or accountid/account can be specified",
         ));

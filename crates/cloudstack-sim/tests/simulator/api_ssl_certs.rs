@@ -500,7 +500,7 @@ async fn the_virtual_router_advertises_ssl_termination_from_4_22() {
 
 #[tokio::test]
 async fn list_takes_one_filter_and_resolves_ids() {
-    let sim = start(Scenario::small()).await;
+    let sim = sim_at("4.24").await;
     let alice = client(&sim, "alice");
     let rule = rule_on(&sim, "net-vr", "ssl").await;
     assert!(
@@ -546,8 +546,10 @@ async fn list_takes_one_filter_and_resolves_ids() {
     );
     assert_eq!(code, 531, "another account's certificate");
 
-    // A root admin reads the refusal's text (ApiServer shows it the exception).
-    let admin = client(&sim, "admin");
+    // Before 4.24 no filter is refused too; a root admin reads the refusal's text
+    // (ApiServer shows it the exception).
+    let old = sim_at("4.22").await;
+    let admin = client(&old, "admin");
     let (_, code, _, text) = api_error(
         admin
             .call("listSslCerts", cloudstack::Params::new())
@@ -561,4 +563,27 @@ async fn list_takes_one_filter_and_resolves_ids() {
             "com.cloud.exception.InvalidParameterValueException: Invalid parameters either certificate ID or Account ID or Loadbalancer ID or Project ID required"
         )
     );
+}
+
+/// Before 4.24 several filters are no error: the first of certid, lbruleid, projectid and
+/// accountid answers (`CertServiceImpl.listSslCerts` of 4.22).
+#[tokio::test]
+async fn before_4_24_the_certificate_id_wins_over_the_other_filters() {
+    let sim = sim_at("4.22").await;
+    let alice = client(&sim, "alice");
+    let rule = rule_on(&sim, "net-vr", "ssl").await;
+    let cert = alice
+        .upload_ssl_cert(&upload("a", LEAF_A, KEY_A))
+        .await
+        .unwrap();
+    let listed = alice
+        .list_ssl_certs(&ListSslCerts {
+            lbruleid: Some(rule),
+            certid: cert.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("answered");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, cert.id);
 }

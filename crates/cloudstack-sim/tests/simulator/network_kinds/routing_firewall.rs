@@ -337,3 +337,38 @@ async fn routing_firewall_commands_arrive_with_4_20() {
     );
     assert_eq!(status, 401);
 }
+
+/// `FirewallManagerImpl.validateFirewallRule`: a plain firewall rule on the router address
+/// of a ROUTED network is a `CloudRuntimeException` (530) pointing to the routing firewall
+/// API.
+#[tokio::test]
+async fn a_plain_firewall_rule_on_a_routed_network_is_refused() {
+    let sim = start(Scenario::network_kinds()).await;
+    let network = id_of(&sim, "networks", KINDS_ROUTED_NETWORK);
+    let ip_id = sim.with_state(|s| {
+        s.ips
+            .iter()
+            .find(|ip| ip.source_nat && ip.network_id.as_deref() == Some(network.as_str()))
+            .map(|ip| ip.id.clone())
+            .expect("the router's address")
+    });
+    let err = client(&sim, "alice")
+        .call_async(
+            "createFirewallRule",
+            Params::new()
+                .set("ipaddressid", &ip_id)
+                .set("protocol", "tcp")
+                .set("startport", "80"),
+        )
+        .await
+        .unwrap_err();
+    let (status, _, _, text) = api_error(err);
+    assert_eq!(
+        (status, text.as_str()),
+        (
+            530,
+            "Unable to create routing firewall rule. Please use routing firewall API instead."
+        )
+    );
+    assert!(sim.with_state(|s| s.firewall_rules.is_empty()));
+}

@@ -247,7 +247,7 @@ pub static INTERNAL_ADDRESS: Annotation = Annotation {
     key: "service.beta.kubernetes.io/cloudstack-load-balancer-internal-address",
     kind: AnnotationKind::IpAddress,
     default: "",
-    description: "With `…-internal`: the address of the tier the internal load balancer listens on (`sourceipaddress`). It must be in the tier's CIDR and not used by a VM; an address other internal rules of the tier use is shared with them on other ports. Without it CloudStack picks a free address of the tier. Changing it moves the rules: the new ones stand before the old ones go.",
+    description: "With `…-internal`: the address of the tier the internal load balancer listens on (`sourceipaddress`). It must be in the tier's CIDR and not used by a VM; an address other internal rules of the tier use is shared with them on other ports. Without it, the address `spec.loadBalancerIP` (or `…-address`) names, else a free address of the tier CloudStack picks. Changing it moves the rules: the new ones stand before the old ones go.",
     example: "10.1.2.200",
     origin: Origin::CloudstackCcm,
     set_by: SetBy::User,

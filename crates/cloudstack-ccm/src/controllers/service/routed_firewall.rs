@@ -12,10 +12,10 @@ use kube::ResourceExt;
 use super::events;
 use super::finalizer;
 use super::node_watch::EligibleList;
-use crate::cloud::cidr::Cidr;
 use crate::cloud::loadbalancer::annotations::{self as ann, Annotations};
 use crate::cloud::loadbalancer::ensure::RoutedFirewallRequest;
 use crate::cloud::loadbalancer::ensure::{Engine, EnsureError};
+use crate::cloud::loadbalancer::spec::companion_source_ranges;
 use crate::cloud::loadbalancer::vocabulary::IpProtocol;
 use crate::controllers::events::Recorder;
 
@@ -67,23 +67,7 @@ fn request(service: &Service) -> Result<RoutedFirewallRequest, String> {
             .map_err(|_| format!("spec.ports[{i}].port: {} is not a port", port.port))?;
         ports.push((protocol, number));
     }
-    let mut sources = Vec::new();
-    for (i, range) in spec
-        .load_balancer_source_ranges
-        .iter()
-        .flatten()
-        .enumerate()
-    {
-        let cidr = Cidr::parse(range).ok_or_else(|| {
-            format!("spec.loadBalancerSourceRanges[{i}]: {range:?} is not a CIDR")
-        })?;
-        if cidr.addr.is_ipv4() {
-            sources.push(cidr);
-        }
-    }
-    if sources.is_empty() {
-        sources.push(Cidr::ANY_V4);
-    }
+    let sources = companion_source_ranges(service).map_err(|err| err.to_string())?;
     let network_id = Annotations::new(service.metadata.annotations.as_ref())
         .get(&ann::NETWORK_ID, ann::parse_uuid)
         .ok()

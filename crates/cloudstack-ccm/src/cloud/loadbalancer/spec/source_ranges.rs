@@ -40,3 +40,51 @@ pub(super) fn source_ranges(
     }
     Ok(Kept::Read(ranges))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::companion_source_ranges;
+    use super::*;
+
+    fn service(spec_ranges: serde_json::Value, annotation: Option<&str>) -> Service {
+        let mut annotations = serde_json::Map::new();
+        if let Some(value) = annotation {
+            annotations.insert(ann::K8S_SOURCE_RANGES.key.into(), value.into());
+        }
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "uid": "u1", "annotations": annotations},
+            "spec": {"type": "LoadBalancer", "loadBalancerClass": "metallb.io/metallb",
+                     "loadBalancerSourceRanges": spec_ranges}
+        }))
+        .expect("Service")
+    }
+
+    #[test]
+    fn the_companion_reads_source_ranges_as_a_load_balancer_does() {
+        let ranges = |s: &Service| -> Vec<String> {
+            companion_source_ranges(s)
+                .expect("ranges")
+                .iter()
+                .map(Cidr::to_string)
+                .collect()
+        };
+        // The spec's, once each, IPv4 only.
+        let spec = service(
+            serde_json::json!(["192.0.2.0/24", "192.0.2.0/24", "2001:db8::/32"]),
+            None,
+        );
+        assert_eq!(ranges(&spec), ["192.0.2.0/24"]);
+        // The standard annotation when the spec has none.
+        let annotated = service(serde_json::json!([]), Some("198.51.100.0/24"));
+        assert_eq!(ranges(&annotated), ["198.51.100.0/24"]);
+        // Everything without either.
+        assert_eq!(ranges(&service(serde_json::json!([]), None)), ["0.0.0.0/0"]);
+        // A bare address is no range in the spec.
+        let bare = service(serde_json::json!(["192.0.2.1"]), None);
+        let err = companion_source_ranges(&bare).expect_err("refused");
+        assert!(
+            err.to_string().contains("spec.loadBalancerSourceRanges[0]"),
+            "{err}"
+        );
+    }
+}

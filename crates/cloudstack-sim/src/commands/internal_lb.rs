@@ -404,7 +404,7 @@ pub fn list_load_balancers(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 /// public rule's id is a load balancer too: the job deletes it with
 /// `deleteLoadBalancerRule(id, true)` but, unlike `deleteLoadBalancerRule` the command,
 /// without revoking its `openfirewall` firewall rule first, so a rule that has one is left
-/// revoked and the job fails ([`super::lb::finish_delete`]).
+/// revoked and the job fails ([`super::lb_delete::finish_delete`]).
 pub fn delete_load_balancer(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;

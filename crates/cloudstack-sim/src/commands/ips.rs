@@ -294,7 +294,7 @@ pub fn release(state: &mut State, ip_id: &str) {
         .map(|r| r.id.clone())
         .collect();
     for rule in rules {
-        super::lb::remove_rule(state, &rule);
+        super::lb_delete::remove_rule(state, &rule);
     }
     let firewall: Vec<String> = state
         .firewall_rules

@@ -10,6 +10,7 @@ mod ip_rules;
 mod ips;
 mod jobs_cmd;
 mod lb;
+mod lb_delete;
 mod lb_members;
 #[cfg(test)]
 mod network_kind_tests;
@@ -198,7 +199,10 @@ pub const COMMANDS: &[Command] = &[
     job("deleteLoadBalancer", internal_lb::delete_load_balancer),
     job("createLoadBalancerRule", lb::create_load_balancer_rule),
     job("updateLoadBalancerRule", lb::update_load_balancer_rule),
-    job("deleteLoadBalancerRule", lb::delete_load_balancer_rule),
+    job(
+        "deleteLoadBalancerRule",
+        lb_delete::delete_load_balancer_rule,
+    ),
     job(
         "assignToLoadBalancerRule",
         lb_members::assign_to_load_balancer_rule,
@@ -323,7 +327,7 @@ pub fn run_job_action(
         JobAction::DeleteLbRule {
             rule_id,
             revoke_related_firewall_rule,
-        } => lb::finish_delete(state, &caller, rule_id, *revoke_related_firewall_rule),
+        } => lb_delete::finish_delete(state, &caller, rule_id, *revoke_related_firewall_rule),
         JobAction::AssignToLbRule { rule_id, members } => {
             lb_members::finish_assign(state, &caller, rule_id, members)
         }
@@ -374,7 +378,7 @@ pub fn run_job_action(
 pub fn roll_back_job(state: &mut State, action: &JobAction) {
     match action {
         JobAction::AssociateIp { ip_id } => ips::release(state, ip_id),
-        JobAction::CreateLbRule { rule_id } => lb::remove_rule(state, rule_id),
+        JobAction::CreateLbRule { rule_id } => lb_delete::remove_rule(state, rule_id),
         JobAction::CreatePfRule { rule_id } => {
             port_forwarding::revoke_rules_where(state, |r| &r.id == rule_id)
         }

@@ -15,6 +15,7 @@ use super::vocabulary::{
 use crate::cloud::cidr::Cidr;
 
 mod health_check;
+mod internal;
 mod lenient;
 mod ports;
 mod source_ranges;
@@ -22,6 +23,7 @@ mod source_ranges;
 use health_check::health_check;
 use lenient::{Kept, Lenient};
 use ports::port_rules;
+pub(crate) use source_ranges::companion_source_ranges;
 use source_ranges::source_ranges;
 
 /// A Service that cannot be turned into a load balancer.
@@ -240,24 +242,6 @@ pub struct SpecOptions {
     pub cluster_name: String,
     /// A `spec.loadBalancerClass` this controller also owns (besides none).
     pub load_balancer_class: Option<String>,
-}
-
-/// Who may reach a Service another controller serves (the routing firewall companion),
-/// read as for a load balancer of ours: `spec.loadBalancerSourceRanges`, else the standard
-/// annotation, else `0.0.0.0/0`; IPv4 ranges only (the rules' addresses are IPv4).
-pub(crate) fn companion_source_ranges(service: &Service) -> Result<Vec<Cidr>, SpecError> {
-    let spec = service.spec.clone().unwrap_or_default();
-    let annotations = Annotations::new(service.metadata.annotations.as_ref());
-    let ranges = match source_ranges(&spec, &annotations, &mut Lenient::default(), false)? {
-        Kept::Read(ranges) => ranges,
-        // Only with a load balancer applied, which the companion never has.
-        Kept::Applied => Vec::new(),
-    };
-    let mut ipv4: Vec<Cidr> = ranges.into_iter().filter(|c| c.addr.is_ipv4()).collect();
-    if ipv4.is_empty() {
-        ipv4.push(Cidr::ANY_V4);
-    }
-    Ok(ipv4)
 }
 
 /// Whether the Service asks this controller for a load balancer: `type: LoadBalancer`
@@ -523,58 +507,6 @@ impl LbSpec {
                 .flatten(),
             warnings: Vec::new(),
         })
-    }
-
-    /// This spec as an internal load balancer: TCP rules only, on the tier address
-    /// `address` (else `spec.loadBalancerIP`), and a Warning for each thing asked for
-    /// that CloudStack's internal load balancer does not do (`InternalLoadBalancerElement`:
-    /// TCP, no health-check policy; `createLoadBalancer` takes no `cidrlist`). The public
-    /// address fields stay: they find what a public load balancer of the Service left.
-    fn into_internal(mut self, address: Option<IpAddr>) -> LbSpec {
-        let not_applied = |what: &str| {
-            format!(
-                "{what}: not applied to the internal load balancer (CloudStack's internal load balancer has TCP rules only, no source CIDRs, health checks, stickiness or certificates)"
-            )
-        };
-        let udp: Vec<String> = self
-            .rules
-            .iter()
-            .filter(|r| r.protocol == LbProtocol::Udp)
-            .map(|r| r.public_port.to_string())
-            .collect();
-        if !udp.is_empty() {
-            self.warnings
-                .push(not_applied(&format!("UDP port(s) {}", udp.join(", "))));
-            self.rules.retain(|r| r.protocol != LbProtocol::Udp);
-        }
-        if self.source_ranges != [Cidr::ANY_V4] || self.keep_source_ranges {
-            self.warnings
-                .push(not_applied("loadBalancerSourceRanges (…-source-ranges)"));
-        }
-        if self.rule_cidrs.as_ref().is_some_and(|c| !c.is_empty()) {
-            self.warnings.push(not_applied(ann::SOURCE_CIDRS.key));
-        }
-        if self.health_check.take().is_some() {
-            self.warnings.push(not_applied("the health check"));
-        }
-        if self.stickiness.take().is_some() {
-            self.warnings.push(not_applied(ann::STICKINESS_METHOD.key));
-        }
-        if self.tls.take().is_some() {
-            self.warnings.push(not_applied("TLS termination"));
-        }
-        if self.proxy_protocol {
-            self.warnings.push(not_applied(ann::PROXY_PROTOCOL.key));
-            self.proxy_protocol = false;
-        }
-        for rule in &mut self.rules {
-            rule.protocol = LbProtocol::Tcp;
-            rule.name = rule_name(&self.lb_name, LbProtocol::Tcp, rule.public_port);
-        }
-        self.internal = Some(InternalSpec {
-            address: address.or(self.requested_ip.take()),
-        });
-        self
     }
 
     /// Every rule-name prefix of this Service (`<name>-`), current first.

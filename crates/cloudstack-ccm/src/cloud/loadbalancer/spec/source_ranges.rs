@@ -41,9 +41,26 @@ pub(super) fn source_ranges(
     Ok(Kept::Read(ranges))
 }
 
+/// Who may reach a Service another controller serves (the routing firewall companion),
+/// read as for a load balancer of ours: `spec.loadBalancerSourceRanges`, else the standard
+/// annotation, else `0.0.0.0/0`; IPv4 ranges only (the rules' addresses are IPv4).
+pub(crate) fn companion_source_ranges(service: &Service) -> Result<Vec<Cidr>, SpecError> {
+    let spec = service.spec.clone().unwrap_or_default();
+    let annotations = Annotations::new(service.metadata.annotations.as_ref());
+    let ranges = match source_ranges(&spec, &annotations, &mut Lenient::default(), false)? {
+        Kept::Read(ranges) => ranges,
+        // Only with a load balancer applied, which the companion never has.
+        Kept::Applied => Vec::new(),
+    };
+    let mut ipv4: Vec<Cidr> = ranges.into_iter().filter(|c| c.addr.is_ipv4()).collect();
+    if ipv4.is_empty() {
+        ipv4.push(Cidr::ANY_V4);
+    }
+    Ok(ipv4)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::companion_source_ranges;
     use super::*;
 
     fn service(spec_ranges: serde_json::Value, annotation: Option<&str>) -> Service {

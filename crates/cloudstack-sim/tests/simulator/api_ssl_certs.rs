@@ -6,8 +6,8 @@
 use crate::common;
 
 use cloudstack::{
-    AssignCertToLoadBalancer, AssociateIpAddress, CreateLoadBalancerRule, DeleteLoadBalancerRule,
-    DeleteSslCert, ListNetworks, ListSslCerts, RemoveCertFromLoadBalancer, Secret, UploadSslCert,
+    AssignCertToLoadBalancer, DeleteLoadBalancerRule, DeleteSslCert, ListNetworks, ListSslCerts,
+    RemoveCertFromLoadBalancer, Secret, UploadSslCert,
 };
 use cloudstack_sim::{Scenario, SimServer, Version};
 use common::{api_error, client, id_of, job_error, start};
@@ -31,32 +31,6 @@ fn upload(name: &str, cert: &str, key: &str) -> UploadSslCert {
         name: name.into(),
         ..Default::default()
     }
-}
-
-/// A rule with `protocol` on a new address of `network`, as alice.
-async fn rule_on(sim: &SimServer, network: &str, protocol: &str) -> String {
-    let alice = client(sim, "alice");
-    let ip = alice
-        .associate_ip_address(&AssociateIpAddress {
-            networkid: Some(id_of(sim, "networks", network)),
-            ..Default::default()
-        })
-        .await
-        .expect("associate");
-    let rule = alice
-        .create_load_balancer_rule(&CreateLoadBalancerRule {
-            name: format!("web-{protocol}"),
-            algorithm: "roundrobin".into(),
-            privateport: 30443,
-            publicport: 443,
-            publicipid: ip.id,
-            protocol: Some(protocol.into()),
-            openfirewall: Some(false),
-            ..Default::default()
-        })
-        .await
-        .expect("rule");
-    rule.id.expect("rule id")
 }
 
 async fn sim_at(version: &str) -> SimServer {
@@ -206,7 +180,7 @@ async fn upload_refusals_are_530_with_the_validation_message() {
 async fn assign_binds_the_certificate_and_an_assigned_one_cannot_be_deleted() {
     let sim = start(Scenario::small()).await;
     let alice = client(&sim, "alice");
-    let rule = rule_on(&sim, "net-vr", "ssl").await;
+    let rule = common::lb_rule_on(&sim, "net-vr", "ssl", 443).await;
     let cert = alice
         .upload_ssl_cert(&upload("a", LEAF_A, KEY_A))
         .await
@@ -334,7 +308,7 @@ async fn assign_binds_the_certificate_and_an_assigned_one_cannot_be_deleted() {
 async fn deleting_the_rule_frees_its_certificate() {
     let sim = start(Scenario::small()).await;
     let alice = client(&sim, "alice");
-    let rule = rule_on(&sim, "net-vr", "ssl").await;
+    let rule = common::lb_rule_on(&sim, "net-vr", "ssl", 443).await;
     let cert = alice
         .upload_ssl_cert(&upload("a", LEAF_A, KEY_A))
         .await
@@ -367,7 +341,7 @@ async fn assign_checks_run_in_the_job_in_the_servers_order() {
         .await
         .unwrap();
     let cert_id = cert.id.unwrap();
-    let tcp_rule = rule_on(&sim, "net-vr", "tcp").await;
+    let tcp_rule = common::lb_rule_on(&sim, "net-vr", "tcp", 443).await;
     let (code, text) = job_error(
         alice
             .assign_cert_to_load_balancer(&AssignCertToLoadBalancer {
@@ -426,7 +400,7 @@ async fn assign_checks_run_in_the_job_in_the_servers_order() {
 async fn before_4_22_the_virtual_router_takes_ssl_rules_but_refuses_certificates() {
     let sim = sim_at("4.21").await;
     let alice = client(&sim, "alice");
-    let rule = rule_on(&sim, "net-vr", "ssl").await;
+    let rule = common::lb_rule_on(&sim, "net-vr", "ssl", 443).await;
     let cert = alice
         .upload_ssl_cert(&upload("a", LEAF_A, KEY_A))
         .await
@@ -446,7 +420,7 @@ async fn before_4_22_the_virtual_router_takes_ssl_rules_but_refuses_certificates
         (431, "Ssl termination not supported by the loadbalancer")
     );
     // NetScaler terminates TLS whatever the version
-    let ns_rule = rule_on(&sim, "net-ns", "ssl").await;
+    let ns_rule = common::lb_rule_on(&sim, "net-ns", "ssl", 443).await;
     let cert = alice
         .upload_ssl_cert(&upload("b", LEAF_A, KEY_A))
         .await
@@ -502,7 +476,7 @@ async fn the_virtual_router_advertises_ssl_termination_from_4_22() {
 async fn list_takes_one_filter_and_resolves_ids() {
     let sim = sim_at("4.24").await;
     let alice = client(&sim, "alice");
-    let rule = rule_on(&sim, "net-vr", "ssl").await;
+    let rule = common::lb_rule_on(&sim, "net-vr", "ssl", 443).await;
     assert!(
         alice
             .list_ssl_certs(&ListSslCerts {
@@ -571,7 +545,7 @@ async fn list_takes_one_filter_and_resolves_ids() {
 async fn before_4_24_the_certificate_id_wins_over_the_other_filters() {
     let sim = sim_at("4.22").await;
     let alice = client(&sim, "alice");
-    let rule = rule_on(&sim, "net-vr", "ssl").await;
+    let rule = common::lb_rule_on(&sim, "net-vr", "ssl", 443).await;
     let cert = alice
         .upload_ssl_cert(&upload("a", LEAF_A, KEY_A))
         .await

@@ -364,15 +364,7 @@ async fn internal_rules_of_a_service_gone_without_its_finalizer_are_orphans() {
     t.delete("db").await;
     t.wait_gone("db").await;
     assert_eq!(all_internal_rules(&t), 2);
-    let scope = cloudstack_ccm::orphans::Scope {
-        cluster: &t.h.ctx.cluster_name,
-        node_names: None,
-        cluster_cidrs: &[],
-        routing_firewall: cloudstack_ccm::cloud::orphans::RoutingFirewall::Listed,
-    };
-    let report = cloudstack_ccm::orphans::report(&t.h.ctx.cloudstack, &t.h.kube, scope, true)
-        .await
-        .expect("orphan report");
+    let report = t.delete_orphans().await;
     let kinds: Vec<String> = report.orphans.iter().map(|o| o.kind.to_string()).collect();
     assert_eq!(
         kinds,

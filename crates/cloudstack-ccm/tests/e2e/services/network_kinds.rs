@@ -481,15 +481,7 @@ async fn routing_firewall_rules_of_a_service_gone_without_its_finalizer_are_orph
     t.delete("web").await;
     t.wait_gone("web").await;
     assert_eq!(routing_rules(&t).len(), 2);
-    let scope = cloudstack_ccm::orphans::Scope {
-        cluster: &t.h.ctx.cluster_name,
-        node_names: None,
-        cluster_cidrs: &[],
-        routing_firewall: cloudstack_ccm::cloud::orphans::RoutingFirewall::Listed,
-    };
-    let report = cloudstack_ccm::orphans::report(&t.h.ctx.cloudstack, &t.h.kube, scope, true)
-        .await
-        .expect("orphan report");
+    let report = t.delete_orphans().await;
     let kinds: Vec<String> = report.orphans.iter().map(|o| o.kind.to_string()).collect();
     assert_eq!(kinds, ["routing_firewall_rule", "routing_firewall_rule"]);
     assert_eq!(report.failed(), 0);

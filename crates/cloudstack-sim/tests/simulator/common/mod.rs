@@ -124,3 +124,30 @@ pub fn id_of(sim: &SimServer, list: &str, name: &str) -> String {
         .unwrap_or_else(|| panic!("no {list} named {name}"))
         .to_owned()
 }
+
+/// A rule `web-<protocol>` on `port` (node port `30000 + port`, no `openfirewall`) on a new
+/// address of the isolated `network`, as alice; its id.
+pub async fn lb_rule_on(sim: &SimServer, network: &str, protocol: &str, port: u32) -> String {
+    let alice = client(sim, "alice");
+    let ip = alice
+        .associate_ip_address(&cloudstack::AssociateIpAddress {
+            networkid: Some(id_of(sim, "networks", network)),
+            ..Default::default()
+        })
+        .await
+        .expect("associate");
+    let rule = alice
+        .create_load_balancer_rule(&cloudstack::CreateLoadBalancerRule {
+            name: format!("web-{protocol}"),
+            algorithm: "roundrobin".into(),
+            privateport: 30000 + port,
+            publicport: port,
+            publicipid: ip.id,
+            protocol: Some(protocol.into()),
+            openfirewall: Some(false),
+            ..Default::default()
+        })
+        .await
+        .expect("the rule is created");
+    rule.id.expect("rule id")
+}

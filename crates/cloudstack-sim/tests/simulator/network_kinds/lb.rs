@@ -4,10 +4,7 @@
 
 use super::{common, ip_state, vpc_address};
 
-use cloudstack::{
-    AssignCertToLoadBalancer, AssociateIpAddress, CreateLoadBalancerRule, Params, Secret,
-    UploadSslCert,
-};
+use cloudstack::{AssignCertToLoadBalancer, CreateLoadBalancerRule, Params, Secret, UploadSslCert};
 use cloudstack_sim::{
     KINDS_NETRIS_TIER, KINDS_NETRIS_VPC, KINDS_NSX_NETWORK, KINDS_ROUTED_NETWORK,
     KINDS_ROUTED_TIER, KINDS_ROUTED_VPC, Scenario, SimServer,
@@ -28,23 +25,6 @@ fn balancer(ip: &str, network: Option<&str>, protocol: &str) -> CreateLoadBalanc
         openfirewall: Some(false),
         ..Default::default()
     }
-}
-
-/// A rule on a new address of the isolated `network`.
-async fn rule_on_network(sim: &SimServer, network: &str, protocol: &str) -> String {
-    let alice = client(sim, "alice");
-    let ip = alice
-        .associate_ip_address(&AssociateIpAddress {
-            networkid: Some(id_of(sim, "networks", network)),
-            ..Default::default()
-        })
-        .await
-        .expect("associate");
-    let rule = alice
-        .create_load_balancer_rule(&balancer(&ip.id.unwrap(), None, protocol))
-        .await
-        .expect("the rule is created");
-    rule.id.expect("rule id")
 }
 
 /// A rule on the Netris tier, through a new address of its VPC.
@@ -156,9 +136,9 @@ async fn health_checks_are_refused_on_nsx_and_netris_as_on_the_virtual_router() 
     let alice = client(&sim, "alice");
     let (netris, _) = netris_rule(&sim, "tcp").await;
     for rule in [
-        rule_on_network(&sim, KINDS_NSX_NETWORK, "tcp").await,
+        common::lb_rule_on(&sim, KINDS_NSX_NETWORK, "tcp", 80).await,
         netris,
-        rule_on_network(&sim, "net-vr", "tcp").await,
+        common::lb_rule_on(&sim, "net-vr", "tcp", 80).await,
     ] {
         let (status, _, cs, text) = api_error(
             alice
@@ -192,7 +172,7 @@ async fn stickiness_policies_are_stored_on_nsx_and_netris() {
     let alice = client(&sim, "alice");
     let (netris, _) = netris_rule(&sim, "tcp").await;
     for rule in [
-        rule_on_network(&sim, KINDS_NSX_NETWORK, "tcp").await,
+        common::lb_rule_on(&sim, KINDS_NSX_NETWORK, "tcp", 80).await,
         netris,
     ] {
         alice
@@ -235,7 +215,7 @@ async fn certificates_are_refused_on_nsx_and_netris() {
         .expect("upload");
     let (netris, _) = netris_rule(&sim, "ssl").await;
     for rule in [
-        rule_on_network(&sim, KINDS_NSX_NETWORK, "ssl").await,
+        common::lb_rule_on(&sim, KINDS_NSX_NETWORK, "ssl", 80).await,
         netris,
     ] {
         let (code, text) = job_error(
@@ -263,7 +243,7 @@ async fn udp_rules_are_created_on_nsx_and_netris() {
     let sim = start(Scenario::network_kinds()).await;
     let (_, protocol) = netris_rule(&sim, "udp").await;
     assert_eq!(protocol, "udp");
-    let nsx = rule_on_network(&sim, KINDS_NSX_NETWORK, "udp").await;
+    let nsx = common::lb_rule_on(&sim, KINDS_NSX_NETWORK, "udp", 80).await;
     let listed = client(&sim, "alice")
         .call("listLoadBalancerRules", Params::new().set("id", &nsx))
         .await
@@ -312,7 +292,7 @@ async fn netris_refuses_algorithm_and_tcp_proxy_updates_in_the_job() {
     assert_eq!(updated["loadbalancer"]["algorithm"], "roundrobin");
     assert_eq!(updated["loadbalancer"]["protocol"], "udp");
 
-    let nsx = rule_on_network(&sim, KINDS_NSX_NETWORK, "tcp").await;
+    let nsx = common::lb_rule_on(&sim, KINDS_NSX_NETWORK, "tcp", 80).await;
     let changed = alice
         .call_async(
             "updateLoadBalancerRule",

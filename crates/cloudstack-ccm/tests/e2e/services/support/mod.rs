@@ -224,6 +224,20 @@ impl LbTest {
         .await
     }
 
+    /// `cloudstack-ccm orphans --delete` over the cluster (routing firewall rules
+    /// included); its report.
+    pub async fn delete_orphans(&self) -> cloudstack_ccm::orphans::OrphanReport {
+        let scope = cloudstack_ccm::orphans::Scope {
+            cluster: &self.h.ctx.cluster_name,
+            node_names: None,
+            cluster_cidrs: &[],
+            routing_firewall: cloudstack_ccm::cloud::orphans::RoutingFirewall::Listed,
+        };
+        cloudstack_ccm::orphans::report(&self.h.ctx.cloudstack, &self.h.kube, scope, true)
+            .await
+            .expect("orphan report")
+    }
+
     /// Waits until Service `name` has the `LoadBalancerSupported` condition; returns its
     /// (status, reason, message).
     pub async fn wait_condition(&self, name: &str) -> (String, String, String) {

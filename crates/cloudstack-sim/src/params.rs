@@ -65,22 +65,30 @@ impl Params {
         )
     }
 
-    /// The first value of `name` (case-insensitive), if sent.
+    /// The first value of `name` (case-insensitive), if sent and declared by the listed
+    /// command: the server ignores a name its command does not declare, so the simulator
+    /// never acts on one either.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.assert_declared(name);
+        if !self.declared(name) {
+            return None;
+        }
         self.first.get(name).map(String::as_str)
     }
 
-    /// Debug builds: panics when the handler reads `name` and the listed command has no such
-    /// parameter (a reading of CloudStack the listing contradicts).
-    fn assert_declared(&self, name: &str) {
-        if let Some(listed) = self.listed {
-            debug_assert!(
-                listed.accepts(name),
-                "the simulator's {} reads {name:?}, which CloudStack's listing does not declare",
-                self.command
-            );
-        }
+    /// Whether the listed command declares `name` (commands the listing lacks declare
+    /// everything). Debug builds panic when a handler reads an undeclared name: a reading of
+    /// CloudStack the listing contradicts.
+    fn declared(&self, name: &str) -> bool {
+        let Some(listed) = self.listed else {
+            return true;
+        };
+        let declared = listed.accepts(name);
+        debug_assert!(
+            declared,
+            "the simulator's {} reads {name:?}, which CloudStack's listing does not declare",
+            self.command
+        );
+        declared
     }
 
     /// The value of `name` when sent and non-empty.
@@ -144,7 +152,9 @@ impl Params {
 
     /// A map parameter `name[i].field=value` grouped by index (indices in ascending order).
     pub fn map(&self, name: &str) -> Result<BTreeMap<i64, BTreeMap<String, String>>, ApiError> {
-        self.assert_declared(&format!("{name}[0]"));
+        if !self.declared(&format!("{name}[0]")) {
+            return Ok(BTreeMap::new());
+        }
         let prefix = format!("{name}[");
         let mut out: BTreeMap<i64, BTreeMap<String, String>> = BTreeMap::new();
         for (key, value) in &self.first {

@@ -1,6 +1,7 @@
-//! Records the public IP of a load balancer on its Service (annotations): the claimed
-//! address before it is associated, then the IP id as soon as it is known and before its
-//! association finishes, so a crash never leaks it.
+//! What the controller records on a Service (annotations) so a crash never leaks what it
+//! makes: the public IP of a load balancer (the claimed address before it is associated,
+//! then the IP id as soon as it is known and before its association finishes), and the
+//! tier of an internal load balancer before its first rule is created.
 
 use futures::FutureExt;
 use futures::future::BoxFuture;

@@ -49,7 +49,34 @@ impl State {
             cert_bindings: vec![],
             jobs: vec![],
         };
+        for (i, r) in scenario.roles.iter().enumerate() {
+            if scenario.roles[..i].iter().any(|o| o.name == r.name) {
+                return Err(invalid(format!("role {:?}: duplicate name", r.name)));
+            }
+            r.validate()
+                .map_err(|e| invalid(format!("role {:?}: field rules: {e}", r.name)))?;
+        }
         for a in &scenario.accounts {
+            let custom_role = match &a.custom_role {
+                None => None,
+                Some(name) => {
+                    let role = scenario.roles.iter().find(|r| &r.name == name);
+                    let role = role.ok_or_else(|| {
+                        invalid(format!(
+                            "account {:?}: field custom_role: no role named {name:?}",
+                            a.name
+                        ))
+                    })?;
+                    // An account's type follows its role's (`AccountManagerImpl.createUserAccount`).
+                    if role.role_type != a.role {
+                        return Err(invalid(format!(
+                            "account {:?}: field custom_role: role {name:?} is of type {:?}, the account of type {:?}",
+                            a.name, role.role_type, a.role
+                        )));
+                    }
+                    Some(role.clone())
+                }
+            };
             if state.account(&a.name).is_some()
                 || state.account_by_key(a.api_key.expose()).is_some()
             {
@@ -63,6 +90,7 @@ impl State {
                 user_id: new_id(),
                 name: a.name.clone(),
                 role: a.role,
+                custom_role,
                 api_key: a.api_key.clone(),
                 secret_key: a.secret_key.clone(),
             });

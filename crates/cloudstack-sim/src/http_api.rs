@@ -9,6 +9,7 @@ use crate::jobs::now_ms;
 use crate::listing;
 use crate::params::{Params, parse_form};
 use crate::response::{envelope, response_name, to_xml};
+use crate::roles;
 use crate::scenario::Role;
 use crate::shared::{Shared, lock};
 use crate::signing;
@@ -21,12 +22,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Builds the HTTP answer for a body or error. Errors of a command the server does not
-/// have are keyed `errorresponse` (`ApiServer.getSerializedApiError`).
-fn answer(command: &str, known: bool, outcome: &Result<Value, ApiError>, json: bool) -> Response {
+/// have, and every 432, are keyed `errorresponse` (`ApiServer.getSerializedApiError`:
+/// `UNSUPPORTED_ACTION_ERROR` forces it). `xml_version` is the `cloud-stack-version` the
+/// XML root element carries (a verified caller while `expose_version_in_xml` is on).
+fn answer(
+    command: &str,
+    known: bool,
+    outcome: &Result<Value, ApiError>,
+    json: bool,
+    xml_version: Option<&str>,
+) -> Response {
     let (status, body) = match outcome {
         Ok(body) => (StatusCode::OK, envelope(command, body.clone())),
         Err(e) => {
-            let key = if !known {
+            let key = if !known || e.code == 432 {
                 "errorresponse".to_owned()
             } else {
                 response_name(command)
@@ -40,7 +49,7 @@ fn answer(command: &str, known: bool, outcome: &Result<Value, ApiError>, json: b
     let (content_type, text) = if json {
         ("application/json; charset=UTF-8", body.to_string())
     } else {
-        ("text/xml; charset=UTF-8", to_xml(&body))
+        ("text/xml; charset=UTF-8", to_xml(&body, xml_version))
     };
     let mut response = (status, text).into_response();
     response
@@ -81,7 +90,12 @@ pub(crate) async fn api(
         .filter(|_| known)
         .map(|listed| listed.unknown_names(&params.raw))
         .unwrap_or_default();
-    let (outcome, account, job_id) = handle(&shared, &params).await;
+    let Handled {
+        outcome,
+        account,
+        job_id,
+        verified,
+    } = handle(&shared, &params).await;
     *lock(&shared.counts).entry(command.clone()).or_default() += 1;
     let (status, error) = match &outcome {
         Ok(_) => (200, None),
@@ -107,7 +121,35 @@ pub(crate) async fn api(
         job_id,
         unknown_params,
     });
-    answer(&command, known, &outcome, json)
+    // `ApiResponseSerializer.toXMLSerializedString`: the version only for a caller the
+    // server has authenticated, and only while `expose.cloudstack.version.api.xml.response`.
+    let xml_version = {
+        let state = lock(&shared.state);
+        (verified && state.settings.expose_version_in_xml).then(|| state.version.text.clone())
+    };
+    answer(&command, known, &outcome, json, xml_version.as_deref())
+}
+
+/// What [`handle`] made of a request.
+struct Handled {
+    outcome: Result<Value, ApiError>,
+    /// The account the API key names, once the role let the command through to the
+    /// signature check, or when it refused the command (432).
+    account: Option<String>,
+    job_id: Option<String>,
+    /// The signature was verified: the caller is authenticated.
+    verified: bool,
+}
+
+impl Handled {
+    fn failed(error: ApiError, account: Option<String>, verified: bool) -> Self {
+        Self {
+            outcome: Err(error),
+            account,
+            job_id: None,
+            verified,
+        }
+    }
 }
 
 /// Authenticates, throttles, injects faults and runs the command.
@@ -116,31 +158,45 @@ pub(crate) async fn api(
 /// command, or naming a command the server does not have (absent from
 /// `s_apiNameCmdClassMap`, e.g. one newer than the emulated version), fails verification
 /// before the signature is even looked at — 401 "unable to verify user credentials and/or
-/// request signature", never the 432 of `ApiServer.handleRequest`, which only
-/// session-authenticated requests reach.
-async fn handle(
-    shared: &Arc<Shared>,
-    params: &Params,
-) -> (Result<Value, ApiError>, Option<String>, Option<String>) {
+/// request signature". Then the key's user is found (an unknown key: the same 401) and
+/// `checkCommandAvailable` asks the API checkers — still before the signature: the role
+/// ([`roles::allows`]) and the project (`projectid` of a project the account is not a
+/// member of, unless root admin) refuse with 432 under `errorresponse`. Only then is the
+/// signature verified (401).
+async fn handle(shared: &Arc<Shared>, params: &Params) -> Handled {
     let command_name = params.command.as_str();
     let version = lock(&shared.state).version.clone();
     let Some(command) = commands::find(command_name).filter(|c| c.exists_in(&version)) else {
-        return (Err(ApiError::unauthorized()), None, None);
+        return Handled::failed(ApiError::unauthorized(), None, false);
     };
     let (caller, latency, throttle) = {
         let state = lock(&shared.state);
-        let account = params.get("apikey").and_then(|k| state.account_by_key(k));
-        let verified = account.filter(|a| {
-            signing::verify(
-                &params.raw,
-                a.secret_key.expose(),
-                &state.version,
-                jiff::Timestamp::now(),
-            )
-        });
-        let Some(account) = verified else {
-            return (Err(ApiError::unauthorized()), None, None);
+        let Some(account) = params.get("apikey").and_then(|k| state.account_by_key(k)) else {
+            return Handled::failed(ApiError::unauthorized(), None, false);
         };
+        // `checkCommandAvailable`, before the signature: the dynamic role checker…
+        if !roles::allows(account, command) {
+            let refusal = roles::refusal(&state.version, command_name, account);
+            return Handled::failed(refusal, Some(account.name.clone()), false);
+        }
+        // …and the project: a `projectid` naming a project the account is no member of.
+        let root_admin = account.role == Role::Admin && account.custom_role.is_none();
+        if let Some(project) = params.sent("projectid").and_then(|id| state.project(id))
+            && !root_admin
+            && !project.members.contains(&account.name)
+        {
+            let refusal = roles::project_refusal(command_name, &project.id);
+            return Handled::failed(refusal, Some(account.name.clone()), false);
+        }
+        let verified = signing::verify(
+            &params.raw,
+            account.secret_key.expose(),
+            &state.version,
+            jiff::Timestamp::now(),
+        );
+        if !verified {
+            return Handled::failed(ApiError::unauthorized(), None, false);
+        }
         let caller = Caller {
             account: account.name.clone(),
             role: account.role,
@@ -152,12 +208,6 @@ async fn handle(
         )
     };
     let account = Some(caller.account.clone());
-    if command.admin_only && caller.role != Role::Admin {
-        let text = format!(
-            "The given command '{command_name}' either does not exist, is not available for user."
-        );
-        return (Err(ApiError::new(401, None, text)), account, None);
-    }
     if let Some(t) = throttle.filter(|_| caller.role != Role::Admin)
         && let Err(e) = lock(&shared.limiter).check(
             &caller.account,
@@ -166,7 +216,7 @@ async fn handle(
             now_ms(),
         )
     {
-        return (Err(e), account, None);
+        return Handled::failed(e, account, true);
     }
     let (extra, injected, job_faults) = {
         let faults = lock(&shared.faults);
@@ -188,10 +238,10 @@ async fn handle(
     if let Some(listed) = listing::command(command.name)
         && let Err(e) = listed.check_required(&params.command, &params.raw)
     {
-        return (Err(e), account, None);
+        return Handled::failed(e, account, true);
     }
     if let Some(e) = injected {
-        return (Err(e), account, None);
+        return Handled::failed(e, account, true);
     }
     let (outcome, new_jobs) = {
         let mut state = lock(&shared.state);
@@ -213,5 +263,10 @@ async fn handle(
     for job in new_jobs {
         shared.spawn_job(job);
     }
-    (outcome, account, job_id)
+    Handled {
+        outcome,
+        account,
+        job_id,
+        verified: true,
+    }
 }

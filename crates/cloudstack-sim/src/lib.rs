@@ -189,7 +189,9 @@ pub mod jobs;
 pub mod listing;
 pub mod params;
 pub mod response;
+pub mod roles;
 pub mod scenario;
+mod scenario_cks;
 mod scenario_kinds;
 mod scenario_small;
 mod server;
@@ -200,19 +202,21 @@ pub mod version;
 
 pub use error::ApiError;
 pub use faults::{CallRecord, ErrorFault, Faults};
+pub use roles::{CKS_PROJECT_ROLE, CKS_PROJECT_ROLE_APIS, Permission, RoleSpec, RuleSpec};
 pub use scenario::{
     AccountSpec, AclListSpec, GuestType, IpRange, LbProvider, NetworkMode, NetworkSpec, NicSpec,
     OfferingSpec, ProjectSpec, Role, Scenario, ScenarioError, Secret, Settings, Throttle, VmSpec,
     VpcSpec, ZoneSpec,
 };
+pub use scenario_cks::{CKS_ACCOUNT, CKS_ACL, CKS_NETWORK, CKS_NODE_PREFIX, CKS_TIER, CKS_VPC};
 pub use scenario_kinds::{
     KINDS_INTERNAL_LB_ACL, KINDS_INTERNAL_LB_TIER, KINDS_INTERNAL_LB_VPC, KINDS_NETRIS_ACL,
     KINDS_NETRIS_TIER, KINDS_NETRIS_VPC, KINDS_NSX_NETWORK, KINDS_ROUTED_NETWORK,
     KINDS_ROUTED_TIER, KINDS_ROUTED_VPC, KINDS_SHARED_NETWORK,
 };
 pub use scenario_small::{
-    SMALL_ACL, SMALL_NETSCALER_NETWORK, SMALL_NETWORK, SMALL_PROJECT, SMALL_TIER, SMALL_VPC,
-    SMALL_ZONE,
+    SMALL_ACL, SMALL_NETSCALER_NETWORK, SMALL_NETWORK, SMALL_PROJECT, SMALL_PROJECT_ID, SMALL_TIER,
+    SMALL_VPC, SMALL_ZONE,
 };
 pub use server::{SimError, SimOptions, SimServer, Simulator};
 pub use version::Version;

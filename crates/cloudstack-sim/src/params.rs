@@ -75,6 +75,13 @@ impl Params {
         self.first.get(name).map(String::as_str)
     }
 
+    /// The first value of `name` (case-insensitive) as sent, declared by the command or not:
+    /// what `ApiServer` reads from the request map before any binding (the access checks of
+    /// `verifyRequest`), never for a command's own parameters.
+    pub fn sent(&self, name: &str) -> Option<&str> {
+        self.first.get(name).map(String::as_str)
+    }
+
     /// Whether the listed command declares `name` (commands the listing lacks declare
     /// everything). Debug builds panic when a handler reads an undeclared name: a reading of
     /// CloudStack the listing contradicts.

@@ -103,8 +103,12 @@ pub fn response_name(command: &str) -> String {
     format!("{}response", command.to_lowercase())
 }
 
-/// A minimal XML rendering (the server's default when `response=json` is not sent).
-pub fn to_xml(value: &Value) -> String {
+/// A minimal XML rendering (the server's default when `response=json` is not sent) of an
+/// envelope `{"<name>": body}`: the root element is the response name (`<cmd>response` or
+/// `errorresponse`), as `ApiResponseSerializer.toXMLSerializedString` writes it, and carries
+/// `cloud-stack-version="<version>"` when `version` is given (an authenticated caller while
+/// `expose.cloudstack.version.api.xml.response` is on).
+pub fn to_xml(value: &Value, version: Option<&str>) -> String {
     fn write(out: &mut String, key: &str, value: &Value) {
         match value {
             Value::Object(map) => {
@@ -129,7 +133,17 @@ pub fn to_xml(value: &Value) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
     if let Value::Object(map) = value {
         for (k, v) in map {
-            write(&mut out, k, v);
+            match (version, v) {
+                (Some(version), Value::Object(fields)) => {
+                    let version = version.replace('&', "&amp;").replace('"', "&quot;");
+                    out.push_str(&format!("<{k} cloud-stack-version=\"{version}\">"));
+                    for (field, value) in fields {
+                        write(&mut out, field, value);
+                    }
+                    out.push_str(&format!("</{k}>"));
+                }
+                _ => write(&mut out, k, v),
+            }
         }
     }
     out
@@ -200,7 +214,10 @@ mod tests {
 
     #[test]
     fn xml_fallback() {
-        let xml = to_xml(&json!({"listzonesresponse": {"count": 1, "zone": [{"name": "a<b"}]}}));
+        let body = json!({"listzonesresponse": {"count": 1, "zone": [{"name": "a<b"}]}});
+        let xml = to_xml(&body, None);
         assert!(xml.ends_with("<listzonesresponse><count>1</count><zone><name>a&lt;b</name></zone></listzonesresponse>"));
+        let xml = to_xml(&body, Some("4.22.0.0"));
+        assert!(xml.ends_with("<listzonesresponse cloud-stack-version=\"4.22.0.0\"><count>1</count><zone><name>a&lt;b</name></zone></listzonesresponse>"), "{xml}");
     }
 }

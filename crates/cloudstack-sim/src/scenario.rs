@@ -1,6 +1,7 @@
 //! The scenario: a serde (TOML) description of the cloud the simulator starts with.
 //! Objects refer to each other by name; [`crate::state::State::from_scenario`] resolves them.
 
+use crate::roles::RoleSpec;
 use crate::version::Version;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -37,6 +38,9 @@ pub struct Scenario {
     /// Timing, paging and throttling knobs.
     #[serde(default)]
     pub settings: Settings,
+    /// Custom roles accounts may name (`custom_role`); see [`crate::roles`].
+    #[serde(default, rename = "role")]
+    pub roles: Vec<RoleSpec>,
     /// Accounts with their API keys.
     #[serde(default, rename = "account")]
     pub accounts: Vec<AccountSpec>,
@@ -102,6 +106,14 @@ pub struct Settings {
     /// this long is cancelled and the queue moves on (`AsyncJobManagerImpl`'s cleanup task:
     /// "Job is cancelled as it has been blocking others for too long").
     pub job_cancel_threshold_ms: u64,
+    /// `expose.cloudstack.version.api.list.capabilities` (true by default): false hides
+    /// `cloudstackversion` from `listCapabilities` (`ManagementServerImpl.listCapabilities`).
+    pub expose_version_in_capabilities: bool,
+    /// `expose.cloudstack.version.api.xml.response` (true by default): the root element of
+    /// every XML reply to a caller whose signature was verified carries
+    /// `cloud-stack-version="<version>"` (`ApiResponseSerializer.toXMLSerializedString`);
+    /// false leaves it out.
+    pub expose_version_in_xml: bool,
 }
 
 impl Default for Settings {
@@ -112,6 +124,8 @@ impl Default for Settings {
             throttle: None,
             max_page_size: 500,
             job_cancel_threshold_ms: 3_600_000,
+            expose_version_in_capabilities: true,
+            expose_version_in_xml: true,
         }
     }
 }
@@ -131,7 +145,7 @@ fn one_second() -> u64 {
     1
 }
 
-/// Role of an account.
+/// Role of an account (its type), and the type of a custom role ([`RoleSpec`]).
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
@@ -148,9 +162,14 @@ pub enum Role {
 pub struct AccountSpec {
     /// Account name.
     pub name: String,
-    /// User or root admin.
+    /// User or root admin (the account type; also the type of its role).
     #[serde(default)]
     pub role: Role,
+    /// The name of a scenario `[[role]]` of the same type the account has instead of the
+    /// default role of its type (root admin: everything; User: every command but the
+    /// admin-only ones). Unknown names fail the scenario.
+    #[serde(default)]
+    pub custom_role: Option<String>,
     /// API key.
     pub api_key: Secret,
     /// Secret key.
@@ -158,6 +177,21 @@ pub struct AccountSpec {
     /// Names of the projects this account belongs to.
     #[serde(default)]
     pub projects: Vec<String>,
+}
+
+impl AccountSpec {
+    /// An account of the default role of `role`'s type, keys `<name>-api-key` /
+    /// `<name>-secret-key`, member of `projects`.
+    pub fn new(name: &str, role: Role, projects: &[&str]) -> Self {
+        Self {
+            name: name.into(),
+            role,
+            custom_role: None,
+            api_key: Secret::new(format!("{name}-api-key")),
+            secret_key: Secret::new(format!("{name}-secret-key")),
+            projects: projects.iter().map(|p| (*p).to_owned()).collect(),
+        }
+    }
 }
 
 /// A project.

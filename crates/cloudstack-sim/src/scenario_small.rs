@@ -2,7 +2,7 @@
 
 use crate::scenario::{
     AccountSpec, AclListSpec, IpRange, LbProvider, NetworkSpec, NicSpec, OfferingSpec, ProjectSpec,
-    Role, Scenario, Secret, Settings, VmSpec, VpcSpec, ZoneSpec,
+    Role, Scenario, Settings, VmSpec, VpcSpec, ZoneSpec,
 };
 use crate::version::Version;
 
@@ -20,15 +20,11 @@ pub const SMALL_VPC: &str = "vpc1";
 pub const SMALL_ACL: &str = "tier1-acl";
 /// Project in [`Scenario::small`].
 pub const SMALL_PROJECT: &str = "proj1";
+/// The fixed id of [`SMALL_PROJECT`] in [`Scenario::small`].
+pub const SMALL_PROJECT_ID: &str = "5e1f0c2a-7b3d-4c9e-8a61-2f4d6b8c0e13";
 
 fn account(name: &str, role: Role, projects: &[&str]) -> AccountSpec {
-    AccountSpec {
-        name: name.into(),
-        role,
-        api_key: Secret::new(format!("{name}-api-key")),
-        secret_key: Secret::new(format!("{name}-secret-key")),
-        projects: projects.iter().map(|p| (*p).to_owned()).collect(),
-    }
+    AccountSpec::new(name, role, projects)
 }
 
 fn network(
@@ -54,7 +50,7 @@ fn network(
 impl Scenario {
     /// A small cloud: zone `zone1` with 200 public addresses; accounts `alice` and `bob`
     /// (users; keys `<name>-api-key` / `<name>-secret-key`) and `admin` (root admin);
-    /// project `proj1` (alice is a member); isolated VR network `net-vr` with VMs
+    /// project `proj1` (id [`SMALL_PROJECT_ID`]; alice is a member); isolated VR network `net-vr` with VMs
     /// `node-1..3` (Running); NetScaler network `net-ns`; VPC `vpc1` with tier `tier1` using
     /// ACL list `tier1-acl`; offerings `small` and `large`.
     pub fn small() -> Self {
@@ -64,13 +60,14 @@ impl Scenario {
                 job_duration_ms: 50,
                 ..Settings::default()
             },
+            roles: vec![],
             accounts: vec![
                 account("alice", Role::User, &[SMALL_PROJECT]),
                 account("bob", Role::User, &[]),
                 account("admin", Role::Admin, &[]),
             ],
             projects: vec![ProjectSpec {
-                id: None,
+                id: Some(SMALL_PROJECT_ID.into()),
                 name: SMALL_PROJECT.into(),
             }],
             zones: vec![ZoneSpec {

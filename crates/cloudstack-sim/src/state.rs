@@ -2,6 +2,7 @@
 //! file and the `/sim/dump` introspection.
 
 use crate::jobs::Job;
+use crate::roles::RoleSpec;
 use crate::scenario::{GatewayState, Role, Secret, Settings};
 use crate::version::Version;
 use serde::{Deserialize, Serialize};
@@ -33,8 +34,12 @@ pub struct Account {
     pub user_id: String,
     /// Account name (also the user name).
     pub name: String,
-    /// Role.
+    /// Role (the account type).
     pub role: Role,
+    /// The custom role the account has instead of the default role of its type, resolved
+    /// from the scenario's `[[role]]` ([`crate::roles::allows`] decides with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_role: Option<RoleSpec>,
     /// API key.
     pub api_key: Secret,
     /// Secret key.

@@ -2,7 +2,7 @@
 //! projects, capabilities and API discovery.
 
 use super::access::owner_fields;
-use super::{COMMANDS, Ctx, embedded_tags, like, resolve, tags_match};
+use super::{COMMANDS, Command, Ctx, embedded_tags, like, resolve, tags_match};
 use crate::error::ApiError;
 use crate::response::{Page, list_body};
 use crate::scenario::LbProvider;
@@ -349,6 +349,12 @@ pub fn list_capabilities(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         "kubernetesclusterexperimentalfeaturesenabled": false,
         "defaultuipagesize": 20,
     });
+    // `expose.cloudstack.version.api.list.capabilities` off: no `cloudstackversion`.
+    if !state.settings.expose_version_in_capabilities
+        && let Value::Object(fields) = &mut capability
+    {
+        fields.remove("cloudstackversion");
+    }
     if let Some(t) = &state.settings.throttle {
         capability["apilimitinterval"] = json!(t.interval_secs);
         capability["apilimitmax"] = json!(t.max);
@@ -356,16 +362,57 @@ pub fn list_capabilities(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     Ok(json!({"capability": capability}))
 }
 
-/// listApis (names and async flags of the commands this caller may use on this version).
+/// listApis (`ApiDiscoveryServiceImpl.listApis`): the commands the caller's role allows
+/// ([`crate::roles::allows`]; a root admin all), on this version, in one list without
+/// paging. Each names its `since` where the simulator knows it and its parameters from
+/// CloudStack's listing (every type given as `string`). With `name`, that one command —
+/// unknown or refused: `ListApisCmd.execute`'s `ServerApiException(INTERNAL_ERROR)`, 530.
 pub fn list_apis(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
-    let name = ctx.params.text("name");
-    let items = COMMANDS
-        .iter()
-        .filter(|c| c.exists_in(&ctx.state.version) && (!c.admin_only || ctx.caller.is_admin()))
-        .filter(|c| name.is_none_or(|n| n == c.name))
-        .map(|c| json!({"name": c.name, "isasync": c.is_async, "params": [], "response": []}))
-        .collect();
+    let state = &*ctx.state;
+    let account = state.account(&ctx.caller.account);
+    let allowed = |c: &Command| {
+        c.exists_in(&state.version) && account.is_some_and(|a| crate::roles::allows(a, c))
+    };
+    let items: Vec<Value> = match ctx.params.get("name") {
+        Some(name) => {
+            let command = COMMANDS.iter().find(|c| c.name == name && allowed(c));
+            let command = command.ok_or_else(|| {
+                ApiError::new(
+                    530,
+                    Some(9999),
+                    "Api Discovery plugin was unable to find an api by that name or process any apis",
+                )
+            })?;
+            vec![render_api(command)]
+        }
+        None => COMMANDS
+            .iter()
+            .filter(|c| allowed(c))
+            .map(render_api)
+            .collect(),
+    };
     Ok(list_body("api", items, Page::all()))
+}
+
+/// One `api` item of listApis (`ApiDiscoveryResponse`).
+fn render_api(c: &Command) -> Value {
+    let params: Vec<Value> = crate::listing::command(c.name)
+        .map(|listed| {
+            listed
+                .params
+                .iter()
+                .map(|p| json!({"name": p, "required": listed.required.contains(p), "type": "string"}))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut item = json!({
+        "name": c.name, "description": "", "isasync": c.is_async, "related": "",
+        "params": params, "response": [],
+    });
+    if let Some((major, minor)) = c.since {
+        item["since"] = json!(format!("{major}.{minor}.0"));
+    }
+    item
 }
 
 /// listManagementServersMetrics (metrics plugin, 4.17+, root admin only).

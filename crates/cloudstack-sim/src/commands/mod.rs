@@ -29,6 +29,7 @@ use crate::error::ApiError;
 use crate::jobs::{JobAction, NewJob};
 use crate::params::Params;
 use crate::response::Page;
+use crate::scenario::Role;
 use crate::state::State;
 use access::{Caller, Scope};
 use serde_json::{Value, json};
@@ -132,11 +133,22 @@ pub struct Command {
     pub run: Handler,
     /// Async (returns a job id).
     pub is_async: bool,
-    /// First version with the command (older versions do not have it: 401, as for any unknown command).
+    /// First version with the command (older versions do not have it: 401, as for any
+    /// unknown command); `listApis` shows it as `since` (`"4.17.0"`).
     pub since: Option<(u32, u32)>,
-    /// Only root admins may call it (others get 401 "…is not available for user").
+    /// Annotated for root admins only: the default User role has no row for it, so users
+    /// get the 432 of [`crate::roles::refusal`].
     pub admin_only: bool,
+    /// The role types its `@APICommand(authorized = …)` lists: a custom role with no rule
+    /// matching the command may call it only when its type is listed
+    /// (`DynamicRoleBasedAPIAccessChecker.checkApiPermissionByRole`). Empty for most
+    /// commands, which carry no `authorized` list.
+    pub authorized: &'static [Role],
 }
+
+/// `authorized = {RoleType.Admin, RoleType.ResourceAdmin, RoleType.DomainAdmin,
+/// RoleType.User}`: every role type the simulator has.
+const ALL_ROLE_TYPES: &[Role] = &[Role::Admin, Role::User];
 
 impl Command {
     /// True when the emulated version has this command.
@@ -153,6 +165,7 @@ const fn sync(name: &'static str, run: Handler) -> Command {
         is_async: false,
         since: None,
         admin_only: false,
+        authorized: &[],
     }
 }
 
@@ -163,6 +176,7 @@ const fn job(name: &'static str, run: Handler) -> Command {
         is_async: true,
         since: None,
         admin_only: false,
+        authorized: &[],
     }
 }
 
@@ -181,7 +195,11 @@ pub const COMMANDS: &[Command] = &[
     sync("listNetworks", infra::list_networks),
     sync("listProjects", infra::list_projects),
     sync("listCapabilities", infra::list_capabilities),
-    sync("listApis", infra::list_apis),
+    // ListApisCmd: `authorized = {Admin, ResourceAdmin, DomainAdmin, User}`.
+    Command {
+        authorized: ALL_ROLE_TYPES,
+        ..sync("listApis", infra::list_apis)
+    },
     sync("listAccounts", accounts::list_accounts),
     Command {
         name: "listManagementServersMetrics",
@@ -189,6 +207,8 @@ pub const COMMANDS: &[Command] = &[
         is_async: false,
         since: Some((4, 17)),
         admin_only: true,
+        // ListMgmtsMetricsCmd: `authorized = {RoleType.Admin}`.
+        authorized: &[Role::Admin],
     },
     sync("listPublicIpAddresses", ips::list_public_ip_addresses),
     job("associateIpAddress", ips::associate_ip_address),
@@ -224,6 +244,8 @@ pub const COMMANDS: &[Command] = &[
         is_async: false,
         since: Some((4, 20)),
         admin_only: false,
+        // `@APICommand(authorized = {Admin, ResourceAdmin, DomainAdmin, User})`.
+        authorized: ALL_ROLE_TYPES,
     },
     Command {
         name: "createRoutingFirewallRule",
@@ -231,6 +253,8 @@ pub const COMMANDS: &[Command] = &[
         is_async: true,
         since: Some((4, 20)),
         admin_only: false,
+        // `@APICommand(authorized = {Admin, ResourceAdmin, DomainAdmin, User})`.
+        authorized: ALL_ROLE_TYPES,
     },
     Command {
         name: "deleteRoutingFirewallRule",
@@ -238,6 +262,8 @@ pub const COMMANDS: &[Command] = &[
         is_async: true,
         since: Some((4, 20)),
         admin_only: false,
+        // `@APICommand(authorized = {Admin, ResourceAdmin, DomainAdmin, User})`.
+        authorized: ALL_ROLE_TYPES,
     },
     sync(
         "listPortForwardingRules",
@@ -312,10 +338,7 @@ pub fn run_job_action(
 ) -> Result<Value, ApiError> {
     let caller = Caller {
         account: account.to_owned(),
-        role: state
-            .account(account)
-            .map(|a| a.role)
-            .unwrap_or(crate::scenario::Role::User),
+        role: state.account(account).map(|a| a.role).unwrap_or(Role::User),
     };
     match action {
         JobAction::AssociateIp { ip_id } => ips::finish_associate(state, ip_id),

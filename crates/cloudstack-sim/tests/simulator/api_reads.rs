@@ -193,7 +193,9 @@ async fn scoping_by_account_listall_and_project() {
         })
         .await
         .unwrap_err();
-    assert_eq!(common::api_error(denied).0, 531);
+    // A project the caller is no member of: the project checker's 432 before the command
+    // runs (`ProjectRoleBasedApiAccessChecker.checkAccess`), not the command's 531.
+    assert_eq!(common::api_error(denied).0, 432);
     let admin = client(&sim, "admin");
     assert!(
         admin
@@ -309,11 +311,16 @@ async fn management_server_metrics_are_admin_only_and_new() {
         .call("listManagementServersMetrics", Params::new())
         .await
         .unwrap_err();
-    let (status, _, _, text) = common::api_error(err);
-    assert_eq!(status, 401);
+    // The default User role has no row for it (`authorized = {RoleType.Admin}`): the role
+    // checker's 432 (`DynamicRoleBasedAPIAccessChecker.checkAccess`), no longer a 401.
+    let (status, errorcode, cserrorcode, text) = common::api_error(err);
+    assert_eq!((status, errorcode, cserrorcode), (432, 432, Some(9999)));
+    let alice_user = sim.with_state(|s| s.account("alice").unwrap().user_id.clone());
     assert_eq!(
         text,
-        "The given command 'listManagementServersMetrics' either does not exist, is not available for user."
+        format!(
+            "The API [listManagementServersMetrics] does not exist or is not available for the account for user id [{alice_user}]."
+        )
     );
     let metrics = client(&sim, "admin")
         .call("listManagementServersMetrics", Params::new())

@@ -504,5 +504,6 @@ async fn project_routes_need_projectid_even_by_id() {
             .await
             .unwrap_err(),
     );
-    assert_eq!(status, 531, "bob is no member of the project");
+    // `ProjectRoleBasedApiAccessChecker.checkAccess` refuses before the command runs.
+    assert_eq!(status, 432, "bob is no member of the project");
 }

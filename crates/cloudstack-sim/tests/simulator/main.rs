@@ -1,6 +1,6 @@
 //! The CloudStack simulator's tests, one test binary with a module per area: the API's
-//! protocol (signing, errors, async jobs and their queues), reads and project scoping,
-//! load-balancer, firewall, ACL and static-route rules and their conflicts, the tier a VPC
+//! protocol (signing, errors, async jobs and their queues), roles and what a key may call,
+//! reads and project scoping, load-balancer, firewall, ACL and static-route rules and their conflicts, the tier a VPC
 //! address serves, the network kinds (ROUTED, shared, NSX, Netris) and routing firewall
 //! rules, VM lifecycle, the `/sim` admin API, scenario files, the binary's command
 //! line, and the Debian `cs` client against it. Each behaviour's source in CloudStack is
@@ -9,6 +9,7 @@
 mod common;
 
 mod admin_api;
+mod api_access;
 mod api_conflicts;
 mod api_job_failures;
 mod api_jobs;

@@ -86,3 +86,36 @@ fn small_scenario_and_add_vms() {
     );
     assert!(!format!("{:?}", scenario.accounts[0]).contains("alice-secret-key"));
 }
+
+#[test]
+fn example_cks_project_toml_has_the_cks_role() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/sim/cks-project.toml");
+    let scenario = Scenario::load(&path).expect("examples/sim/cks-project.toml parses");
+    assert_eq!(
+        scenario.roles,
+        vec![cloudstack_sim::RoleSpec::cks_project()]
+    );
+    assert!(!scenario.settings.expose_version_in_capabilities);
+    assert!(!scenario.settings.expose_version_in_xml);
+    let state = State::from_scenario(&scenario).expect("references resolve");
+    let account = state.account(cloudstack_sim::CKS_ACCOUNT).unwrap();
+    assert_eq!(
+        account.custom_role,
+        Some(cloudstack_sim::RoleSpec::cks_project())
+    );
+    assert_eq!(
+        state.projects[0].id,
+        cloudstack_sim::SMALL_PROJECT_ID,
+        "the account is named after this id"
+    );
+    let nodes = state.vms.iter().filter(|v| v.name.starts_with("pnode-"));
+    assert!(
+        nodes
+            .map(|v| &v.owner)
+            .all(|o| matches!(o, Owner::Project(_)))
+    );
+    // Older scenario files, without roles or the version settings, still load.
+    let old = Scenario::from_toml("[settings]\njob_duration_ms = 5\n").unwrap();
+    assert!(old.roles.is_empty() && old.settings.expose_version_in_xml);
+}

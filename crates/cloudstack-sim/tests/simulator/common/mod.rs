@@ -67,6 +67,8 @@ pub struct Raw {
     pub content_type: String,
     /// Body text.
     pub text: String,
+    /// The `X-Description` header (the error text), if any.
+    pub description: Option<String>,
 }
 
 impl Raw {
@@ -101,9 +103,15 @@ pub async fn raw_get(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
+    let description = response
+        .headers()
+        .get("x-description")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     Raw {
         status,
         content_type,
+        description,
         text: response.text().await.expect("body"),
     }
 }

@@ -64,7 +64,8 @@ pub struct CallRecord {
     pub at_ms: u64,
     /// Command name (empty when none was sent).
     pub command: String,
-    /// Authenticated account, if any.
+    /// The account: authenticated, or named by the API key of a call its role or project
+    /// refused (432, decided before the signature); none for other 401s.
     pub account: Option<String>,
     /// HTTP status answered.
     pub status: u16,

@@ -13,6 +13,31 @@
 //! emulated version) is a 401 "unable to verify user credentials and/or request signature"
 //! keyed `errorresponse` (`ApiServer.getSerializedApiError`), whatever its signature.
 //!
+//! **Roles before the signature** ([`roles`]; `ApiServer.verifyRequest` →
+//! `checkCommandAvailable`). Once the API key names an account (an unknown key: 401), its
+//! role decides — still before the signature is verified: a root admin may call everything,
+//! the default User role everything but the admin-only commands
+//! (`listManagementServersMetrics`), a custom role (`[[role]]`, an account's `custom_role`)
+//! by its first matching rule, else by the command's `@APICommand(authorized = …)`
+//! (`DynamicRoleBasedAPIAccessChecker`). A refusal is 432, `cserrorcode` 9999, under
+//! `errorresponse` whatever the command: `The API [<cmd>] does not exist or is not
+//! available for the account for user id [<user uuid>].` (from 4.23 "… for the account
+//! `<name>`."); so is a `projectid` naming a project the caller is no member of (`… for
+//! this account/user in project [<uuid>].`, `ProjectRoleBasedApiAccessChecker`). Then a
+//! bad signature is 401. `listApis` lists only what the caller may call
+//! (`ApiDiscoveryServiceImpl.listApis`); with the `name` of a refused or unknown command it
+//! is 530. [`Scenario::cks_project`] has the keys CloudStack Kubernetes Service gives a
+//! project cluster: the "Project Kubernetes Service Role" ([`CKS_PROJECT_ROLE_APIS`], then
+//! `*` DENY).
+//!
+//! **A hidden version.** [`Settings::expose_version_in_capabilities`]
+//! (`expose.cloudstack.version.api.list.capabilities`) off: `listCapabilities` has no
+//! `cloudstackversion`. [`Settings::expose_version_in_xml`]
+//! (`expose.cloudstack.version.api.xml.response`) on, the default: every XML reply to a
+//! caller whose signature was verified has `cloud-stack-version="<version>"` on its root
+//! element (`ApiResponseSerializer.toXMLSerializedString`); refusals decided before the
+//! signature and 401s have none.
+//!
 //! **CloudStack's listing.** Every command's parameters are those of CloudStack's own API
 //! listing (`api/listing.json`, `listApis` of the 4.22 era; see [`listing`]): a required
 //! one missing is the dispatcher's 431 "Unable to execute API command `<command>` due to

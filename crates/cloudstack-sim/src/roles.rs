@@ -10,8 +10,8 @@
 //! * no rule matching, the command is allowed only when its `@APICommand(authorized = …)`
 //!   lists the role's type ([`crate::commands::Command::authorized`]).
 //!
-//! A refusal is the 432 "The API [`<cmd>`] does not exist or is not available for the
-//! account …" (`UnavailableCommandException`, see [`refusal`]).
+//! A refusal is the 432 `The API [<cmd>] does not exist or is not available for the
+//! account …` (`UnavailableCommandException`, see [`refusal`]).
 //!
 //! An account without a `custom_role` has the default role of its type: a root admin may
 //! call everything; the default **User** role (its rows seeded by

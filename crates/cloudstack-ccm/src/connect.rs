@@ -68,15 +68,119 @@ impl ConnectError {
     }
 }
 
-/// One attempt at what start-up needs of CloudStack: the server version
-/// ([`server_version`]) and the cloud-config's scope ([`check_scope`]).
+/// The oldest CloudStack release the controller supports: the version assumed when the
+/// server shows none (a hardened server hiding it from a role that may not call
+/// `listApis`) and the cloud-config sets none. Every version gate is then off.
+pub const OLDEST_SUPPORTED: (u32, u32, u32) = (4, 15, 0);
+
+/// Where the server version the controller works with came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VersionSource {
+    /// The cloud-config's `version`.
+    Config,
+    /// `listCapabilities` → `cloudstackversion`.
+    Capabilities,
+    /// The `cloud-stack-version` attribute of an XML reply.
+    XmlReply,
+    /// The newest `since` of `listApis`: the server is at least this release.
+    ApiListing,
+    /// Nothing showed it: [`OLDEST_SUPPORTED`].
+    Assumed,
+}
+
+impl std::fmt::Display for VersionSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            VersionSource::Config => "set by the cloud-config",
+            VersionSource::Capabilities => "detected with listCapabilities",
+            VersionSource::XmlReply => "read from an XML reply (cloud-stack-version)",
+            VersionSource::ApiListing => {
+                "at least this release, from listApis (the server hides its version)"
+            }
+            VersionSource::Assumed => {
+                "assumed: the oldest release supported (the server hides its version from these keys; set version in the cloud-config)"
+            }
+        })
+    }
+}
+
+/// The server version and where it came from.
+#[derive(Debug, Clone)]
+pub struct DetectedVersion {
+    /// The version the controller gates features on.
+    pub version: cloudstack::ServerVersion,
+    /// Where it came from.
+    pub source: VersionSource,
+}
+
+/// One attempt at what start-up needs of CloudStack: what the keys may call
+/// (`listApis`, where the role allows it), the server version ([`server_version`]) and the
+/// cloud-config's scope ([`check_scope`]). A command the keys' role refuses never stops
+/// it: the version falls back as [`server_version`] says, an unverifiable scope is used as
+/// given. Only a CloudStack that cannot be asked (down, failing, refusing the keys) or a
+/// cloud-config it says is wrong fails it.
 pub async fn contact_cloudstack(
     config: &CloudConfig,
     client: &cloudstack::Client,
-) -> Result<cloudstack::ServerVersion, ConnectError> {
-    let version = server_version(config, client).await?;
+) -> Result<DetectedVersion, ConnectError> {
+    let version = learn_server(config, client).await?;
     check_scope(config, client).await?;
     Ok(version)
+}
+
+/// What the keys may call ([`discover_access`]) and the server version
+/// ([`server_version`]): what `plan`, `orphans` and the demo learn before they start.
+pub async fn learn_server(
+    config: &CloudConfig,
+    client: &cloudstack::Client,
+) -> Result<DetectedVersion, ConnectError> {
+    let listing = discover_access(config, client).await;
+    server_version(config, client, listing.as_ref()).await
+}
+
+/// `listApis`: what the keys' role allows, remembered by the client. `None` when the role
+/// may not call it (what the keys may call is then learnt from the first refusal of each
+/// command), or CloudStack cannot be asked now: learning it never holds the start (a
+/// configured `version` needs no call at all; new keys ask again).
+pub async fn discover_access(
+    config: &CloudConfig,
+    client: &cloudstack::Client,
+) -> Option<cloudstack::ApiListing> {
+    match client.discover_api_access().await {
+        Ok(Some(listing)) => {
+            tracing::info!(
+                commands = listing.commands.len(),
+                "listApis: the role of the cloud-config keys allows {} commands",
+                listing.commands.len()
+            );
+            Some(listing)
+        }
+        Ok(None) => {
+            tracing::info!(
+                "the role of the cloud-config keys may not call listApis: what they may call is learnt from the first refusal of each command"
+            );
+            None
+        }
+        Err(error) if unreachable(&error) => {
+            tracing::debug!(%error, api_url = %config.api_url, "cannot read listApis now");
+            None
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot read listApis; what the keys may call is learnt from refusals");
+            None
+        }
+    }
+}
+
+/// Whether `error` says CloudStack could not be asked at all (no answer, a server failure,
+/// refused keys), as opposed to an answer about this one command.
+fn unreachable(error: &cloudstack::Error) -> bool {
+    error.is_refused_credentials()
+        || matches!(
+            error,
+            cloudstack::Error::Transport { .. } | cloudstack::Error::Certificate { .. }
+        )
+        || (error.is_retryable() && !error.is_command_refused())
 }
 
 /// The longest wait between two attempts of [`wait_for_cloudstack`].
@@ -97,7 +201,7 @@ pub async fn wait_for_cloudstack(
     client: &cloudstack::Client,
     shutdown: impl std::future::Future<Output = ()>,
     error: ConnectError,
-) -> Result<Option<cloudstack::ServerVersion>, ConnectError> {
+) -> Result<Option<DetectedVersion>, ConnectError> {
     tokio::pin!(shutdown);
     let started = tokio::time::Instant::now();
     let mut delay = std::time::Duration::from_millis(500);
@@ -173,24 +277,58 @@ pub(crate) fn client_config(config: &CloudConfig) -> cloudstack::ClientConfig {
     client_config
 }
 
-/// The configured `version`, else the one `listCapabilities` reports (any account may ask).
+/// The server version: the cloud-config's `version` when set; else `listCapabilities`'
+/// `cloudstackversion` where the keys may call it and the server shows it; else the
+/// `cloud-stack-version` of an XML reply; else the newest `since` of `listApis`
+/// (`listing`); else [`OLDEST_SUPPORTED`]. Never waits for a version: only a CloudStack
+/// that cannot be asked fails it.
 pub async fn server_version(
     config: &CloudConfig,
     client: &cloudstack::Client,
-) -> Result<cloudstack::ServerVersion, ConnectError> {
+    listing: Option<&cloudstack::ApiListing>,
+) -> Result<DetectedVersion, ConnectError> {
+    let detected = |version, source| Ok(DetectedVersion { version, source });
     if let Some(text) = &config.version {
-        return text.parse().map_err(|error| ConnectError::Version {
+        let version = text.parse().map_err(|error| ConnectError::Version {
             text: text.clone(),
             reason: format!("{error}"),
-        });
+        })?;
+        return detected(version, VersionSource::Config);
     }
-    client
-        .server_version()
-        .await
-        .map_err(|source| ConnectError::DetectVersion {
-            url: config.api_url.clone(),
-            source,
-        })
+    let failed = |source: cloudstack::Error| ConnectError::DetectVersion {
+        url: config.api_url.clone(),
+        source,
+    };
+    if client.may_call("listCapabilities") {
+        match client.list_capabilities().await {
+            Ok(capabilities) => {
+                if let Some(version) = capabilities.version() {
+                    return detected(version, VersionSource::Capabilities);
+                }
+                tracing::info!(
+                    "listCapabilities shows no cloudstackversion (expose.cloudstack.version.api.list.capabilities is off)"
+                );
+            }
+            Err(source) if unreachable(&source) => return Err(failed(source)),
+            Err(error) => tracing::info!(%error, "listCapabilities gives no version"),
+        }
+    }
+    match client.server_version_from_xml().await {
+        Ok(Some(version)) => return detected(version, VersionSource::XmlReply),
+        Ok(None) => tracing::info!(
+            "XML replies show no cloud-stack-version (expose.cloudstack.version.api.xml.response is off)"
+        ),
+        Err(source) if unreachable(&source) => return Err(failed(source)),
+        Err(error) => tracing::info!(%error, "no XML reply to read the version from"),
+    }
+    if let Some(version) = listing.and_then(|listing| listing.newest_since.clone()) {
+        return detected(version, VersionSource::ApiListing);
+    }
+    let (major, minor, patch) = OLDEST_SUPPORTED;
+    detected(
+        cloudstack::ServerVersion::new(major, minor, patch),
+        VersionSource::Assumed,
+    )
 }
 
 /// Checks that the cloud-config's `project-id` and `zone`, when set, name a project and a
@@ -212,6 +350,16 @@ pub async fn check_scope(
         };
         let projects = match client.list_projects(&request).await {
             Ok(projects) => projects,
+            Err(error) if error.is_project_refused() => {
+                return Err(ConnectError::Scope {
+                    key: "project-id",
+                    reason: format!("the keys are not a member of project {project_id:?}: {error}"),
+                });
+            }
+            Err(error) if error.is_command_refused() => {
+                unverified("project-id", project_id, "listProjects");
+                Vec::new()
+            }
             // A malformed or unknown id is refused with 431 (invalid parameter value).
             Err(cloudstack::Error::Api {
                 errorcode: cloudstack::PARAM_ERROR,
@@ -230,12 +378,13 @@ pub async fn check_scope(
                 });
             }
         };
-        let found = projects.iter().any(|project| {
-            project
-                .id
-                .as_deref()
-                .is_some_and(|id| id.eq_ignore_ascii_case(project_id))
-        });
+        let found = !client.may_call("listProjects")
+            || projects.iter().any(|project| {
+                project
+                    .id
+                    .as_deref()
+                    .is_some_and(|id| id.eq_ignore_ascii_case(project_id))
+            });
         if !found {
             return Err(ConnectError::Scope {
                 key: "project-id",
@@ -246,13 +395,19 @@ pub async fn check_scope(
         }
     }
     if let Some(zone) = &config.zone {
-        let zones = client
-            .list_zones(&cloudstack::ListZones::default())
-            .await
-            .map_err(|source| ConnectError::CheckScope {
-                key: "zone",
-                source,
-            })?;
+        let zones = match client.list_zones(&cloudstack::ListZones::default()).await {
+            Ok(zones) => zones,
+            Err(error) if error.is_command_refused() => {
+                unverified("zone", zone, "listZones");
+                return Ok(());
+            }
+            Err(source) => {
+                return Err(ConnectError::CheckScope {
+                    key: "zone",
+                    source,
+                });
+            }
+        };
         let found = zones.iter().any(|candidate| {
             candidate.name.as_deref() == Some(zone.as_str())
                 || candidate
@@ -277,6 +432,15 @@ pub async fn check_scope(
         }
     }
     Ok(())
+}
+
+/// Says that the cloud-config `key` is used as given: the keys' role may not call
+/// `command`, which would have checked it.
+fn unverified(key: &str, value: &str, command: &str) {
+    tracing::warn!(
+        key,
+        "cloud-config {key} {value:?} cannot be verified: the role of the keys may not call {command}; it is used as given"
+    );
 }
 
 /// `--kubeconfig` (with `--master` overriding its server), else `--master` alone, else the

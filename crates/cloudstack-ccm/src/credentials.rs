@@ -1,13 +1,16 @@
-//! What the controller manager says when CloudStack refuses its keys: the client's
-//! observer, which counts calls and jobs in the metrics and, once per change of state,
-//! logs one line naming the cloud-config keys and the account (never their values) and
-//! sets the `cloudstack_credentials_refused` gauge.
+//! What the controller manager says when CloudStack refuses its keys or a command to
+//! them: the client's observer, which counts calls and jobs in the metrics and, once per
+//! change of state, logs one line naming the cloud-config keys and the account (never
+//! their values) and sets the `cloudstack_credentials_refused` gauge; and, once per command
+//! the keys' role refuses (432), one line naming the command and the features it takes away
+//! (`cloudstack_command_refusals_total`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use cloudstack::{CallObserver, CallOutcome, CredentialsChange};
 
+use crate::cloud::key_access::Feature;
 use crate::metrics::Metrics;
 
 /// The CloudStack client's observer in the controller manager.
@@ -38,6 +41,22 @@ impl CallObserver for CloudObserver {
 
     fn on_job(&self, command: &str, succeeded: bool, duration: Duration) {
         self.metrics.on_job(command, succeeded, duration);
+    }
+
+    fn on_command_refused(&self, command: &str, errortext: &str) {
+        self.metrics.command_refused(command);
+        let features = Feature::needing(command);
+        let takes_away = if features.is_empty() {
+            "what needs it fails until the role allows it".to_owned()
+        } else {
+            let names: Vec<&str> = features.iter().map(|f| f.describe()).collect();
+            format!("unavailable: {}", names.join(", "))
+        };
+        tracing::warn!(
+            command,
+            "CloudStack refuses {command} to the role of the cloud-config keys (432: {errortext}); \
+             not asked again for a while or until the keys change; {takes_away} (docs/keys.md)"
+        );
     }
 
     fn on_credentials(&self, change: &CredentialsChange<'_>) {

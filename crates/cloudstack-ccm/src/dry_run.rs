@@ -53,7 +53,7 @@ pub async fn run(args: &ManagerArgs, out: &mut impl Write) -> Result<PlanReport,
     })?;
     let metrics = Arc::new(Metrics::new());
     let cloudstack = connect::cloudstack_client(&config, metrics.clone())?;
-    let server_version = connect::server_version(&config, &cloudstack).await?;
+    let server_version = connect::learn_server(&config, &cloudstack).await?.version;
     let kube = connect::kube_client(args).await?;
     let mut ctx = Context::new(
         kube,

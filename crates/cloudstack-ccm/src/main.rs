@@ -219,7 +219,7 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
     // and /readyz not ready; new keys in the cloud-config are adopted meanwhile.
     // A cloud-config CloudStack refuses (a certificate, a zone) ends the process; a
     // CloudStack that cannot be asked now is waited for, with /healthz served.
-    let server_version = match connect::contact_cloudstack(&config, &cloudstack).await {
+    let detected = match connect::contact_cloudstack(&config, &cloudstack).await {
         Ok(version) => version,
         Err(error) => {
             match connect::wait_for_cloudstack(&config, &cloudstack, shutdown.wait(), error).await?
@@ -232,11 +232,8 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
             }
         }
     };
-    if config.version.is_some() {
-        tracing::info!(%server_version, "CloudStack version set by the cloud-config");
-    } else {
-        tracing::info!(%server_version, "detected the CloudStack version with listCapabilities");
-    }
+    let server_version = detected.version;
+    tracing::info!(%server_version, "CloudStack version {}", detected.source);
     let ctx = Arc::new(
         Context::new(
             kube.clone(),

@@ -13,6 +13,7 @@
 //! | `reconcile_duration_seconds` | `controller` | time of one reconciliation |
 //! | `leader` | | 1 while this replica holds the lease, else 0 |
 //! | `cloudstack_credentials_refused` | | 1 while CloudStack refuses the keys in use (calls held, one probe every few seconds), else 0 |
+//! | `cloudstack_command_refusals_total` | `command` | commands CloudStack refused to the keys' role (432), counted once per refusal learnt (a refused command is not asked again for 30 min, or until the keys change) |
 //! | `cloud_config_reloads_total` | `result` | cloud-config changes and `SIGHUP`s: `applied`, `unchanged`, `restart_required`, `invalid` (does not parse, bad `ca-file`), `rejected` (CloudStack refused the new keys or did not answer) |
 
 use std::time::Duration;
@@ -97,6 +98,7 @@ pub struct Metrics {
     leader: Gauge,
     orphans: Family<KindLabel, Gauge>,
     credentials_refused: Gauge,
+    command_refusals: Family<CommandLabel, Counter>,
     reloads: Family<ResultLabel, Counter>,
 }
 
@@ -127,6 +129,7 @@ impl Metrics {
             leader: Gauge::default(),
             orphans: Family::default(),
             credentials_refused: Gauge::default(),
+            command_refusals: Family::default(),
             reloads: Family::default(),
             registry: Registry::default(),
         };
@@ -181,6 +184,11 @@ impl Metrics {
             metrics.credentials_refused.clone(),
         );
         registry.register(
+            "cloudstack_command_refusals",
+            "Commands CloudStack refused to the role of the keys in use (432), once per refusal learnt",
+            metrics.command_refusals.clone(),
+        );
+        registry.register(
             "cloud_config_reloads",
             "cloud-config reloads by result",
             metrics.reloads.clone(),
@@ -194,6 +202,15 @@ impl Metrics {
     /// Sets the refused-credentials gauge.
     pub(crate) fn set_credentials_refused(&self, refused: bool) {
         self.credentials_refused.set(i64::from(refused));
+    }
+
+    /// Counts one refusal of `command` to the keys' role.
+    pub(crate) fn command_refused(&self, command: &str) {
+        self.command_refusals
+            .get_or_create(&CommandLabel {
+                command: command.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts one cloud-config reload with `result` (`applied`, `unchanged`,

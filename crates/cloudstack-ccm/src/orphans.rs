@@ -175,7 +175,7 @@ pub async fn run(
         std::env::var(name).ok()
     })?;
     let cloudstack = connect::cloudstack_client(&config, Arc::new(Metrics::new()))?;
-    let version = connect::server_version(&config, &cloudstack).await?;
+    let version = connect::learn_server(&config, &cloudstack).await?.version;
     let kube = connect::kube_client(args).await?;
     let scope = Scope {
         cluster: &args.cluster_name,

@@ -212,6 +212,8 @@ impl Reloader {
         }
         self.client.adopt_credentials(&candidate);
         self.running = candidate_config;
+        // New keys may have another role: what they may call is learnt again.
+        connect::discover_access(&self.running, &self.client).await;
         let account = self.client.account();
         tracing::info!(
             changed = %changed.join(", "),
@@ -226,7 +228,15 @@ impl Reloader {
     /// result) when CloudStack refuses the keys, does not answer, or names another account.
     async fn verify(&self, candidate: &cloudstack::Client) -> Result<(), &'static str> {
         let api_url = &self.running.api_url;
-        match candidate.identify_account().await {
+        // A role without listAccounts answers 432 before the signature is checked, which
+        // proves nothing: a read the role allows is asked instead.
+        let identified = match candidate.identify_account().await {
+            Err(error) if error.is_command_refused() => {
+                candidate.verify_keys().await.map(|()| None)
+            }
+            other => other,
+        };
+        match identified {
             Ok(new_account) => {
                 if let (Some(running), Some(new)) = (self.client.account(), new_account)
                     && running != new
@@ -253,10 +263,10 @@ impl Reloader {
                 );
                 Err(REJECTED)
             }
-            // Any other answer comes after CloudStack verified the keys (a role without
-            // listAccounts, a server error): they are accepted.
+            // Any other answer comes after CloudStack verified the keys (a server error):
+            // they are accepted.
             Err(error) => {
-                tracing::debug!(%error, "listAccounts failed after the keys were verified");
+                tracing::debug!(%error, "the check of the new keys failed after CloudStack verified them");
                 Ok(())
             }
         }

@@ -34,7 +34,7 @@ const MAX_PAGES: u32 = 10_000;
 const SIGNATURE_LIFETIME: Duration = Duration::from_secs(5 * 60);
 
 /// Decodes one reply (HTTP status, body) into what the caller wants.
-type Decoder<'a, R> = dyn Fn(u16, &[u8]) -> Result<R, Error> + Sync + 'a;
+pub(crate) type Decoder<'a, R> = dyn Fn(u16, &[u8]) -> Result<R, Error> + Sync + 'a;
 
 /// A CloudStack API client. Cheap to clone (shares one connection pool, rate limiter and
 /// configuration).
@@ -156,7 +156,7 @@ impl Client {
     }
 
     /// [`Client::call`] with the reply decoded by `decode` (HTTP status, body).
-    async fn call_decoded<R>(
+    pub(crate) async fn call_decoded<R>(
         &self,
         command: &str,
         params: Params,
@@ -289,6 +289,12 @@ impl Client {
             limiter.until_ready().await;
         }
         let live = self.live();
+        if !live
+            .access
+            .may_call(command, self.inner.config.refused_command_recheck)
+        {
+            return Err(crate::access::unavailable(command));
+        }
         match self.inner.refusal.admit(live.generation) {
             Admission::Send => {}
             Admission::Hold => return Err(refused(command)),
@@ -336,6 +342,7 @@ impl Client {
         if let Some(observer) = &self.inner.config.observer {
             observer.on_call(command, &outcome, latency);
         }
+        self.judge_access(command, &live.access, &result);
         self.judge_credentials(command, live, admission, result)
     }
 
@@ -402,7 +409,13 @@ impl Client {
         }
         signed.insert("apikey", live.api_key.expose().to_owned());
         signed.insert("command", command.to_owned());
-        signed.insert("response", "json".to_owned());
+        // JSON always, but for the one XML read that shows the version
+        // ([`Client::server_version_from_xml`]).
+        let format = match params.get("response") {
+            Some("xml") => "xml",
+            _ => "json",
+        };
+        signed.insert("response", format.to_owned());
         signed.insert("signatureversion", "3".to_owned());
         signed.insert("expires", expires);
         let sig = signature(live.secret_key.expose(), signed.iter());

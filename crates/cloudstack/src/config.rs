@@ -76,6 +76,11 @@ pub trait CallObserver: Send + Sync {
     fn on_credentials(&self, change: &CredentialsChange<'_>) {
         let _ = change;
     }
+    /// CloudStack refused `command` to the keys' role (432 `errortext`), for the first time
+    /// since the keys were adopted or since the last recheck. Nothing by default.
+    fn on_command_refused(&self, command: &str, errortext: &str) {
+        let _ = (command, errortext);
+    }
 }
 
 /// Everything [`crate::Client::new`] needs. Build with [`ClientConfig::new`] and adjust fields.
@@ -114,6 +119,11 @@ pub struct ClientConfig {
     /// While CloudStack refuses the keys, one call per this interval is sent as a probe;
     /// the others fail at once. Default 5 s.
     pub credentials_probe_interval: Duration,
+    /// A command CloudStack refused to the keys' role (432), or that their `listApis` does
+    /// not list, is not sent again for this long (calls fail at once with
+    /// [`crate::Error::CommandUnavailable`]); then one call may ask again, in case the role
+    /// changed. New keys start with nothing refused. Default 30 min.
+    pub refused_command_recheck: Duration,
     /// Receives per-call and per-job reports (metrics).
     pub observer: Option<Arc<dyn CallObserver>>,
 }
@@ -141,6 +151,7 @@ impl ClientConfig {
             job_poll_initial: Duration::from_millis(50),
             job_poll_max: Duration::from_secs(1),
             credentials_probe_interval: Duration::from_secs(5),
+            refused_command_recheck: Duration::from_secs(30 * 60),
             observer: None,
         }
     }
@@ -167,6 +178,7 @@ impl fmt::Debug for ClientConfig {
                 "credentials_probe_interval",
                 &self.credentials_probe_interval,
             )
+            .field("refused_command_recheck", &self.refused_command_recheck)
             .field("observer", &self.observer.as_ref().map(|_| "set"))
             .finish()
     }

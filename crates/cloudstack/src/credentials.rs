@@ -40,6 +40,8 @@ pub(crate) struct Live {
     pub(crate) account: Mutex<Option<String>>,
     /// That account's id, once learnt (the owner `listSslCerts` names).
     pub(crate) account_id: Mutex<Option<String>>,
+    /// What these keys' role is known to allow and refuse.
+    pub(crate) access: crate::access::KeyAccess,
 }
 
 impl Live {
@@ -52,6 +54,7 @@ impl Live {
             generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
             account: Mutex::new(None),
             account_id: Mutex::new(None),
+            access: crate::access::KeyAccess::new(),
         })
     }
 
@@ -61,6 +64,22 @@ impl Live {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+}
+
+/// The read every role that can run a cluster may call (CKS's project role included).
+const LAST_PROBE: &str = "listVirtualMachines";
+
+/// The cheapest read the keys' role is not known to refuse: `listCapabilities`, else one
+/// VM of `listVirtualMachines` (which every role that runs a cluster may call).
+pub(crate) fn probe_request(
+    access: &crate::access::KeyAccess,
+    recheck: Duration,
+) -> (&'static str, Params) {
+    if access.may_call("listCapabilities", recheck) {
+        ("listCapabilities", Params::new())
+    } else {
+        (LAST_PROBE, Params::new().set("page", 1).set("pagesize", 1))
     }
 }
 
@@ -271,15 +290,33 @@ impl Client {
         }
     }
 
-    /// Sends one `listCapabilities` signed with `live` as the probe of refused keys;
-    /// whether CloudStack accepts them now.
+    /// Sends one call signed with `live` as the probe of refused keys
+    /// ([`probe_request`]); whether CloudStack accepts them now.
     pub(crate) async fn probe(&self, live: &Arc<Live>) -> bool {
-        const PROBE: &str = "listCapabilities";
-        let decode = |status, body: &[u8]| decode_reply(PROBE, status, body);
+        let recheck = self.inner.config.refused_command_recheck;
+        let (command, params) = probe_request(&live.access, recheck);
+        let decode = |status, body: &[u8]| decode_reply(command, status, body);
         let _ = self
-            .send_observed(PROBE, &Params::new(), &decode, live, Admission::Probe)
+            .send_observed(command, &params, &decode, live, Admission::Probe)
             .await;
         !self.inner.refusal.is_refused(live.generation)
+    }
+
+    /// Asks CloudStack, with one cheap read the keys' role allows ([`probe_request`]),
+    /// whether it accepts the keys in use: `Ok` when it verified them, the error
+    /// otherwise ([`Error::CredentialsRefused`] when it refused them). A read the role
+    /// refuses (432, answered before the signature is checked) proves nothing: the next
+    /// candidate is asked.
+    pub async fn verify_keys(&self) -> Result<(), Error> {
+        let recheck = self.inner.config.refused_command_recheck;
+        loop {
+            let live = self.live();
+            let (command, params) = probe_request(&live.access, recheck);
+            match self.call(command, params).await {
+                Err(error) if error.is_command_refused() && command != LAST_PROBE => continue,
+                other => return other.map(|_| ()),
+            }
+        }
     }
 
     /// Records what `result` (of a call signed with `live`, admitted as `admission`) says
@@ -294,6 +331,9 @@ impl Client {
     ) -> Result<R, Error> {
         let verdict = match &result {
             Err(error) if error.is_refused_credentials() => Verdict::Refused,
+            // The access checks answer before the signature is verified: a refused command
+            // says nothing about the keys.
+            Err(error) if error.is_command_refused() => Verdict::Unknown,
             Err(Error::Transport { .. } | Error::Certificate { .. }) => Verdict::Unknown,
             _ => Verdict::Accepted,
         };

@@ -8,6 +8,9 @@ pub const PARAM_ERROR: u32 = 431;
 pub const API_LIMIT_EXCEEDED: u32 = 429;
 /// CloudStack error code for conflicting network rules (`NETWORK_RULE_CONFLICT_ERROR`).
 pub const NETWORK_RULE_CONFLICT: u32 = 537;
+/// CloudStack error code for a command the caller may not call (`UNSUPPORTED_ACTION_ERROR`):
+/// the key's role refuses it, or the key is not a member of the `projectid` sent.
+pub const UNSUPPORTED_ACTION: u32 = 432;
 
 /// Everything a CloudStack call can fail with. `Display` names the command and the error
 /// text; no variant ever carries the API key, the secret key or the request signature.
@@ -96,6 +99,17 @@ pub enum Error {
         #[source]
         reply: Option<Box<Error>>,
     },
+    /// The command was not sent: CloudStack refused it to the keys in use earlier (432,
+    /// their role may not call it), or the keys' `listApis` does not list it. Held until
+    /// the keys change or the recheck interval ([`crate::ClientConfig::refused_command_recheck`])
+    /// has passed. Not retried.
+    #[error(
+        "{command}: the role of the CloudStack keys may not call {command} (refused with 432, or not in listApis); not sent"
+    )]
+    CommandUnavailable {
+        /// The command that was held.
+        command: String,
+    },
     /// The client configuration is invalid.
     #[error("invalid CloudStack client configuration: {0}")]
     Config(String),
@@ -103,6 +117,16 @@ pub enum Error {
 
 /// The text `ApiServer.verifyRequest`'s 401 carries for keys or a signature it cannot verify.
 const UNVERIFIED_CREDENTIALS: &str = "unable to verify user credentials";
+
+/// The words every 432 of the API access checkers carries
+/// (`DynamicRoleBasedAPIAccessChecker`: "The API [<cmd>] does not exist or is not available
+/// for the account for user id [<uuid>]." and, from 4.23, "… for the account <name>.";
+/// the project checker: "… for this account/user in project [<uuid>].").
+const NOT_AVAILABLE_FOR_ACCOUNT: &str = "does not exist or is not available for";
+
+/// The text of the 401 a project role's DENY gives (`ProjectRoleBasedApiAccessChecker`):
+/// "The given command '<cmd>' either does not exist, is not available for user."
+const NOT_AVAILABLE_FOR_USER: &str = "is not available for user";
 
 /// Formats the optional `cserrorcode` for `Display`.
 fn cs_suffix(cserrorcode: Option<u32>) -> String {
@@ -159,6 +183,42 @@ impl Error {
                 .contains(UNVERIFIED_CREDENTIALS),
             _ => false,
         }
+    }
+
+    /// Whether CloudStack refused the command to the keys' role (432 "does not exist or is
+    /// not available for the account", a project's 432, a project role's 401 "is not
+    /// available for user"), or the client held it for that reason
+    /// ([`Error::CommandUnavailable`]). This is a fact about what the keys may call, not a
+    /// refusal of the keys: the same keys keep working for the commands the role allows.
+    /// The access checks run before the signature is verified, so such an answer says
+    /// nothing about the keys either way.
+    pub fn is_command_refused(&self) -> bool {
+        match self {
+            Error::CommandUnavailable { .. } => true,
+            Error::Api {
+                errorcode,
+                errortext,
+                ..
+            } => {
+                let text = errortext.to_ascii_lowercase();
+                match *errorcode {
+                    UNSUPPORTED_ACTION => text.contains(NOT_AVAILABLE_FOR_ACCOUNT),
+                    401 => text.contains(NOT_AVAILABLE_FOR_USER),
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the refusal is the project checker's: the keys are not a member of the
+    /// `projectid` sent (432 "… in project [<uuid>]."), so every command sent with that
+    /// project is refused.
+    pub fn is_project_refused(&self) -> bool {
+        self.is_command_refused()
+            && self
+                .text()
+                .is_some_and(|text| text.to_ascii_lowercase().contains("in project ["))
     }
 
     /// Whether the error is a network rule conflict (537), e.g. an overlapping port range.
@@ -276,6 +336,38 @@ mod tests {
             )
             .is_refused_credentials()
         );
+        let role = Error::Api {
+            command: "listCapabilities".into(),
+            http_status: 432,
+            errorcode: 432,
+            cserrorcode: Some(9999),
+            errortext: "The API [listCapabilities] does not exist or is not available for the account for user id [6d1c6b9e-52a4-4b8a-9d3e-1b0c2a7f0e11].".into(),
+        };
+        assert!(role.is_command_refused() && !role.is_refused_credentials());
+        assert!(!role.is_retryable() && !role.is_project_refused());
+        let wording_4_23 = api(
+            432,
+            "The API [createTags] does not exist or is not available for the account kubeadmin-7f3e.",
+        );
+        assert!(wording_4_23.is_command_refused());
+        let project = api(
+            432,
+            "The API [listNetworks] does not exist or is not available for this account/user in project [0b0c].",
+        );
+        assert!(project.is_command_refused() && project.is_project_refused());
+        assert!(
+            api(
+                401,
+                "The given command 'expungeVirtualMachine' either does not exist, is not available for user."
+            )
+            .is_command_refused()
+        );
+        assert!(!api(432, "Unknown API command: listFoo").is_command_refused());
+        assert!(!refused.is_command_refused());
+        let held_command = Error::CommandUnavailable {
+            command: "listSslCerts".into(),
+        };
+        assert!(held_command.is_command_refused() && !held_command.is_retryable());
         let held = Error::CredentialsRefused {
             command: "listZones".into(),
             reply: None,

@@ -4,6 +4,7 @@ pub mod cidr;
 pub mod instances;
 pub mod inventory;
 pub mod job_queue;
+pub mod key_access;
 pub mod loadbalancer;
 pub mod orphans;
 pub mod provider_id;

@@ -62,7 +62,7 @@ impl World {
                 .manager;
         let metrics = Arc::new(Metrics::new());
         let cloudstack = connect::cloudstack_client(&config, metrics.clone())?;
-        let server_version = connect::server_version(&config, &cloudstack).await?;
+        let server_version = connect::learn_server(&config, &cloudstack).await?.version;
         let status = LeaderStatus::new().with_metrics(metrics.clone());
         status.set(ElectionState::Leading);
         let ctx = Arc::new(

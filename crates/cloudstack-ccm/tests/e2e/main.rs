@@ -18,6 +18,7 @@ mod demo;
 mod demo_serve;
 mod deploy_manifests;
 mod event_recorder;
+mod keys;
 mod leader;
 mod node_cache_shared;
 mod node_lifecycle;

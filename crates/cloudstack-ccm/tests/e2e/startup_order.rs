@@ -22,7 +22,8 @@ const NODES: usize = 12;
 const NODE_PATCH_LATENCY: Duration = Duration::from_millis(150);
 /// The CloudStack commands the first pass of Node initialisation may make, start-up's
 /// version and scope checks included (the account of the keys is read after it).
-const NODE_PASS_COMMANDS: [&str; 4] = [
+const NODE_PASS_COMMANDS: [&str; 5] = [
+    "listApis",
     "listCapabilities",
     "listZones",
     "listProjects",

@@ -108,8 +108,9 @@ async fn detect_version(
         CloudConfig::from_text(&cloud_config(sim, url, ca_file), |_| None).expect("cloud-config");
     let client =
         connect::cloudstack_client(&config, Arc::new(Metrics::new())).map_err(|e| e.to_string())?;
-    connect::server_version(&config, &client)
+    connect::learn_server(&config, &client)
         .await
+        .map(|detected| detected.version)
         .map_err(|e| e.to_string())
 }
 

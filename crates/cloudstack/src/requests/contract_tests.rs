@@ -34,8 +34,13 @@ fn listing() -> BTreeMap<String, Listed> {
 }
 
 /// Commands the client sends without `page`/`pagesize` (one call, no pages): CloudStack's
-/// `listSslCerts` and `listCapabilities` are `BaseCmd`s, not `BaseListCmd`s.
-const UNPAGED_READS: &[&str] = &["listSslCerts", "listCapabilities", "queryAsyncJobResult"];
+/// `listSslCerts`, `listCapabilities` and `listApis` are `BaseCmd`s, not `BaseListCmd`s.
+const UNPAGED_READS: &[&str] = &[
+    "listSslCerts",
+    "listCapabilities",
+    "listApis",
+    "queryAsyncJobResult",
+];
 
 /// Required list or map parameters the client's methods never send empty: the request
 /// type holds a `Vec`, and its one caller always fills it. Each entry names the caller.
@@ -154,6 +159,7 @@ fn check_all(listing: &BTreeMap<String, Listed>) -> (BTreeSet<&'static str>, Vec
         ListCapabilities,
         QueryAsyncJobResult,
         ListAccounts,
+        ListApis,
         CreateTags,
         DeleteTags,
         ListTags,

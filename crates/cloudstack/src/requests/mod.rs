@@ -39,7 +39,7 @@ pub use rules::{
     DeleteNetworkAcl, DeleteRoutingFirewallRule, ListFirewallRules, ListNetworkAclLists,
     ListNetworkAcls, ListRoutingFirewallRules,
 };
-pub use server::{ListAccounts, ListAsyncJobs, ListCapabilities, QueryAsyncJobResult};
+pub use server::{ListAccounts, ListApis, ListAsyncJobs, ListCapabilities, QueryAsyncJobResult};
 pub use tags::{CreateTags, DeleteTags, ListTags};
 
 /// A typed request: its command name and its parameters.

@@ -38,3 +38,12 @@ request! {
     /// (`AccountManagerImpl.buildACLSearchParameters`).
     ListAccounts => "listAccounts" {}
 }
+
+request! {
+    /// `listApis`: the commands the caller's role may call (`ApiDiscoveryServiceImpl`). Not
+    /// a paged list: one reply holds every API.
+    ListApis => "listApis" {
+        /// One API by name (an unknown or refused name is a 530).
+        name: Option<String>,
+    }
+}

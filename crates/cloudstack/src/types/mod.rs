@@ -24,7 +24,7 @@ pub use rules::{
     FirewallRule, InternalLoadBalancer, InternalLoadBalancerInstance, InternalLoadBalancerPorts,
     LoadBalancerRule, NetworkAcl, NetworkAclList,
 };
-pub use server::{AsyncJob, Capabilities, JOB_FAILED, JOB_PENDING, JOB_SUCCEEDED};
+pub use server::{ApiInfo, AsyncJob, Capabilities, JOB_FAILED, JOB_PENDING, JOB_SUCCEEDED};
 pub use tag::{Tag, tag_value};
 pub use vm::{Nic, NicSecondaryIp, NicSummary, VirtualMachine, VmId, VmSummary};
 pub use zone::{Project, Zone};

@@ -82,3 +82,23 @@ pub const JOB_PENDING: i64 = 0;
 pub const JOB_SUCCEEDED: i64 = 1;
 /// `jobstatus` of a job that failed.
 pub const JOB_FAILED: i64 = 2;
+
+response! {
+    /// One API of `listApis` (`ApiDiscoveryResponse`): what the caller's role may call.
+    ApiInfo {
+        /// The command name, e.g. `createLoadBalancerRule`.
+        name: Option<String>,
+        /// The release that added it (`@APICommand(since=…)`), e.g. `4.17.0`; absent or
+        /// empty for the oldest commands.
+        since: Option<String>,
+        /// Whether the command answers with a job id.
+        isasync: Option<bool>,
+    }
+}
+
+impl ApiInfo {
+    /// The release that added the command, when it says one that parses.
+    pub fn since_version(&self) -> Option<ServerVersion> {
+        self.since.as_deref()?.parse().ok()
+    }
+}

@@ -175,7 +175,9 @@ pub(crate) type CertificateCache =
     super::observe::shared_listing::SharedListing<Vec<cloudstack::SslCert>>;
 
 /// Reads the certificates that matter to the Service `service_uid` into `observed`, from
-/// `listed`, when it asks for TLS or has an `ssl` rule; else nothing.
+/// `listed`, when it asks for TLS or has an `ssl` rule; else nothing. When the keys' role
+/// may not call `listSslCerts`, nothing is read and `observed.certificates.listed` stays
+/// false: nothing is planned for certificates (a deletion goes on without them).
 pub(crate) async fn observe_for(
     cache: &CertificateCache,
     client: &cloudstack::Client,
@@ -191,10 +193,18 @@ pub(crate) async fn observe_for(
     if !wants_tls && !has_ssl_rule {
         return Ok(());
     }
+    if !client.may_call(<cloudstack::ListSslCerts as cloudstack::Request>::COMMAND) {
+        return Ok(());
+    }
     let request = cloudstack::ListSslCerts::default();
-    let listed = cache
+    let listed = match cache
         .get(view, "", || client.list_ssl_certs(&request))
-        .await?;
+        .await
+    {
+        Ok(listed) => listed,
+        Err(error) if error.is_command_refused() => return Ok(()),
+        Err(error) => return Err(error),
+    };
     let rule_ids: Vec<&str> = observed.rules.iter().map(|r| r.id.as_str()).collect();
     observed.certificates = observe(&listed, cluster, service_uid, &rule_ids);
     Ok(())

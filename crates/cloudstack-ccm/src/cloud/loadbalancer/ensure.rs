@@ -4,6 +4,7 @@
 //! account (`AccountView`), one per-rule cache of members and policies, and the
 //! networks' job queues.
 
+use crate::cloud::key_access::KeyFeatures;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -134,6 +135,7 @@ impl Engine {
             ),
             server: self.settings.server,
             cluster_name: self.settings.cluster_name.clone(),
+            access: KeyFeatures::of(&self.client),
         })
     }
 
@@ -399,6 +401,7 @@ impl Engine {
                 ),
                 server: self.settings.server,
                 cluster_name: self.settings.cluster_name.clone(),
+                access: KeyFeatures::of(&self.client),
             },
         };
         let mut observed = self.observe(&view, spec, &ctx.network).await?;

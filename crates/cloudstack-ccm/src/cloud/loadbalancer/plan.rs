@@ -39,6 +39,7 @@
 //! hand meanwhile). After `AssociateIp` the
 //! applier records the IP id on the Service before running the next phase.
 
+use crate::cloud::key_access::{Feature, KeyFeatures};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::IpAddr;
@@ -120,6 +121,8 @@ pub struct PlanContext {
     pub server: ServerFeatures,
     /// Cluster name, for ownership tags.
     pub cluster_name: String,
+    /// The features the CloudStack keys may not use (their role refuses a command).
+    pub access: KeyFeatures,
 }
 
 /// Steps that may run concurrently.
@@ -155,6 +158,25 @@ impl Plan {
     /// All steps in order.
     pub fn steps(&self) -> impl Iterator<Item = &Step> {
         self.phases.iter().flat_map(|p| p.steps.iter())
+    }
+
+    /// The plan without its tag steps when the keys may not tag
+    /// ([`Feature::OwnershipTags`]): ownership then rests on the Service's records and the
+    /// rule names, and tags go with the objects they are on.
+    fn fitted_to_keys(mut self, access: &KeyFeatures) -> Plan {
+        if access.allows(Feature::OwnershipTags) {
+            return self;
+        }
+        for phase in &mut self.phases {
+            phase.steps.retain(|step| {
+                !matches!(
+                    step,
+                    Step::TagResources { .. } | Step::UntagResources { .. }
+                )
+            });
+        }
+        self.phases.retain(|phase| !phase.steps.is_empty());
+        self
     }
 
     fn from_phases(phases: Vec<Vec<Step>>, warnings: Vec<String>) -> Plan {
@@ -363,6 +385,7 @@ pub fn plan(
     let served = provider::gate(spec, observed, ctx, &mut warnings)?;
     let spec = served.as_ref().unwrap_or(spec);
     check_capabilities(spec, ctx, &mut warnings)?;
+    warnings.extend(refused_asks(spec, &ctx.access));
     let (ip, associate) = plan_ip(spec, observed, ctx)?;
     if let Some(address) = ip_address(observed) {
         for rule in &spec.rules {
@@ -399,7 +422,22 @@ pub fn plan(
     p.tags();
     let stages = tls::certificate_steps(spec, observed, ctx, p.into_stages());
     let phases = firewall_deletes_first(stages, observed);
-    Ok(Plan::from_phases(phases, warnings))
+    Ok(Plan::from_phases(phases, warnings).fitted_to_keys(&ctx.access))
+}
+
+/// What `spec` asks that the keys' role keeps from it: one sentence per feature, naming
+/// the refused command and the annotation (a Warning Event and the Service's
+/// `LoadBalancerSupported` condition carry them). The rest of the Service is served.
+pub fn refused_asks(spec: &LbSpec, access: &KeyFeatures) -> Vec<String> {
+    [
+        (Feature::HealthCheck, spec.health_check.is_some()),
+        (Feature::Stickiness, spec.stickiness.is_some()),
+        (Feature::TlsTermination, spec.tls.is_some()),
+    ]
+    .into_iter()
+    .filter(|(_, asked)| *asked)
+    .filter_map(|(feature, _)| access.refusal_text(feature))
+    .collect()
 }
 
 impl fmt::Display for Plan {

@@ -66,6 +66,7 @@ fn ctx_with(facts: NetworkFacts, version: (u32, u32, u32)) -> PlanContext {
         network: NetworkCapabilities::from_facts(&facts, &server),
         server,
         cluster_name: "prod".into(),
+        access: crate::cloud::key_access::KeyFeatures::all(),
     }
 }
 

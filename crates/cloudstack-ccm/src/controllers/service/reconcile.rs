@@ -1,5 +1,6 @@
 //! `reconcile` and `error_policy` of the service controller.
 
+use crate::cloud::key_access::KeyFeatures;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -232,7 +233,7 @@ async fn reconcile_service(
     };
     match result {
         Ok(()) => {
-            set_condition(&api, &service, None).await;
+            set_condition(&api, &service, refused_by_keys(&spec, state).as_ref()).await;
             Ok(Action::await_change())
         }
         Err(ReconcileError::Engine(err)) if err.is_permanent() => {
@@ -248,6 +249,17 @@ async fn reconcile_service(
             Err(err)
         }
     }
+}
+
+/// The condition of a Service served without some of what it asks because the CloudStack
+/// keys' role refuses a command the feature needs (the Warning Event says the same).
+fn refused_by_keys(spec: &LbSpec, state: &State) -> Option<status::Unsupported> {
+    let access = KeyFeatures::of(&state.ctx.cloudstack);
+    let refused = crate::cloud::loadbalancer::plan::refused_asks(spec, &access);
+    (!refused.is_empty()).then(|| status::Unsupported {
+        reason: "CommandRefused",
+        message: refused.join("; "),
+    })
 }
 
 /// The condition of a Service whose network has no CloudStack load balancer at all.

@@ -136,9 +136,10 @@ impl Harness {
         // The test's own reads are not counted: only the controllers' calls are.
         let probe = remote_client(&cloud_config, None);
         let cloudstack = remote_client(&cloud_config, Some(calls.clone()));
-        let server_version = cloudstack_ccm::connect::server_version(&cloud_config, &probe)
+        let server_version = cloudstack_ccm::connect::learn_server(&cloud_config, &probe)
             .await
-            .expect("the CloudStack version");
+            .expect("the CloudStack version")
+            .version;
         let vms = target::environment_vms(&probe, &settings).await;
         let requests = KubeRequestLog::default();
         let kube = requests.client(&settings.kubeconfig).await;

@@ -192,7 +192,7 @@ async fn wrong_keys_at_start_are_one_line_and_corrected_keys_are_taken_up_withou
         assert!(
             quoted[0].contains("ERROR")
                 && quoted[0].contains("refused the credentials")
-                && quoted[0].contains("listCapabilities"),
+                && quoted[0].contains("listApis"),
             "{name}: {}",
             quoted[0]
         );

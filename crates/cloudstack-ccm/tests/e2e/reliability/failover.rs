@@ -39,6 +39,7 @@ fn project_scenario() -> Scenario {
         api_key: Secret::new("carol-api-key"),
         secret_key: Secret::new("carol-secret-key"),
         projects: vec![SMALL_PROJECT.into()],
+        custom_role: None,
     });
     for network in scenario
         .networks
@@ -111,9 +112,10 @@ fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
 }
 
-/// What every process reads once at start, leader or not: the version, and the start-up
-/// check that the cloud-config's project and zone exist.
-const START_UP_READS: [&str; 4] = [
+/// What every process reads once at start, leader or not: what the keys may call, the
+/// version, and the start-up check that the cloud-config's project and zone exist.
+const START_UP_READS: [&str; 5] = [
+    "listApis",
     "listCapabilities",
     "listProjects",
     "listZones",

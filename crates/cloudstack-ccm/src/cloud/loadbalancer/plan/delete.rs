@@ -96,8 +96,15 @@ pub(crate) fn plan_delete(spec: &DeleteSpec, observed: &ObservedLb, ctx: &PlanCo
         }
     }
     release.extend(super::tls::delete_steps(observed));
+    if let Some(command) = ctx.access.refused(Feature::TlsTermination)
+        && observed.rules.iter().any(|r| r.protocol == LbProtocol::Ssl)
+    {
+        warnings.push(format!(
+            "the certificates the controller uploaded for this Service, if any, stay in CloudStack: the keys' role may not call {command}"
+        ));
+    }
     let phases = firewall_deletes_first(vec![first, release], observed);
-    Plan::from_phases(phases, warnings)
+    Plan::from_phases(phases, warnings).fitted_to_keys(&ctx.access)
 }
 
 /// Deletes the Service's own rules that stand on an address another Service took

@@ -22,7 +22,8 @@ impl<'a> Planner<'a> {
             .health_check
             .as_ref()
             .filter(|_| caps.health_check && rule.protocol != LbProtocol::Udp)
-            .filter(|_| !unknown_health_check);
+            .filter(|_| !unknown_health_check)
+            .filter(|_| self.ctx.access.allows(Feature::HealthCheck));
         let mut create_hc = hc.is_some();
         for h in o.map(|o| o.health_checks.as_slice()).unwrap_or_default() {
             let same = hc.is_some_and(|w| {
@@ -57,7 +58,8 @@ impl<'a> Planner<'a> {
             .spec
             .stickiness
             .as_ref()
-            .filter(|_| !unknown_stickiness);
+            .filter(|_| !unknown_stickiness)
+            .filter(|_| self.ctx.access.allows(Feature::Stickiness));
         let mut create_st = st.is_some();
         for s in o.map(|o| o.stickiness.as_slice()).unwrap_or_default() {
             let same = st.is_some_and(|w| Some(w.method) == s.method && w.params == s.params);

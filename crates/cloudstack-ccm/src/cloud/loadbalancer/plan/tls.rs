@@ -36,6 +36,14 @@ pub(super) fn gate(
         if rule.protocol != LbProtocol::Ssl {
             return true;
         }
+        if let Some(command) = ctx.access.refused(Feature::TlsTermination) {
+            warnings.push(format!(
+                "port {}: no rule: the CloudStack keys' role may not call {command}, which TLS termination needs",
+                rule.public_port,
+            ));
+            changed = true;
+            return false;
+        }
         if !ctx.network.ssl_termination {
             warnings.push(format!(
                 "port {}: no rule: the load balancer of network {} (provider {}) does not terminate TLS (SslTermination; the Virtual Router does from CloudStack 4.22)",

@@ -233,7 +233,7 @@ async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
         }
     };
     let server_version = detected.version;
-    tracing::info!(%server_version, "CloudStack version {}", detected.source);
+    tracing::info!(%server_version, "CloudStack version {server_version} {}", detected.source);
     let ctx = Arc::new(
         Context::new(
             kube.clone(),

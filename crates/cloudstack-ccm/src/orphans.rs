@@ -28,6 +28,8 @@ pub struct OrphanReport {
     pub orphans: Vec<Orphan>,
     /// Deletions: the orphan and the error text, if it failed.
     pub deleted: Vec<(Orphan, Option<String>)>,
+    /// The kinds not looked for: the keys' role refuses their list.
+    pub not_looked_for: Vec<orphans::NotLookedFor>,
 }
 
 impl OrphanReport {
@@ -162,7 +164,11 @@ pub(crate) async fn report_queued(
     } else {
         Vec::new()
     };
-    Ok(OrphanReport { orphans, deleted })
+    Ok(OrphanReport {
+        orphans,
+        deleted,
+        not_looked_for: tagged.not_looked_for,
+    })
 }
 
 /// Connects with `args` and prints the orphans (and deletions) to `out`.
@@ -202,6 +208,9 @@ pub fn write_report(
             None => writeln!(out, "deleted {} {}", orphan.kind, orphan.id)?,
             Some(error) => writeln!(out, "cannot delete {} {}: {error}", orphan.kind, orphan.id)?,
         }
+    }
+    for not_looked_for in &report.not_looked_for {
+        writeln!(out, "not looked for: {not_looked_for}")?;
     }
     writeln!(
         out,

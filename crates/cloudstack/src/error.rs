@@ -144,6 +144,21 @@ impl Error {
         }
     }
 
+    /// The command that failed (none for a configuration error).
+    pub fn command(&self) -> Option<&str> {
+        match self {
+            Error::Api { command, .. }
+            | Error::JobFailed { command, .. }
+            | Error::JobTimeout { command, .. }
+            | Error::Transport { command, .. }
+            | Error::Certificate { command, .. }
+            | Error::Decode { command, .. }
+            | Error::CredentialsRefused { command, .. }
+            | Error::CommandUnavailable { command } => Some(command),
+            Error::Config(_) => None,
+        }
+    }
+
     /// The error text of an API error or failed job.
     pub fn text(&self) -> Option<&str> {
         match self {

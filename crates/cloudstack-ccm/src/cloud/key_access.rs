@@ -135,6 +135,16 @@ impl Feature {
         }
     }
 
+    /// Whether the controller works around the feature's absence (a plan without it, the
+    /// version or scope from elsewhere), so a retry after its first refusal succeeds; else
+    /// what needs it cannot be done until the role allows it.
+    pub fn is_planned_around(self) -> bool {
+        !matches!(
+            self,
+            Feature::InternalLoadBalancer | Feature::RoutingFirewall | Feature::StaticRoutes
+        )
+    }
+
     /// The features that send `command` (any case).
     pub fn needing(command: &str) -> Vec<Feature> {
         Feature::ALL

@@ -185,6 +185,27 @@ pub struct Tagged {
     pub certificates: Vec<cloudstack::SslCert>,
     /// The cluster listed for (certificate names carry it).
     pub cluster: String,
+    /// The kinds not looked for, each with the command the keys' role refused.
+    pub not_looked_for: Vec<NotLookedFor>,
+}
+
+/// A kind of object the orphan pass could not look for: the keys' role refuses its list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotLookedFor {
+    /// What was not looked for (`static routes`, `SSL certificates`, …).
+    pub kind: &'static str,
+    /// The command refused.
+    pub command: String,
+}
+
+impl std::fmt::Display for NotLookedFor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (the keys' role may not call {})",
+            self.kind, self.command
+        )
+    }
 }
 
 /// Lists the orphans of `cluster` (reading CloudStack, then judging with `owners`).

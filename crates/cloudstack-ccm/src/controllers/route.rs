@@ -116,6 +116,7 @@ pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyho
     }
     let controller = RouteController::new(ctx.clone(), caches);
     let mut started = false;
+    let mut refused_said: Option<String> = None;
     loop {
         let result = controller.pass().await;
         let outcome = if result.is_ok() {
@@ -138,6 +139,14 @@ pub async fn run(ctx: Arc<Context>, caches: Caches, shutdown: Shutdown) -> anyho
                 tracing::info!("route controller started");
             }
             Ok(Pass::Done) => {}
+            Ok(Pass::Refused(command)) => {
+                if refused_said.as_deref() != Some(command.as_str()) {
+                    tracing::warn!(
+                        "route controller cannot configure pod routes: the CloudStack keys' role may not call {command}; the Nodes' NetworkUnavailable condition says so, and it asks again in 30 minutes or with new keys (docs/keys.md)"
+                    );
+                    refused_said = Some(command);
+                }
+            }
             Err(error) => tracing::warn!(%error, "route reconciliation failed; retrying"),
         }
         tokio::select! {
@@ -154,6 +163,8 @@ pub enum Pass {
     Done,
     /// Every Node VM found is on an isolated network (named): nothing to route.
     Isolated(Vec<String>),
+    /// The keys' role refuses this static-route command: no route can be made.
+    Refused(String),
 }
 
 /// Why a pass could not run.
@@ -251,7 +262,13 @@ impl RouteController {
     /// One reconciliation: plan, apply, set the Nodes' conditions.
     pub async fn pass(&self) -> Result<Pass, RouteError> {
         let nodes = self.cached_nodes().await;
-        let (wanted, plan) = self.plan_for(&nodes).await?;
+        let (wanted, plan) = match self.plan_for(&nodes).await {
+            Err(RouteError::Observe(error)) if error.is_command_refused() => {
+                let command = error.command().unwrap_or("listStaticRoutes").to_string();
+                return self.refused(&nodes, command).await;
+            }
+            other => other?,
+        };
         if wanted.on_vpc == 0 && !wanted.isolated_networks.is_empty() {
             return Ok(Pass::Isolated(
                 wanted.isolated_networks.iter().cloned().collect(),
@@ -298,11 +315,54 @@ impl RouteController {
             .collect();
         for (node, ok) in created {
             let current = listed.get(node.as_str()).copied();
-            if let Err(error) = set_network_condition(&node_api, &node, current, ok).await {
+            let created = if ok {
+                Ok(())
+            } else {
+                Err("RouteController failed to create a route")
+            };
+            if let Err(error) = set_network_condition(&node_api, &node, current, created).await {
                 tracing::warn!(node = %node, %error, "cannot set the NetworkUnavailable condition");
             }
         }
         Ok(Pass::Done)
+    }
+
+    /// The keys' role refuses the static-route commands: the Nodes that need a route say
+    /// so in their `NetworkUnavailable` condition (written once; the client does not send
+    /// the command again for a while, so the next passes cost no CloudStack call).
+    async fn refused(
+        &self,
+        nodes: &[Arc<CachedNode>],
+        command: String,
+    ) -> Result<Pass, RouteError> {
+        let wanted = node_routes(&self.ctx, &self.instances, nodes).await?;
+        if wanted.on_vpc == 0 && !wanted.isolated_networks.is_empty() {
+            return Ok(Pass::Isolated(
+                wanted.isolated_networks.iter().cloned().collect(),
+            ));
+        }
+        let message = format!(
+            "RouteController cannot create routes: the CloudStack keys' role may not call {command} (docs/keys.md)"
+        );
+        let node_api = Api::<Node>::all(self.ctx.kube.clone());
+        let listed: HashMap<&str, &CachedNode> = nodes
+            .iter()
+            .filter_map(|node| Some((node.metadata.name.as_deref()?, node.as_ref())))
+            .collect();
+        let needing: BTreeSet<&str> = wanted
+            .inputs
+            .desired
+            .iter()
+            .map(|route| route.node.as_str())
+            .collect();
+        for node in needing {
+            let current = listed.get(node).copied();
+            if let Err(error) = set_network_condition(&node_api, node, current, Err(&message)).await
+            {
+                tracing::warn!(node = %node, %error, "cannot set the NetworkUnavailable condition");
+            }
+        }
+        Ok(Pass::Refused(command))
     }
 
     /// Posts the Kubernetes route controller's Warning `FailedToCreateRoute` on the Node,
@@ -485,19 +545,18 @@ async fn set_network_condition(
     api: &Api<Node>,
     name: &str,
     listed: Option<&CachedNode>,
-    route_created: bool,
+    route_created: Result<(), &str>,
 ) -> Result<(), kube::Error> {
-    let (status, reason, message) = if route_created {
-        ("False", "RouteCreated", "RouteController created a route")
-    } else {
-        (
-            "True",
-            "NoRouteCreated",
-            "RouteController failed to create a route",
-        )
+    let (status, reason, message) = match route_created {
+        Ok(()) => ("False", "RouteCreated", "RouteController created a route"),
+        Err(message) => ("True", "NoRouteCreated", message),
     };
     let current = listed.and_then(network_condition);
-    if current.is_some_and(|c| c.status == status && c.reason.as_deref() == Some(reason)) {
+    if current.is_some_and(|c| {
+        c.status == status
+            && c.reason.as_deref() == Some(reason)
+            && c.message.as_deref() == Some(message)
+    }) {
         return Ok(());
     }
     let now = jiff::Timestamp::now()

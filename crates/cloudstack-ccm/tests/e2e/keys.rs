@@ -256,7 +256,18 @@ async fn cks_project_keys_initialise_nodes_and_serve_and_delete_services() {
     delete_and_wait(&rig, "web", &ccm).await;
     assert_nothing_left(&rig, &baseline);
     assert_refusals_paced(&rig, &ccm);
+    let events = events_about(&rig, "web");
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.starts_with("SyncLoadBalancerFailed")),
+        "a refused tag is no failure: {events:?}"
+    );
     let output = ccm.output();
+    assert!(
+        output.contains("the orphan pass cannot look for"),
+        "the orphan pass says what it cannot look for: {output}"
+    );
     assert!(
         output.contains("CloudStack refuses listCapabilities to the role"),
         "the refusal is said: {output}"
@@ -520,4 +531,69 @@ async fn a_server_hiding_its_version_everywhere_starts_from_what_list_apis_shows
         "{:?}",
         other_failures(&rig)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cks_project_keys_without_static_routes_say_so_once_on_the_nodes() {
+    let mut scenario = Scenario::cks_project();
+    let nodes = scenario.add_vms(CKS_TIER, "rnode-", 2);
+    let rig = Rig::start(scenario).await;
+    register_nodes(&rig, &nodes);
+    let cluster = rig.cluster();
+    for (i, node) in nodes.iter().enumerate() {
+        let cidr = format!("10.244.{i}.0/24");
+        let patch = serde_json::json!({ "spec": { "podCIDR": cidr, "podCIDRs": [cidr] } });
+        cluster
+            .patch(
+                "nodes",
+                None,
+                node,
+                fake_apiserver::PatchType::Merge,
+                &patch,
+                false,
+            )
+            .expect("podCIDR set");
+    }
+    let ccm = Ccm::start(
+        &rig,
+        "cks-routes",
+        &cks_cloud_config(&rig),
+        &[
+            "--allocate-node-cidrs=true",
+            "--cluster-cidr=10.244.0.0/16",
+            "--route-reconciliation-period=1s",
+        ],
+    );
+    wait_initialised(&rig, &nodes, &ccm).await;
+    let condition = |name: &str| {
+        let node = cluster.get("nodes", None, name).ok()?;
+        node["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "NetworkUnavailable")
+            .cloned()
+    };
+    wait_for("NetworkUnavailable on the Nodes", &ccm, || {
+        nodes.iter().all(|n| {
+            condition(n).is_some_and(|c| {
+                c["status"] == "True"
+                    && c["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("listStaticRoutes"))
+            })
+        })
+    })
+    .await;
+    // Several reconciliation periods: the refusal is said once and not asked again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let output = ccm.output();
+    assert_eq!(
+        output
+            .matches("route controller cannot configure pod routes")
+            .count(),
+        1,
+        "{output}"
+    );
+    assert_eq!(refused_calls(&rig).get("listStaticRoutes"), Some(&1));
+    assert_refusals_paced(&rig, &ccm);
 }

@@ -98,6 +98,9 @@ impl Run<'_> {
                 &request.resourceids,
                 &request.tags,
             ),
+            Err(error) if error.is_command_refused() => {
+                tracing::debug!(%error, id, resource_type, "not tagged: the keys' role may not tag");
+            }
             Err(error) => {
                 tracing::warn!(%error, id, resource_type, "cannot tag a created object");
             }
@@ -212,6 +215,23 @@ fn lock(state: &Mutex<Applied>) -> std::sync::MutexGuard<'_, Applied> {
 }
 
 /// Runs one step to its end (its jobs awaited), and records what it did.
+/// Whether a tag step met the keys' role refusing the tag commands: the step is skipped,
+/// not failed (ownership then rests on the Service's records and the rule names, and the
+/// next plan has no tag steps: see `Plan::fitted_to_keys`).
+fn refused_tags<T, E: std::borrow::Borrow<cloudstack::Error>>(
+    step: &Step,
+    result: &Result<T, E>,
+) -> bool {
+    let Err(error) = result else {
+        return false;
+    };
+    let refused = error.borrow().is_command_refused();
+    if refused {
+        tracing::debug!(%step, "skipped: the keys' role may not tag");
+    }
+    refused
+}
+
 async fn run_step(run: &Run<'_>, step: &Step, phase: &PhaseSteps) -> Result<(), ApplyError> {
     let StepRequest { call, touches } = request::request(step, &lock(&run.state))?;
     if let Some(id) = touches {
@@ -363,9 +383,11 @@ async fn run_step(run: &Run<'_>, step: &Step, phase: &PhaseSteps) -> Result<(), 
         }
         // Tags do not queue on the network.
         Call::CreateTags(request) => {
-            run_tagging(run.client, &request, phase)
-                .await
-                .map_err(failed(step))?;
+            let tagged = run_tagging(run.client, &request, phase).await;
+            if refused_tags(step, &tagged) {
+                return Ok(());
+            }
+            tagged.map_err(failed(step))?;
             lock(&run.state).view_changes.tagged(
                 &request.resourcetype,
                 &request.resourceids,
@@ -378,10 +400,16 @@ async fn run_step(run: &Run<'_>, step: &Step, phase: &PhaseSteps) -> Result<(), 
             service_uid,
             request,
         } => {
-            let tagged_now = run
+            let taken = run
                 .ip
                 .take(step, &request, &ip_id, &service_uid, phase)
-                .await?;
+                .await;
+            if let Err(ApplyError::CloudStack { source, .. }) = &taken
+                && refused_tags(step, &Err::<(), _>(source))
+            {
+                return Ok(());
+            }
+            let tagged_now = taken?;
             let changes = &mut lock(&run.state).view_changes;
             if tagged_now {
                 changes.tagged(&request.resourcetype, &request.resourceids, &request.tags);
@@ -392,9 +420,11 @@ async fn run_step(run: &Run<'_>, step: &Step, phase: &PhaseSteps) -> Result<(), 
             Ok(())
         }
         Call::DeleteTags(request) => {
-            run_tagging(run.client, &request, phase)
-                .await
-                .map_err(failed(step))?;
+            let untagged = run_tagging(run.client, &request, phase).await;
+            if refused_tags(step, &untagged) {
+                return Ok(());
+            }
+            untagged.map_err(failed(step))?;
             let keys = request.tags.iter().map(|(key, _)| key.clone()).collect();
             lock(&run.state).view_changes.untagged(
                 &request.resourcetype,

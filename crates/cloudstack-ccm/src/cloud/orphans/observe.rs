@@ -98,52 +98,102 @@ pub(crate) async fn observe_with_view(
 }
 
 /// What [`observe`] lists that is not in the account view: internal load-balancer rules,
-/// ACL items, static routes, SSL certificates and routing firewall rules.
+/// ACL items, static routes, SSL certificates and routing firewall rules. A list the keys'
+/// role refuses is not looked for, and said so in [`Tagged::not_looked_for`].
 async fn observe_beyond_the_view(
     client: &cloudstack::Client,
     cluster: &str,
     routing: RoutingFirewall,
 ) -> Result<Tagged, cloudstack::Error> {
+    let mut not_looked_for = Vec::new();
     let routing_firewall_rules = match routing {
-        RoutingFirewall::Listed => {
+        RoutingFirewall::Listed => unless_refused(
+            "routing firewall rules",
+            &mut not_looked_for,
             client
                 .list_routing_firewall_rules(&cloudstack::ListRoutingFirewallRules {
                     listall: Some(true),
                     tags: cluster_filter(cluster),
                     ..Default::default()
                 })
-                .await?
-        }
+                .await,
+        )?,
         RoutingFirewall::Absent => Vec::new(),
     };
-    Ok(Tagged {
-        routing_firewall_rules,
-        internal_rules: client
+    let internal_rules = unless_refused(
+        "internal load-balancer rules",
+        &mut not_looked_for,
+        client
             .list_load_balancers(&cloudstack::ListLoadBalancers {
                 listall: Some(true),
                 scheme: Some(INTERNAL_SCHEME.to_string()),
                 tags: cluster_filter(cluster),
                 ..Default::default()
             })
-            .await?,
-        acl_items: client
+            .await,
+    )?;
+    let acl_items = unless_refused(
+        "network ACL items",
+        &mut not_looked_for,
+        client
             .list_network_acls(&ListNetworkAcls {
                 listall: Some(true),
                 tags: cluster_filter(cluster),
                 ..Default::default()
             })
-            .await?,
-        routes: client
+            .await,
+    )?;
+    let routes = unless_refused(
+        "static routes",
+        &mut not_looked_for,
+        client
             .list_static_routes(&ListStaticRoutes {
                 listall: Some(true),
                 tags: cluster_filter(cluster),
                 ..Default::default()
             })
-            .await?,
-        certificates: client
+            .await,
+    )?;
+    let certificates = unless_refused(
+        "SSL certificates",
+        &mut not_looked_for,
+        client
             .list_ssl_certs(&cloudstack::ListSslCerts::default())
-            .await?,
+            .await,
+    )?;
+    if !client.may_call("listTags") || !client.may_call("createTags") {
+        not_looked_for.push(NotLookedFor {
+            kind: "anything untagged (the controller cannot tag what it creates)",
+            command: "createTags".into(),
+        });
+    }
+    Ok(Tagged {
+        routing_firewall_rules,
+        internal_rules,
+        acl_items,
+        routes,
+        certificates,
         cluster: cluster.to_string(),
+        not_looked_for,
         ..Tagged::default()
     })
+}
+
+/// The items of a list, or none when the keys' role refuses it (noted in `not_looked_for`
+/// under `kind`).
+fn unless_refused<T>(
+    kind: &'static str,
+    not_looked_for: &mut Vec<NotLookedFor>,
+    listed: Result<Vec<T>, cloudstack::Error>,
+) -> Result<Vec<T>, cloudstack::Error> {
+    match listed {
+        Err(error) if error.is_command_refused() => {
+            not_looked_for.push(NotLookedFor {
+                kind,
+                command: error.command().unwrap_or_default().to_string(),
+            });
+            Ok(Vec::new())
+        }
+        other => other,
+    }
 }

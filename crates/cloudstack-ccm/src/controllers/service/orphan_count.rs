@@ -105,6 +105,17 @@ async fn pass(
             return;
         }
     };
+    if !report.not_looked_for.is_empty() && last.is_none() {
+        let kinds: Vec<String> = report
+            .not_looked_for
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        tracing::warn!(
+            "the orphan pass cannot look for: {} (docs/keys.md)",
+            kinds.join("; ")
+        );
+    }
     let mut counts: BTreeMap<OrphanKind, usize> =
         OrphanKind::ALL.into_iter().map(|kind| (kind, 0)).collect();
     for orphan in &report.orphans {

@@ -1,6 +1,6 @@
 //! `reconcile` and `error_policy` of the service controller.
 
-use crate::cloud::key_access::KeyFeatures;
+use crate::cloud::key_access::{self, Feature, KeyFeatures};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -239,7 +239,9 @@ async fn reconcile_service(
         Err(ReconcileError::Engine(err)) if err.is_permanent() => {
             events::publish_sync_failed(&state.recorder, &service, &err).await;
             tracing::warn!(service = %key_of(&service), error = %err, "load balancer cannot be built as asked");
-            if let Some(unsupported) = unsupported_by_network(&err) {
+            if let Some(unsupported) =
+                unsupported_by_network(&err).or_else(|| refused_to_keys(&err))
+            {
                 set_condition(&api, &service, Some(&unsupported)).await;
             }
             Ok(Action::await_change())
@@ -259,6 +261,22 @@ fn refused_by_keys(spec: &LbSpec, state: &State) -> Option<status::Unsupported> 
     (!refused.is_empty()).then(|| status::Unsupported {
         reason: "CommandRefused",
         message: refused.join("; "),
+    })
+}
+
+/// The condition of a Service that cannot be served because the keys' role refuses a
+/// command it needs (an internal load balancer without `createLoadBalancer`, …).
+fn refused_to_keys(err: &EnsureError) -> Option<status::Unsupported> {
+    let command = err.refused_command()?;
+    let message = match Feature::needing(command).first() {
+        Some(feature) => key_access::refusal_text(*feature, command),
+        None => format!(
+            "the CloudStack keys' role may not call {command}, which this load balancer needs; grant the role {command} (see docs/keys.md)"
+        ),
+    };
+    Some(status::Unsupported {
+        reason: "CommandRefused",
+        message,
     })
 }
 

@@ -2,6 +2,7 @@
 //! and deleting a load balancer.
 
 use super::*;
+use crate::cloud::key_access::Feature;
 
 /// Why a Service's load balancer could not be ensured or deleted.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +56,25 @@ impl EnsureError {
     /// periodic resync still re-checks it.
     pub(crate) fn is_permanent(&self) -> bool {
         matches!(self, EnsureError::Plan(_))
+            || self.refused_command().is_some_and(|command| {
+                let features = Feature::needing(command);
+                features.is_empty() || !features.iter().all(|f| f.is_planned_around())
+            })
+    }
+
+    /// The command the CloudStack keys' role refused (432), when that is why this failed:
+    /// retrying cannot help until the role changes (the client does not send it again for a
+    /// while), and the Service's condition names it.
+    pub(crate) fn refused_command(&self) -> Option<&str> {
+        let error = match self {
+            EnsureError::Observe(error) => error,
+            EnsureError::Apply(error) => error.cloudstack()?,
+            _ => return None,
+        };
+        error
+            .is_command_refused()
+            .then(|| error.command())
+            .flatten()
     }
 }
 

@@ -319,8 +319,10 @@ async fn read(
 }
 
 /// A policy list the server or the role does not offer (`None`): CloudStack answers 432
-/// for an unsupported action, 401 for a command the role may not call, and "… does not
-/// exist or is not available for the user" for a command it does not know. No policy of
+/// for an unsupported action or a command the role may not call (the client then holds
+/// the command: [`cloudstack::Error::is_command_refused`]), 401 for a command a project
+/// role denies, and "… does not exist or is not available for the user" for a command it
+/// does not know. No policy of
 /// that kind is seen, and the planner leaves the kind alone on rules the controller gave
 /// one (see `Planner::policies`).
 fn refused_as_none<T>(
@@ -337,7 +339,8 @@ fn refused_as_none<T>(
 
 /// Whether an error says the command is not offered (see [`refused_as_none`]).
 fn is_unsupported(err: &cloudstack::Error) -> bool {
-    matches!(err.code(), Some(401 | 432))
+    err.is_command_refused()
+        || matches!(err.code(), Some(401 | 432))
         || err
             .text()
             .is_some_and(|text| text.to_ascii_lowercase().contains("not available"))

@@ -234,11 +234,16 @@ async fn handle(shared: &Arc<Shared>, params: &Params) -> Handled {
     if latency + extra > 0 {
         tokio::time::sleep(Duration::from_millis(latency + extra)).await;
     }
-    // Parameter processing (`ParamProcessWorker`) before the command's own checks.
-    if let Some(listed) = listing::command(command.name)
-        && let Err(e) = listed.check_required(&params.command, &params.raw)
-    {
-        return Handled::failed(e, account, true);
+    // Parameter processing (`ParamProcessWorker.processParameters`, [`crate::binding`])
+    // before the command's own checks.
+    if let Some(listed) = listing::command(command.name) {
+        let bound = {
+            let state = lock(&shared.state);
+            crate::binding::process(listed, &params.command, &params.raw, &state)
+        };
+        if let Err(e) = bound {
+            return Handled::failed(e, account, true);
+        }
     }
     if let Some(e) = injected {
         return Handled::failed(e, account, true);

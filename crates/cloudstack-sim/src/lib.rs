@@ -202,6 +202,7 @@
 #![warn(missing_docs)]
 
 mod admin;
+pub mod binding;
 mod build_state;
 mod cert_chain;
 pub mod certs;

@@ -217,7 +217,10 @@ pub fn disassociate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         .at_least(4, 19)
         .then(|| p.text("ipaddress"))
         .flatten();
-    let ip = match (p.text("id"), by_address) {
+    // `ParamProcessWorker.processParameters` binds `id` first (an unknown UUID is its 431),
+    // then `doAccessChecks` → `getEntityOwnerId` → `getIpAddress` decides between them.
+    let by_id = lookup(p, "id", |id| state.ip(id))?;
+    let ip = match (by_id, by_address) {
         (Some(_), Some(_)) => {
             return Err(ApiError::param(
                 "id parameter is mutually exclusive with ipaddress parameter",
@@ -228,10 +231,9 @@ pub fn disassociate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
                 "Please specify either IP address or IP address ID",
             ));
         }
+        // Before 4.19 `id` is required (the listing of those versions): the dispatcher's 431.
         (None, None) => return Err(ApiError::missing(&p.command, "id")),
-        (Some(_), None) => {
-            lookup(p, "id", |id| state.ip(id))?.unwrap_or_else(|| unreachable!("id was sent"))
-        }
+        (Some(ip), None) => ip,
         (None, Some(address)) => {
             state
                 .ips

@@ -87,32 +87,51 @@ async fn associate_list_and_disassociate_addresses() {
             .starts_with("Unable to figure out zone to assign IP to")
     );
 
-    // CloudStack's listing declares `id` required: the address alone is the dispatcher's
-    // 431 before anything runs (ParamProcessWorker), and the address stays.
-    let by_address_only = alice
+    // DisassociateIPAddrCmd (since 4.19): `id` is optional; with neither `id` nor
+    // `ipaddress`, `getIpAddressId`/`getEntityOwnerId` — reached from
+    // `ParamProcessWorker.doAccessChecks` — throws InvalidParameterValueException: 431 cs
+    // 4350, and the address stays.
+    let neither = alice
+        .call("disassociateIpAddress", cloudstack::Params::new())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        api_error(neither),
+        (
+            431,
+            431,
+            Some(4350),
+            "Please specify either IP address or IP address ID".into()
+        )
+    );
+    let both = alice
         .call(
             "disassociateIpAddress",
-            cloudstack::Params::new().set("ipaddress", address.as_str()),
+            cloudstack::Params::new()
+                .set("id", ip_id.as_str())
+                .set("ipaddress", address.as_str()),
         )
         .await
         .unwrap_err();
-    let (status, _, _, text) = api_error(by_address_only);
     assert_eq!(
-        (status, text.as_str()),
+        api_error(both),
         (
             431,
-            "Unable to execute API command disassociateipaddress due to missing parameter id"
+            431,
+            Some(4350),
+            "id parameter is mutually exclusive with ipaddress parameter".into()
         )
     );
     let still = sim.with_state(|s| s.ip(&ip_id).map(|ip| ip.state.clone()));
     assert_eq!(still.as_deref(), Some("Allocated"), "the address stays");
+    // the address alone is enough
     alice
-        .disassociate_ip_address(&DisassociateIpAddress {
-            id: ip_id.clone(),
-            ..Default::default()
-        })
+        .call_async(
+            "disassociateIpAddress",
+            cloudstack::Params::new().set("ipaddress", address.as_str()),
+        )
         .await
-        .unwrap();
+        .expect("released by its address");
     let after = alice
         .list_public_ip_addresses(&ListPublicIpAddresses {
             ipaddress: Some(address),

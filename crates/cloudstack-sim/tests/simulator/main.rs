@@ -11,6 +11,7 @@ mod common;
 mod admin_api;
 mod api_access;
 mod api_conflicts;
+mod api_fidelity;
 mod api_job_failures;
 mod api_jobs;
 mod api_lb;

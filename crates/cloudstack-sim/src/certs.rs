@@ -34,13 +34,7 @@ pub fn check(
     revocation: bool,
     now: jiff::Timestamp,
 ) -> Result<CheckedCert, Refusal> {
-    let der = CertificateDer::pem_slice_iter(certificate.as_bytes())
-        .next()
-        .and_then(Result::ok)
-        .ok_or_else(|| {
-            "Invalid Certificate format. Expected X509 certificate. Failed due to no PEM certificate"
-                .to_owned()
-        })?;
+    let der = first_certificate(certificate)?;
     let fields = tbs_fields(der.as_ref()).ok_or_else(|| {
         "Invalid Certificate format. Expected X509 certificate. Failed due to a malformed DER structure"
             .to_owned()
@@ -80,6 +74,32 @@ pub fn check(
     Ok(CheckedCert {
         fingerprint: fingerprint(der.as_ref()),
     })
+}
+
+/// `CertServiceImpl.parseCertificate`: BouncyCastle's `PemReader.readPemObject` reads the
+/// first PEM block. No block at all is a null `PemObject`, refused by
+/// `Preconditions.checkNotNull` with a message-less `NullPointerException` — `UploadSslCertCmd`
+/// answers it with no text (an empty refusal here). A block whose base64 does not decode is
+/// BouncyCastle's `DecoderException`, which no `catch` narrows: its own text. Anything else
+/// that is not an X.509 certificate is the `InvalidParameterValueException` "Invalid
+/// Certificate format…".
+fn first_certificate(certificate: &str) -> Result<CertificateDer<'static>, Refusal> {
+    if !certificate.contains("-----BEGIN ") {
+        return Err(String::new());
+    }
+    match CertificateDer::pem_slice_iter(certificate.as_bytes()).next() {
+        Some(Ok(der)) => Ok(der),
+        Some(Err(rustls::pki_types::pem::Error::Base64Decode(_))) => Err(
+            "unable to decode base64 string: invalid characters encountered in base64 data".into(),
+        ),
+        Some(Err(e)) => Err(format!(
+            "Invalid Certificate format. Expected X509 certificate. Failed due to {e}"
+        )),
+        None => Err(
+            "Invalid Certificate format. Expected X509 certificate. Failed due to no PEM certificate"
+                .into(),
+        ),
+    }
 }
 
 /// SHA-256 of `der`, upper-case hex pairs joined by colons.

@@ -42,6 +42,20 @@ impl ApiError {
         Self::new(530, Some(9999), text)
     }
 
+    /// 530 (cs 0) for a failure a command's `execute()` wraps as `new
+    /// CloudRuntimeException(e)` (`ListSslCertsCmd`, `DeleteSslCertCmd`): that constructor
+    /// takes the inner exception's message and sets no `cserrorcode`, and
+    /// `ApiServer.handleRequest` shows the message to a root admin only — anyone else gets
+    /// `BaseCmd.USER_ERROR_MESSAGE`.
+    pub fn wrapped(caller_is_admin: bool, message: &str) -> Self {
+        let text = if caller_is_admin {
+            message.to_owned()
+        } else {
+            "Internal error executing command, please contact your system administrator".into()
+        };
+        Self::new(530, Some(0), text)
+    }
+
     /// 431 from a bare `ServerApiException` (cs 9999), e.g. the parameter-processing texts.
     pub fn param_bare(text: impl Into<String>) -> Self {
         Self::new(431, Some(9999), text)
@@ -116,9 +130,14 @@ impl ApiError {
         )
     }
 
-    /// The `ExceptionResponse` body (without the command envelope).
+    /// The `ExceptionResponse` body (without the command envelope). An empty text is a
+    /// `null` description, which the serializer leaves out (e.g. `uploadSslCert`'s
+    /// `ServerApiException(INTERNAL_ERROR, e.getMessage())` of a message-less exception).
     pub fn body(&self) -> Value {
-        let mut body = json!({"uuidList": [], "errorcode": self.code, "errortext": self.text});
+        let mut body = json!({"uuidList": [], "errorcode": self.code});
+        if !self.text.is_empty() {
+            body["errortext"] = json!(self.text);
+        }
         if let Some(cs) = self.cs_code {
             body["cserrorcode"] = json!(cs);
         }

@@ -56,6 +56,7 @@ fn answer(
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     if let Err(e) = outcome
+        && !e.text.is_empty()
         && let Ok(v) = HeaderValue::from_str(&e.text)
     {
         response.headers_mut().insert("X-Description", v);

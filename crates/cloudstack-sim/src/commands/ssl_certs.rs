@@ -8,9 +8,15 @@
 //!   any chain unless `enabledrevocationcheck=false` from 4.15). `certificate` and `privatekey` are at most 16384 characters,
 //!   `certchain` 2097152 (`@Parameter(length)`, checked by `ParamProcessWorker`: 431 "…
 //!   Value greater than max allowed length N for param: `<field>`", the Java field's name).
-//! * `deleteSslCert` of a certificate assigned to a rule throws `CloudRuntimeException
-//!   ("Certificate in use by a loadbalancer(s) …")`, which `ApiServer.handleRequest` answers
-//!   as 530 — with the message for a root admin, with `BaseCmd.USER_ERROR_MESSAGE` for others.
+//!   A certificate that is not PEM at all is a message-less `NullPointerException`
+//!   (`Preconditions.checkNotNull` of the `PemObject`): 530 with no `errortext`; a PEM block
+//!   whose base64 does not decode is BouncyCastle's decoder text.
+//! * `listSslCerts` and `deleteSslCert` wrap every failure of `CertServiceImpl` in `new
+//!   CloudRuntimeException(e)` (`ListSslCertsCmd.execute`, `DeleteSslCertCmd.execute`):
+//!   530, cs 0, the inner message for a root admin and `BaseCmd.USER_ERROR_MESSAGE` for
+//!   others — access refusals included, never a 531. "Certificate in use by a
+//!   loadbalancer(s) …" is one of them.
+//! * The `sslcert` object has no `domainpath` (`SslCertResponse`).
 //! * `assignCertToLoadBalancer` and `removeCertFromLoadBalancer` are `BaseAsyncCmd`s queued
 //!   on the rule's network (`getSyncObjId`); their ids are resolved before (431), every other
 //!   check runs in the job (`LoadBalancingRulesManagerImpl.assignCertToLoadBalancer`,
@@ -44,6 +50,8 @@ fn render_cert(state: &State, cert: &SslCert) -> Value {
         out.insert("certchain".into(), json!(chain));
     }
     owner_fields(state, &cert.owner, &mut out);
+    // `SslCertResponse` has no `domainpath`.
+    out.remove("domainpath");
     let rules: Vec<&str> = state
         .cert_bindings
         .iter()
@@ -107,9 +115,10 @@ pub fn upload_ssl_cert(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 /// certificate, or none), by `projectid`, else `accountid`'s certificates. Not paginated
 /// (`BaseCmd`); only one of the filters may be given. Before 4.24 one of them is required:
 /// "Invalid parameters either certificate ID or Account ID or Loadbalancer ID or Project ID
-/// required" (from 4.24 none means the caller's). Both refusals are
-/// `InvalidParameterValueException`s that `ListSslCertsCmd.execute` wraps in a
-/// `CloudRuntimeException`: 530, the text prefixed with the exception's class.
+/// required" (from 4.24 none means the caller's). `ListSslCertsCmd.execute` wraps every
+/// failure of `CertServiceImpl.listSslCerts` — these refusals and the access checks alike —
+/// in `new CloudRuntimeException(e)`: 530, cs 0, the inner message for a root admin and the
+/// generic text for anyone else ([`ApiError::wrapped`]), never a 531.
 pub fn list_ssl_certs(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let p = ctx.params;
     let state = &*ctx.state;
@@ -121,13 +130,9 @@ pub fn list_ssl_certs(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         .iter()
         .filter(|x| x.is_some())
         .count();
-    let refused = |text: &str| {
-        ApiError::runtime(
-            ctx.caller.is_admin(),
-            "com.cloud.exception.InvalidParameterValueException",
-            text,
-        )
-    };
+    let admin = ctx.caller.is_admin();
+    let refused = |text: &str| ApiError::wrapped(admin, text);
+    let wrap = |e: ApiError| ApiError::wrapped(admin, &e.text);
     if given == 0 && !state.version.at_least(4, 24) {
         return Err(refused(
             "Invalid parameters either certificate ID or Account ID or Loadbalancer ID or Project ID required",
@@ -146,7 +151,8 @@ pub fn list_ssl_certs(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     } else if let Some(rule_id) = lb_id {
         let rule = state.lb_rule(rule_id).expect("resolved");
         ctx.caller
-            .check(state, &rule.owner, &format!("load balancer rule {rule_id}"))?;
+            .check(state, &rule.owner, &format!("load balancer rule {rule_id}"))
+            .map_err(wrap)?;
         state
             .cert_bindings
             .iter()
@@ -173,24 +179,30 @@ pub fn list_ssl_certs(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             .collect()
     };
     if let Some(first) = items.first() {
-        ctx.caller.check(
-            state,
-            &first.owner,
-            &format!("SSL certificate {}", first.id),
-        )?;
+        ctx.caller
+            .check(
+                state,
+                &first.owner,
+                &format!("SSL certificate {}", first.id),
+            )
+            .map_err(wrap)?;
     }
     let rendered = items.iter().map(|c| render_cert(state, c)).collect();
     Ok(list_body("sslcert", rendered, Page::all()))
 }
 
-/// deleteSslCert.
+/// deleteSslCert (`CertServiceImpl.deleteSslCert`): `DeleteSslCertCmd.execute` wraps every
+/// failure — the access check and "Certificate in use by a loadbalancer(s) …" alike — in
+/// `new CloudRuntimeException(e)`: 530, cs 0, the message for a root admin only.
 pub fn delete_ssl_cert(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let state = &*ctx.state;
+    let admin = ctx.caller.is_admin();
     let cert = lookup_required(ctx.params, "id", |id| {
         state.ssl_certs.iter().find(|c| c.id == id)
     })?;
     ctx.caller
-        .check(state, &cert.owner, &format!("SSL certificate {}", cert.id))?;
+        .check(state, &cert.owner, &format!("SSL certificate {}", cert.id))
+        .map_err(|e| ApiError::wrapped(admin, &e.text))?;
     let users: Vec<&str> = state
         .cert_bindings
         .iter()
@@ -199,9 +211,8 @@ pub fn delete_ssl_cert(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         .collect();
     if !users.is_empty() {
         let names: String = users.iter().map(|n| format!("{n} ")).collect();
-        return Err(ApiError::runtime(
-            ctx.caller.is_admin(),
-            "com.cloud.utils.exception.CloudRuntimeException",
+        return Err(ApiError::wrapped(
+            admin,
             &format!("Certificate in use by a loadbalancer(s) {names}"),
         ));
     }
@@ -297,17 +308,25 @@ pub fn finish_assign(
     Ok(super::success())
 }
 
-/// Job of removeCertFromLoadBalancer.
+/// Job of removeCertFromLoadBalancer (`removeCertFromLoadBalancer`, 4.22 in
+/// `LoadBalancingRulesManagerImpl`'s cert helper): a vanished rule or no certificate bound
+/// is an `InvalidParameterValueException` (431 cs 4350; before 4.22
+/// `java.security.InvalidParameterException`, 530), then the access check.
 pub fn finish_remove(state: &mut State, caller: &Caller, rule_id: &str) -> Result<Value, ApiError> {
-    let rule = state.lb_rule(rule_id).ok_or_else(|| {
-        ApiError::new(530, None, format!("Invalid load balancer value: {rule_id}"))
-    })?;
+    let refusal = |text: String| {
+        if state.version.at_least(4, 22) {
+            ApiError::param(text)
+        } else {
+            ApiError::new(530, None, text)
+        }
+    };
+    let rule = state
+        .lb_rule(rule_id)
+        .ok_or_else(|| refusal(format!("Invalid load balancer value: {rule_id}")))?;
     if !state.cert_bindings.iter().any(|b| b.rule_id == rule_id) {
-        return Err(ApiError::new(
-            530,
-            None,
-            format!("No certificate is bound to lb with id: {rule_id}"),
-        ));
+        return Err(refusal(format!(
+            "No certificate is bound to lb with id: {rule_id}"
+        )));
     }
     if !caller.can_access(state, &rule.owner) {
         return Err(job_denied(caller, &format!("load balancer rule {rule_id}")));

@@ -101,6 +101,12 @@ async fn upload_returns_the_certificate_with_its_fingerprint_and_no_key() {
     .await;
     assert_eq!(raw.status, 200, "{}", raw.text);
     assert!(raw.text.contains("BEGIN CERTIFICATE") && !raw.text.contains("PRIVATE KEY"));
+    // CertServiceImpl.createCertResponse: `SslCertResponse` has a domain, no domain path
+    assert!(
+        raw.text.contains("\"domainid\"") && !raw.text.contains("domainpath"),
+        "{}",
+        raw.text
+    );
     // a PKCS#8 key is as good as a PKCS#1 one
     alice
         .upload_ssl_cert(&upload("renewed", LEAF_B, KEY_B))
@@ -138,16 +144,34 @@ async fn upload_refusals_are_530_with_the_validation_message() {
         assert_eq!((status, code, cs), (530, 530, Some(9999)), "{errortext}");
         assert_eq!(errortext, text);
     }
-    let (_, code, _, text) = api_error(
+    // CertServiceImpl.parseCertificate: no PEM block is a null PemObject that
+    // `Preconditions.checkNotNull` refuses with a message-less NullPointerException —
+    // UploadSslCertCmd answers 530 with no error text.
+    let (_, code, cs, text) = api_error(
         alice
             .upload_ssl_cert(&upload("x", "garbage", KEY_A))
             .await
             .unwrap_err(),
     );
-    assert_eq!(code, 530);
-    assert!(
-        text.starts_with("Invalid Certificate format. Expected X509 certificate"),
-        "{text}"
+    assert_eq!(
+        (code, cs, text.as_str()),
+        (530, Some(9999), "(no errortext)"),
+        "the client names a reply without errortext"
+    );
+    // a PEM block whose base64 does not decode: BouncyCastle's DecoderException text
+    let bad_base64 = "-----BEGIN CERTIFICATE-----\nnot*base64!\n-----END CERTIFICATE-----\n";
+    let (_, code, _, text) = api_error(
+        alice
+            .upload_ssl_cert(&upload("x", bad_base64, KEY_A))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (code, text.as_str()),
+        (
+            530,
+            "unable to decode base64 string: invalid characters encountered in base64 data"
+        )
     );
     let mut no_name = upload("", LEAF_A, KEY_A);
     no_name.name.clear();
@@ -226,10 +250,8 @@ async fn assign_binds_the_certificate_and_an_assigned_one_cannot_be_deleted() {
             .await
             .unwrap_err(),
     );
-    assert_eq!(
-        text,
-        "com.cloud.utils.exception.CloudRuntimeException: Certificate in use by a loadbalancer(s) web-ssl "
-    );
+    // DeleteSslCertCmd.execute: `new CloudRuntimeException(e)` — the inner message, cs 0
+    assert_eq!(text, "Certificate in use by a loadbalancer(s) web-ssl ");
 
     // a second certificate: refused while one is bound, accepted with forced (4.17)
     let renewed = alice
@@ -286,7 +308,8 @@ async fn assign_binds_the_certificate_and_an_assigned_one_cannot_be_deleted() {
             .await
             .unwrap_err(),
     );
-    assert_eq!(code, 530);
+    // removeCertFromLoadBalancer (4.22): InvalidParameterValueException, the job's 431
+    assert_eq!(code, 431);
     assert_eq!(
         text,
         format!("No certificate is bound to lb with id: {rule}")
@@ -509,7 +532,9 @@ async fn list_takes_one_filter_and_resolves_ids() {
             "Internal error executing command, please contact your system administrator"
         )
     );
-    let (_, code, _, _) = api_error(
+    // ListSslCertsCmd.execute wraps the access refusal too: `new CloudRuntimeException(e)`,
+    // 530 cs 0 with the generic text — never a 531.
+    let refused = api_error(
         client(&sim, "bob")
             .list_ssl_certs(&ListSslCerts {
                 certid: cert.id,
@@ -518,10 +543,19 @@ async fn list_takes_one_filter_and_resolves_ids() {
             .await
             .unwrap_err(),
     );
-    assert_eq!(code, 531, "another account's certificate");
+    assert_eq!(
+        refused,
+        (
+            530,
+            530,
+            Some(0),
+            "Internal error executing command, please contact your system administrator".into()
+        ),
+        "another account's certificate"
+    );
 
-    // Before 4.24 no filter is refused too; a root admin reads the refusal's text
-    // (ApiServer shows it the exception).
+    // Before 4.24 no filter is refused too; a root admin reads the refusal's message
+    // (`new CloudRuntimeException(e)` takes it without the class name).
     let old = sim_at("4.22").await;
     let admin = client(&old, "admin");
     let (_, code, _, text) = api_error(
@@ -534,7 +568,7 @@ async fn list_takes_one_filter_and_resolves_ids() {
         (code, text.as_str()),
         (
             530,
-            "com.cloud.exception.InvalidParameterValueException: Invalid parameters either certificate ID or Account ID or Loadbalancer ID or Project ID required"
+            "Invalid parameters either certificate ID or Account ID or Loadbalancer ID or Project ID required"
         )
     );
 }

@@ -13,6 +13,9 @@ pub enum JobAction {
     AssociateIp {
         /// Public IP id.
         ip_id: String,
+        /// The network the job binds the address to (`associateIPToGuestNetwork`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        network_id: Option<String>,
     },
     /// Release an IP and its rules.
     DisassociateIp {

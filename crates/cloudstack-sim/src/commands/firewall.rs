@@ -95,6 +95,17 @@ pub fn create_firewall_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             "Source CIDRs formatting error {bad}"
         )));
     }
+    // `FirewallManagerImpl.createIngressFirewallRule` passes `rule.getNetworkId()` as an
+    // argument: `CreateFirewallRuleCmd.getNetworkId` refuses an address bound to no network
+    // (one still `Allocating`: `associateIPToGuestNetwork` binds it in its job) with an
+    // `InvalidParameterValueException` — 431 cs 4350, before `createFirewallRule` (and its
+    // `checkIpForService`) runs. The server prints the address's internal id.
+    if ip.network_id.is_none() {
+        return Err(ApiError::param(format!(
+            "Unable to create firewall rule for the IP address ID={} as IP is not associated with any network and no networkId is passed in",
+            ip.id
+        )));
+    }
     if !["tcp", "udp", "icmp"].contains(&protocol.as_str()) {
         return Err(ApiError::param(format!(
             "Invalid protocol: {protocol}; only tcp, udp and icmp are supported"

@@ -163,7 +163,9 @@ pub fn associate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     ip.state = "Allocating".into();
     ip.owner = Some(owner);
     ip.allocated = Some(now_text());
-    ip.network_id = network_id.clone();
+    // `NetworkServiceImpl.allocateIP` reserves the address; the network is bound in the job
+    // (`IpAddressManagerImpl.associateIPToGuestNetwork` sets `associated_with_network_id`):
+    // while `Allocating` the address shows no `associatednetworkid`.
     ip.vpc_id = vpc_id.clone();
     let ip_id = ip.id.clone();
     // AssociateIPAddrCmd.execute → NetworkServiceImpl.associateIPToNetwork, in the job: a
@@ -178,25 +180,33 @@ pub fn associate_ip_address(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     } else {
         refusal
     };
-    let queue = network_id.or(vpc_id);
+    let queue = network_id.clone().or(vpc_id);
     let job = ctx.start_job_with(
         queue,
         Some(("IpAddress", ip_id.clone())),
         JobAction::AssociateIp {
             ip_id: ip_id.clone(),
+            network_id,
         },
         failure,
     );
     Ok(create_reply(&ip_id, &job))
 }
 
-/// Job: the address is now allocated.
-pub fn finish_associate(state: &mut State, ip_id: &str) -> Result<Value, ApiError> {
+/// Job (`associateIPToGuestNetwork`): the address is bound to its network and allocated.
+pub fn finish_associate(
+    state: &mut State,
+    ip_id: &str,
+    network_id: Option<&str>,
+) -> Result<Value, ApiError> {
     let ip = state
         .ips
         .iter_mut()
         .find(|i| i.id == ip_id)
         .ok_or_else(|| ApiError::internal("IP address vanished"))?;
+    if let Some(network) = network_id {
+        ip.network_id = Some(network.to_owned());
+    }
     ip.state = "Allocated".into();
     let ip = state
         .ip(ip_id)

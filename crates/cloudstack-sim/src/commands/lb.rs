@@ -168,6 +168,22 @@ fn cidrs_param(ctx: &Ctx<'_>) -> Result<Option<Vec<String>>, ApiError> {
 /// rethrows each as a `ServerApiException` without its cause, so their `cserrorcode` is the
 /// `ServerApiException`'s own 9999; a `PermissionDeniedException` passes through (531, 4365).
 pub fn create_load_balancer_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
+    // Parameter processing, `doAccessChecks`: a `BaseAsyncCreateCmd`'s owner is asked for —
+    // `CreateLoadBalancerRuleCmd.getEntityOwnerId` → `getAccountId` → `getSourceIpAddressId`,
+    // which refuses an address that is not `readyToUse()` (Allocated) with an
+    // `InvalidParameterValueException` no `create()` wraps: 431 cs 4350. The server prints
+    // the address's internal id; the simulator its UUID.
+    if let Some(ip) = ctx
+        .params
+        .uuid("publicipid")?
+        .and_then(|id| ctx.state.ip(id))
+        && ip.state != "Allocated"
+    {
+        return Err(ApiError::param(format!(
+            "Unable to create load balancer rule, invalid IP address ID {}",
+            ip.id
+        )));
+    }
     create_rule(ctx).map_err(|e| match e.code {
         431 | 533 | 537 => ApiError::new(e.code, Some(9999), e.text),
         _ => e,
@@ -183,13 +199,6 @@ fn create_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let public_port = port(&p.command, "publicport", p.required_int("publicport")?)?;
     let ip = lookup_required(p, "publicipid", |id| state.ip(id))?;
     check_algorithm(&algorithm)?;
-    // `LoadBalancingRulesManagerImpl.createPublicLoadBalancer`: an address whose association
-    // has not completed is not `readyToUse()` (state Allocating).
-    if ip.state == "Allocating" {
-        return Err(ApiError::param_bare(
-            "Unable to create load balancer rule, invalid IP address id specified",
-        ));
-    }
     let protocol = p.text("protocol").unwrap_or("tcp").trim().to_lowercase();
     if !PROTOCOLS.contains(&protocol.as_str()) {
         return Err(ApiError::param(format!("Invalid protocol: {protocol}")));

@@ -341,7 +341,9 @@ pub fn run_job_action(
         role: state.account(account).map(|a| a.role).unwrap_or(Role::User),
     };
     match action {
-        JobAction::AssociateIp { ip_id } => ips::finish_associate(state, ip_id),
+        JobAction::AssociateIp { ip_id, network_id } => {
+            ips::finish_associate(state, ip_id, network_id.as_deref())
+        }
         JobAction::DisassociateIp { ip_id } => ips::finish_disassociate(state, &caller, ip_id),
         JobAction::CreateLbRule { rule_id } => lb::finish_create(state, rule_id),
         JobAction::UpdateLbRule { rule_id, changes } => {
@@ -400,7 +402,7 @@ pub fn run_job_action(
 /// Undoes the create phase of a job that failed (the entity it created disappears).
 pub fn roll_back_job(state: &mut State, action: &JobAction) {
     match action {
-        JobAction::AssociateIp { ip_id } => ips::release(state, ip_id),
+        JobAction::AssociateIp { ip_id, .. } => ips::release(state, ip_id),
         JobAction::CreateLbRule { rule_id } => lb_delete::remove_rule(state, rule_id),
         JobAction::CreatePfRule { rule_id } => {
             port_forwarding::revoke_rules_where(state, |r| &r.id == rule_id)

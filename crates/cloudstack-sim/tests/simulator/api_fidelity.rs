@@ -138,3 +138,88 @@ async fn list_accounts_checks_access_and_lists_users() {
         .unwrap();
     assert_eq!(bob.len(), 1, "an admin may name any account");
 }
+
+/// `associateIpAddress` binds the network in its job (`IpAddressManagerImpl
+/// .associateIPToGuestNetwork`), not at once: while the address is `Allocating` it shows no
+/// `associatednetworkid`; a firewall rule on it fails as `CreateFirewallRuleCmd.getNetworkId`
+/// (the argument `createIngressFirewallRule` evaluates first) refuses an address bound to no
+/// network; a load-balancer rule fails in parameter processing (`doAccessChecks` →
+/// `CreateLoadBalancerRuleCmd.getSourceIpAddressId`: not `readyToUse()`), 431 cs 4350.
+#[tokio::test]
+async fn an_allocating_address_has_no_network_yet() {
+    let sim = start(Scenario::small()).await;
+    let alice = client(&sim, "alice");
+    let network = id_of(&sim, "networks", "net-vr");
+    sim.set_job_duration(std::time::Duration::from_secs(3));
+    let started = alice
+        .start_async(
+            "associateIpAddress",
+            Params::new().set("networkid", network.as_str()),
+        )
+        .await
+        .unwrap();
+    let ip_id = started.id.clone().expect("the new address's id");
+    let listed: Vec<Value> = alice
+        .list_all(
+            "listPublicIpAddresses",
+            "publicipaddress",
+            Params::new().set("id", ip_id.as_str()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["state"], "Allocating");
+    assert!(
+        listed[0].get("associatednetworkid").is_none(),
+        "{:?}",
+        listed[0]
+    );
+
+    let firewall = alice
+        .call(
+            "createFirewallRule",
+            Params::new()
+                .set("ipaddressid", ip_id.as_str())
+                .set("protocol", "tcp")
+                .set("startport", 80),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        api_error(firewall),
+        (
+            431,
+            431,
+            Some(4350),
+            format!(
+                "Unable to create firewall rule for the IP address ID={ip_id} as IP is not associated with any network and no networkId is passed in"
+            )
+        )
+    );
+    let lb = alice
+        .call(
+            "createLoadBalancerRule",
+            Params::new()
+                .set("publicipid", ip_id.as_str())
+                .set("name", "web")
+                .set("algorithm", "roundrobin")
+                .set("privateport", 30080)
+                .set("publicport", 80),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        api_error(lb),
+        (
+            431,
+            431,
+            Some(4350),
+            format!("Unable to create load balancer rule, invalid IP address ID {ip_id}")
+        )
+    );
+
+    sim.set_job_duration(std::time::Duration::from_millis(1));
+    let done = alice.wait_job("associateIpAddress", &started.jobid).await;
+    let address = &done.unwrap()["ipaddress"];
+    assert_eq!(address["associatednetworkid"], network.as_str());
+}

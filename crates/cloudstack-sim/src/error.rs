@@ -56,6 +56,19 @@ impl ApiError {
         Self::new(530, Some(0), text)
     }
 
+    /// 530 (cs 4250) for a `CloudRuntimeException(message)` a synchronous command lets out:
+    /// `ApiServer.handleRequest` wraps it as `ServerApiException(INTERNAL_ERROR, msg, ex)`,
+    /// which keeps the cause's `cserrorcode` (`CSExceptionErrorCode`: 4250), and shows the
+    /// message to a root admin only — anyone else gets `BaseCmd.USER_ERROR_MESSAGE`.
+    pub fn cloud_runtime(caller_is_admin: bool, message: &str) -> Self {
+        let text = if caller_is_admin {
+            message.to_owned()
+        } else {
+            "Internal error executing command, please contact your system administrator".into()
+        };
+        Self::new(530, Some(4250), text)
+    }
+
     /// 431 from a bare `ServerApiException` (cs 9999), e.g. the parameter-processing texts.
     pub fn param_bare(text: impl Into<String>) -> Self {
         Self::new(431, Some(9999), text)

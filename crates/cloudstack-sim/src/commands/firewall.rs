@@ -36,13 +36,22 @@ pub fn render_firewall_rule(state: &State, rule: &FirewallRule) -> Value {
     out
 }
 
-/// listFirewallRules.
+/// listFirewallRules (`FirewallManagerImpl.listFirewallRules`): rules of purpose Firewall
+/// from `firewall_rules`, newest first (`Filter(FirewallRuleVO.class, "id", false, …)`).
+/// Routing firewall rules are rows of that table too (purpose Firewall, no public address):
+/// a ROUTED network's `listFirewallRules networkid=` lists them, and a listing without an
+/// `ipaddressid` carries them among the rest. The simulator keeps the two kinds in two
+/// vectors and lists the address-bound rules, then the routing ones, each newest first (one
+/// network in practice has only one of the kinds).
 pub fn list_firewall_rules(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let page = ctx.page()?;
     let scope = ctx.scope()?;
     let p = ctx.params;
     let state = &*ctx.state;
-    let id = resolve(p, "id", |i| state.firewall_rules.iter().any(|r| r.id == i))?;
+    let id = resolve(p, "id", |i| {
+        state.firewall_rules.iter().any(|r| r.id == i)
+            || state.routing_firewall_rules.iter().any(|r| r.id == i)
+    })?;
     let ip = resolve(p, "ipaddressid", |i| state.ip(i).is_some())?;
     let network = resolve(p, "networkid", |i| state.network(i).is_some())?;
     if let Some(address) = ip.and_then(|i| state.ip(i)) {
@@ -62,7 +71,7 @@ pub fn list_firewall_rules(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             .check(state, owner, &format!("IP address {}", address.address))?;
     }
     let mut items = Vec::new();
-    for rule in &state.firewall_rules {
+    for rule in state.firewall_rules.iter().rev() {
         let keep = scope.matches(&rule.owner)
             && id.is_none_or(|i| i == rule.id)
             && ip.is_none_or(|i| i == rule.ip_id)
@@ -74,6 +83,18 @@ pub fn list_firewall_rules(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             && tags_match(state, p, "FirewallRule", &rule.id)?;
         if keep {
             items.push(render_firewall_rule(state, rule));
+        }
+    }
+    // Routing rules have no source address: an `ipaddressid` filter never matches them.
+    if ip.is_none() {
+        for rule in state.routing_firewall_rules.iter().rev() {
+            let keep = scope.matches(&rule.owner)
+                && id.is_none_or(|i| i == rule.id)
+                && network.is_none_or(|n| n == rule.network_id)
+                && tags_match(state, p, "FirewallRule", &rule.id)?;
+            if keep {
+                items.push(super::routing_firewall::render_routing_rule(state, rule));
+            }
         }
     }
     Ok(list_body("firewallrule", items, page))
@@ -121,9 +142,11 @@ pub fn create_firewall_rule(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
         ApiError::param(format!("Unable to create firewall rule; IP address {} is not associated with an isolated network", ip.address))
     })?;
     // `FirewallManagerImpl.validateFirewallRule`: on a ROUTED network whose gateway is the
-    // Virtual Router (`isVirtualRouterGateway`), a `CloudRuntimeException` (530).
+    // Virtual Router (`isVirtualRouterGateway`), a `CloudRuntimeException` (530 cs 4250) —
+    // its text for a root admin only, the generic one for anyone else.
     if state.network(&network).is_some_and(|n| n.is_routed()) {
-        return Err(ApiError::internal(
+        return Err(ApiError::cloud_runtime(
+            ctx.caller.is_admin(),
             "Unable to create routing firewall rule. Please use routing firewall API instead.",
         ));
     }

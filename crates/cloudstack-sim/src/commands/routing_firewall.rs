@@ -6,10 +6,11 @@
 //! destination CIDR list; it is listed as a `firewallrule` (`ApiResponseHelper
 //! .createFirewallResponse`, which also prints `destcidrlist`) and tagged as resource type
 //! `FirewallRule` (the same response helper's `ResourceObjectType.FirewallRule`). The server
-//! keeps these rules in the table of ordinary firewall rules, so its `listFirewallRules
-//! networkid=` would show them too and `listRoutingFirewallRules` would show a network's
-//! address-bound firewall rules; the simulator keeps the two kinds apart (a ROUTED network
-//! has only the one, a NATTED network in practice only the other).
+//! keeps these rules in the table of ordinary firewall rules: `listFirewallRules` shows them
+//! too (a ROUTED network's `listFirewallRules networkid=` lists its routing rules, see
+//! [`super::firewall::list_firewall_rules`]), and both lists are newest first.
+//! `listRoutingFirewallRules` lists the routing rules only here (the server's would show a
+//! NATTED network's address-bound firewall rules too; a ROUTED network has none).
 //!
 //! `createRoutingFirewallRule` does not check the network's mode: the service reads the
 //! network's Firewall capabilities, so a network without the Firewall service — a VPC tier
@@ -75,7 +76,8 @@ pub fn list_routing_firewall_rules(ctx: &mut Ctx<'_>) -> Result<Value, ApiError>
         .then(|| p.bool("fordisplay"))
         .flatten();
     let mut items = Vec::new();
-    for rule in &state.routing_firewall_rules {
+    // Newest first: `Filter(FirewallRuleVO.class, "id", false, …)`.
+    for rule in state.routing_firewall_rules.iter().rev() {
         let keep = scope.matches(&rule.owner)
             && id.is_none_or(|i| i == rule.id)
             && network.is_none_or(|n| n == rule.network_id)

@@ -223,3 +223,53 @@ async fn an_allocating_address_has_no_network_yet() {
     let address = &done.unwrap()["ipaddress"];
     assert_eq!(address["associatednetworkid"], network.as_str());
 }
+
+/// Routing and plain firewall rules are rows of one table (`firewall_rules`, purpose
+/// Firewall): `FirewallManagerImpl.listFirewallRules` of a ROUTED network lists its routing
+/// firewall rules, and lists newest first (`Filter(FirewallRuleVO.class, "id", false, …)`),
+/// as `listRoutingFirewallRules` does.
+#[tokio::test]
+async fn routing_firewall_rules_are_firewall_rules_listed_newest_first() {
+    let sim = start(Scenario::network_kinds()).await;
+    let alice = client(&sim, "alice");
+    let network = id_of(&sim, "networks", cloudstack_sim::KINDS_ROUTED_NETWORK);
+    let mut created = Vec::new();
+    for port in [80, 443] {
+        let rule = alice
+            .call_async(
+                "createRoutingFirewallRule",
+                Params::new()
+                    .set("networkid", network.as_str())
+                    .set("protocol", "tcp")
+                    .set("startport", port),
+            )
+            .await
+            .unwrap();
+        created.push(rule["firewallrule"]["id"].as_str().unwrap().to_owned());
+    }
+    let newest_first: Vec<String> = created.iter().rev().cloned().collect();
+    let ids = |rules: Vec<Value>| -> Vec<String> {
+        rules
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let plain: Vec<Value> = alice
+        .list_all(
+            "listFirewallRules",
+            "firewallrule",
+            Params::new().set("networkid", network.as_str()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(plain), newest_first, "listFirewallRules networkid=");
+    let routing: Vec<Value> = alice
+        .list_all(
+            "listRoutingFirewallRules",
+            "firewallrule",
+            Params::new().set("networkid", network.as_str()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(routing), newest_first, "listRoutingFirewallRules");
+}

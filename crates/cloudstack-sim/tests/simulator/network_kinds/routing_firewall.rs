@@ -339,8 +339,9 @@ async fn routing_firewall_commands_arrive_with_4_20() {
 }
 
 /// `FirewallManagerImpl.validateFirewallRule`: a plain firewall rule on the router address
-/// of a ROUTED network is a `CloudRuntimeException` (530) pointing to the routing firewall
-/// API.
+/// of a ROUTED network is a `CloudRuntimeException` (530 cs 4250) pointing to the routing
+/// firewall API — a text `ApiServer.handleRequest` shows a root admin only: a user key gets
+/// the generic text.
 #[tokio::test]
 async fn a_plain_firewall_rule_on_a_routed_network_is_refused() {
     let sim = start(Scenario::network_kinds()).await;
@@ -352,23 +353,32 @@ async fn a_plain_firewall_rule_on_a_routed_network_is_refused() {
             .map(|ip| ip.id.clone())
             .expect("the router's address")
     });
+    let request = || {
+        Params::new()
+            .set("ipaddressid", &ip_id)
+            .set("protocol", "tcp")
+            .set("startport", "80")
+    };
     let err = client(&sim, "alice")
-        .call_async(
-            "createFirewallRule",
-            Params::new()
-                .set("ipaddressid", &ip_id)
-                .set("protocol", "tcp")
-                .set("startport", "80"),
-        )
+        .call_async("createFirewallRule", request())
         .await
         .unwrap_err();
-    let (status, _, _, text) = api_error(err);
+    let (status, _, cs, text) = api_error(err);
     assert_eq!(
-        (status, text.as_str()),
+        (status, cs, text.as_str()),
         (
             530,
-            "Unable to create routing firewall rule. Please use routing firewall API instead."
+            Some(4250),
+            "Internal error executing command, please contact your system administrator"
         )
+    );
+    let err = client(&sim, "admin")
+        .call_async("createFirewallRule", request())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        api_error(err).3,
+        "Unable to create routing firewall rule. Please use routing firewall API instead."
     );
     assert!(sim.with_state(|s| s.firewall_rules.is_empty()));
 }

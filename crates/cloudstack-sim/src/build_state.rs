@@ -380,6 +380,15 @@ impl State {
             owner: self.owner(&v.account, &v.project, &what)?,
             created: now_text(),
             removed: None,
+            // `vm_instance.id`: auto-increment, never reused.
+            number: self
+                .vms
+                .iter()
+                .chain(&self.expunged_vms)
+                .map(|vm| vm.number)
+                .max()
+                .unwrap_or(0)
+                + 1,
         };
         if let Some(address) = &v.static_nat_ip {
             let ip = self

@@ -146,6 +146,10 @@ pub struct Vm {
     /// Removal date once expunged (the VM then lives in [`State::expunged_vms`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removed: Option<String>,
+    /// The numeric id of `vm_instance` (`VMInstanceVO.getId`), unique in the cloud: the
+    /// `<id>` of the instance name `i-<account id>-<id>-VM`.
+    #[serde(default)]
+    pub number: u64,
 }
 
 impl Vm {

@@ -328,7 +328,8 @@ pub fn render(state: &State, rule: &InternalLbRule) -> Value {
         if instances.iter().any(|i| i["ipaddress"] == nic.ipv4) {
             continue;
         }
-        instances.push(json!({"id": vm.id, "name": instance_name(vm), "ipaddress": nic.ipv4}));
+        instances
+            .push(json!({"id": vm.id, "name": instance_name(state, vm), "ipaddress": nic.ipv4}));
     }
     out.insert("loadbalancerinstance".into(), Value::Array(instances));
     let tags: Vec<Value> = state

@@ -119,10 +119,25 @@ pub fn pending_vm_jobs(state: &State) -> PendingVmJobs<'_> {
         .collect()
 }
 
-/// A VM's internal name (`VMInstanceVO.getInstanceName`, `i-<account>-<id>-VM`; the
-/// simulator has no numeric ids and uses the first eight characters of the UUID).
-pub fn instance_name(vm: &Vm) -> String {
-    format!("i-2-{}-VM", vm.id.get(..8).unwrap_or(&vm.id))
+/// A VM's internal name (`VMInstanceVO.getInstanceName`, set at allocation from
+/// `VirtualMachineName.getVmName(vmId, accountId, "VM")`: `i-<account id>-<vm id>-VM`),
+/// unique as the numeric ids are. The account ids are the simulator's: 2, 3, … in the
+/// scenario's order of accounts, then one per project account.
+pub fn instance_name(state: &State, vm: &Vm) -> String {
+    format!("i-{}-{}-VM", account_number(state, &vm.owner), vm.number)
+}
+
+/// The numeric id of the account that owns `owner`'s resources (`account.id`; 1 is SYSTEM).
+fn account_number(state: &State, owner: &crate::state::Owner) -> usize {
+    let position = match owner {
+        crate::state::Owner::Account(name) => state.accounts.iter().position(|a| &a.name == name),
+        crate::state::Owner::Project(id) => state
+            .projects
+            .iter()
+            .position(|p| &p.id == id)
+            .map(|i| state.accounts.len() + i),
+    };
+    position.map_or(1, |i| i + 2)
 }
 
 /// The `virtualmachine` object.
@@ -170,7 +185,7 @@ pub fn render_vm(
         out.insert("username".into(), json!(account.name));
     }
     if admin {
-        out.insert("instancename".into(), json!(instance_name(vm)));
+        out.insert("instancename".into(), json!(instance_name(state, vm)));
         out.insert(
             "hostid".into(),
             json!("00000000-0000-4000-8000-0000000000aa"),

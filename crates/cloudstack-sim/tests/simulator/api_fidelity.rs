@@ -273,3 +273,37 @@ async fn routing_firewall_rules_are_firewall_rules_listed_newest_first() {
         .unwrap();
     assert_eq!(ids(routing), newest_first, "listRoutingFirewallRules");
 }
+
+/// `VirtualMachineName.getVmName(vmId, accountId, "VM")`: the instance name is
+/// `i-<account id>-<numeric vm id>-VM`, unique because the numeric ids are.
+#[tokio::test]
+async fn vm_instance_names_are_unique() {
+    let sim = start(Scenario::small()).await;
+    let vms: Vec<Value> = client(&sim, "admin")
+        .list_all(
+            "listVirtualMachines",
+            "virtualmachine",
+            Params::new().set("listall", true),
+        )
+        .await
+        .unwrap();
+    assert!(vms.len() > 1);
+    let mut names: Vec<&str> = vms
+        .iter()
+        .map(|vm| vm["instancename"].as_str().expect("an admin sees it"))
+        .collect();
+    for name in &names {
+        let parts: Vec<&str> = name.split('-').collect();
+        assert!(
+            parts.len() == 4
+                && parts[0] == "i"
+                && parts[1].parse::<u64>().is_ok()
+                && parts[2].parse::<u64>().is_ok()
+                && parts[3] == "VM",
+            "{name}"
+        );
+    }
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), vms.len(), "{names:?}");
+}

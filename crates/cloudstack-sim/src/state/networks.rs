@@ -97,7 +97,8 @@ impl Network {
     ///   PortForwarding/Vpn service are not supported in ROUTED mode"
     ///   (`createNetworkOffering`);
     /// * NATTED: Lb by the LB provider (InternalLbVm on an internal-LB tier:
-    ///   `NetworkOrchestrator.configure`'s `internalLbOffProviders`); SourceNat, PortForwarding, StaticNat and
+    ///   `NetworkOrchestrator.configure`'s `internalLbOffProviders`, which has no
+    ///   PortForwarding and no StaticNat); SourceNat, PortForwarding, StaticNat and
     ///   Firewall/NetworkACL by the router, or by NSX/Netris on their networks (the NAT
     ///   offerings of `NsxElement`/`NetrisElement`); Dhcp, Dns, UserData by the router.
     pub fn services(&self) -> Vec<(Service, &'static str)> {
@@ -136,12 +137,16 @@ impl Network {
             LbProvider::InternalLbVm => "InternalLbVm",
             LbProvider::Nsx | LbProvider::Netris => rules,
         };
-        let mut list = vec![
-            (Service::Lb, lb),
-            (Service::SourceNat, rules),
-            (Service::PortForwarding, rules),
-            (Service::StaticNat, rules),
-        ];
+        let mut list = vec![(Service::Lb, lb), (Service::SourceNat, rules)];
+        // `internalLbOffProviders` (NetworkOrchestrator/ConfigurationServerImpl): Dhcp, Dns,
+        // UserData, NetworkACL, Gateway, Lb by InternalLbVm, SourceNat — no PortForwarding,
+        // no StaticNat.
+        if self.lb_provider != LbProvider::InternalLbVm {
+            list.extend([
+                (Service::PortForwarding, rules),
+                (Service::StaticNat, rules),
+            ]);
+        }
         list.extend(basic);
         list.push((filter, rules));
         list

@@ -49,7 +49,8 @@ async fn list(sim: &SimServer, params: Params) -> Vec<Value> {
 }
 
 /// The tier's offering and services: Lb by InternalLbVm with `InternalLoadBalancerElement`'s
-/// capabilities, the rest by the VPC Virtual Router.
+/// capabilities, the rest by the VPC Virtual Router — and, as `internalLbOffProviders` has
+/// them (`NetworkOrchestrator.configure`), no PortForwarding and no StaticNat.
 #[tokio::test]
 async fn the_internal_lb_tier_lists_lb_by_internal_lb_vm() {
     let sim = start(Scenario::network_kinds()).await;
@@ -62,8 +63,6 @@ async fn the_internal_lb_tier_lists_lb_by_internal_lb_vm() {
     let expected: Vec<(String, String)> = [
         ("Lb", "InternalLbVm"),
         ("SourceNat", router),
-        ("PortForwarding", router),
-        ("StaticNat", router),
         ("Dhcp", router),
         ("Dns", router),
         ("UserData", router),

@@ -134,19 +134,32 @@ pub async fn learn_server(
     config: &CloudConfig,
     client: &cloudstack::Client,
 ) -> Result<DetectedVersion, ConnectError> {
-    let listing = discover_access(config, client).await;
-    server_version(config, client, listing.as_ref()).await
+    match discover_access(client).await {
+        Ok(listing) => server_version(config, client, listing.as_ref()).await,
+        // A configured version needs no call: the start goes on, and what the keys may
+        // call is learnt from refusals (new keys ask listApis again).
+        Err(error)
+            if config.version.is_some()
+                && !matches!(error, cloudstack::Error::Certificate { .. }) =>
+        {
+            tracing::debug!(%error, "cannot read listApis now");
+            server_version(config, client, None).await
+        }
+        Err(source) => Err(ConnectError::DetectVersion {
+            url: config.api_url.clone(),
+            source,
+        }),
+    }
 }
 
-/// `listApis`: what the keys' role allows, remembered by the client. `None` when the role
-/// may not call it (what the keys may call is then learnt from the first refusal of each
-/// command), or CloudStack cannot be asked now: learning it never holds the start (a
-/// configured `version` needs no call at all; new keys ask again).
+/// `listApis`: what the keys' role allows, remembered by the client. `Ok(None)` when the
+/// role may not call it (what the keys may call is then learnt from the first refusal of
+/// each command) or its answer cannot be read; the error when CloudStack cannot be asked
+/// now (down, failing, refusing the keys, a certificate the trust refuses).
 pub async fn discover_access(
-    config: &CloudConfig,
     client: &cloudstack::Client,
-) -> Option<cloudstack::ApiListing> {
-    match client.discover_api_access().await {
+) -> Result<Option<cloudstack::ApiListing>, cloudstack::Error> {
+    let listing = match client.discover_api_access().await {
         Ok(Some(listing)) => {
             tracing::info!(
                 commands = listing.commands.len(),
@@ -161,15 +174,13 @@ pub async fn discover_access(
             );
             None
         }
-        Err(error) if unreachable(&error) => {
-            tracing::debug!(%error, api_url = %config.api_url, "cannot read listApis now");
-            None
-        }
+        Err(error) if unreachable(&error) => return Err(error),
         Err(error) => {
             tracing::warn!(%error, "cannot read listApis; what the keys may call is learnt from refusals");
             None
         }
-    }
+    };
+    Ok(listing)
 }
 
 /// Whether `error` says CloudStack could not be asked at all (no answer, a server failure,

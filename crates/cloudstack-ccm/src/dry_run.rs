@@ -11,6 +11,7 @@ use kube::Api;
 use kube::api::ListParams;
 
 use crate::cli::ManagerArgs;
+use crate::cloud::key_access::{KeyFeatures, refusal_text};
 use crate::cloud::loadbalancer::ensure::Engine;
 use crate::config::CloudConfig;
 use crate::controllers::Context;
@@ -69,8 +70,32 @@ pub async fn run(args: &ManagerArgs, out: &mut impl Write) -> Result<PlanReport,
     ctx.concurrent_service_syncs = 1;
     let report = plan_context(&ctx).await?;
     write_report(&report, out)?;
+    let client = ctx.cloudstack.clone();
     write_route_plan(Arc::new(ctx), out).await?;
+    write_key_report(&client, out)?;
     Ok(report)
+}
+
+/// Prints what the keys' role refuses (learnt from `listApis` or from refusals while
+/// planning) and what each refusal takes away (docs/keys.md).
+pub fn write_key_report(client: &cloudstack::Client, out: &mut impl Write) -> std::io::Result<()> {
+    let features = KeyFeatures::of(client);
+    let refused: Vec<_> = features.refused_features().collect();
+    if refused.is_empty() {
+        writeln!(
+            out,
+            "Keys: no command the controller needs was refused to the cloud-config keys."
+        )?;
+    } else {
+        writeln!(
+            out,
+            "Keys: the role of the cloud-config keys refuses commands (docs/keys.md):"
+        )?;
+        for (feature, command) in refused {
+            writeln!(out, "  {}", refusal_text(feature, command))?;
+        }
+    }
+    out.flush()
 }
 
 /// Prints the route changes the route controller would make (or why it would not run).
@@ -172,7 +197,12 @@ pub fn write_report(report: &PlanReport, out: &mut impl Write) -> std::io::Resul
             }
         }
         match plan {
-            Ok(plan) if plan.is_empty() => writeln!(out, "Service {key}: up to date")?,
+            Ok(plan) if plan.is_empty() => {
+                writeln!(out, "Service {key}: up to date")?;
+                for warning in &plan.warnings {
+                    writeln!(out, "  warning: {warning}")?;
+                }
+            }
             Ok(plan) => {
                 writeln!(
                     out,

@@ -130,7 +130,7 @@ impl CloudWatch {
 
     fn text(&self, state: &State, action: &JobAction) -> String {
         match action {
-            JobAction::AssociateIp { ip_id } => {
+            JobAction::AssociateIp { ip_id, .. } => {
                 let ip = state.ip(ip_id);
                 let address = ip.map_or(ip_id.as_str(), |ip| ip.address.as_str());
                 let network = ip

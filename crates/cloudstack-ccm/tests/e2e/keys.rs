@@ -22,7 +22,7 @@ use crate::reliability::audit::{self, Baseline};
 use crate::reliability::ccm::Ccm;
 use crate::reliability::rig::Rig;
 use crate::reliability::services::{self, lb_service};
-use cloudstack_ccm::cloud::loadbalancer::annotations::{TLS_CERTIFICATE_ID, TLS_PORTS};
+use cloudstack_ccm::cloud::loadbalancer::annotations::{INTERNAL, TLS_CERTIFICATE_ID, TLS_PORTS};
 use cloudstack_sim::{
     CKS_ACCOUNT, CKS_NETWORK, CKS_NODE_PREFIX, CKS_TIER, RoleSpec, RuleSpec, SMALL_NETWORK,
     SMALL_PROJECT_ID, Scenario,
@@ -456,6 +456,30 @@ async fn a_role_without_the_ssl_commands_warns_a_tls_service_and_still_deletes_i
         "the plain Service is not touched"
     );
 
+    // The dry run says what the refusal takes away, per Service and for the keys.
+    let config = cloud_config(&rig, common::ACCOUNT, "");
+    let plan = std::process::Command::new(crate::reliability::ccm::BINARY)
+        .arg("plan")
+        .arg(format!("--cloud-config={}", config.display()))
+        .arg(format!("--kubeconfig={}", rig.kubeconfig.display()))
+        .output()
+        .expect("cloudstack-ccm plan runs");
+    let printed = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        plan.status.success(),
+        "{printed}\n{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    assert!(
+        printed.contains("port 443: no rule: the CloudStack keys' role may not call uploadSslCert"),
+        "the Service's plan names the refusal: {printed}"
+    );
+    assert!(
+        printed.contains("Keys: the role of the cloud-config keys refuses commands")
+            && printed.contains("no TLS termination"),
+        "the keys' report: {printed}"
+    );
+
     delete_and_wait(&rig, "shop", &ccm).await;
     delete_and_wait(&rig, "plain", &ccm).await;
     assert_nothing_left(&rig, &baseline);
@@ -596,4 +620,43 @@ async fn cks_project_keys_without_static_routes_say_so_once_on_the_nodes() {
     );
     assert_eq!(refused_calls(&rig).get("listStaticRoutes"), Some(&1));
     assert_refusals_paced(&rig, &ccm);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cks_project_keys_refuse_an_internal_load_balancer_with_a_condition_and_delete_it() {
+    let mut scenario = Scenario::cks_project();
+    // The project's tier offers the internal scheme (InternalLbVm), which its keys may
+    // not use.
+    for tier in scenario.networks.iter_mut().filter(|n| n.name == CKS_TIER) {
+        tier.lb_provider = cloudstack_sim::LbProvider::InternalLbVm;
+    }
+    let nodes = scenario.add_vms(CKS_TIER, "inode-", 2);
+    let rig = Rig::start(scenario).await;
+    let baseline = Baseline::take(&rig.sim);
+    register_nodes(&rig, &nodes);
+    let ccm = Ccm::start(&rig, "cks-internal", &cks_cloud_config(&rig), &[]);
+    wait_initialised(&rig, &nodes, &ccm).await;
+
+    let cluster = rig.cluster();
+    let internal = [(INTERNAL.key, "true")];
+    services::create(
+        &cluster,
+        lb_service("inside", &[("TCP", 80, 30580)], &internal),
+    );
+    wait_for("the condition on inside", &ccm, || {
+        supported_condition(&rig, "inside").is_some_and(|c| c["reason"] == "CommandRefused")
+    })
+    .await;
+    let condition = supported_condition(&rig, "inside").expect("the condition");
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("LoadBalancer") && message.contains(INTERNAL.key),
+        "names the refused command and the annotation: {message}"
+    );
+    // Asked once, then held: several resyncs later no second refusal of the same command.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_refusals_paced(&rig, &ccm);
+
+    delete_and_wait(&rig, "inside", &ccm).await;
+    assert_nothing_left(&rig, &baseline);
 }

@@ -368,7 +368,7 @@ fn forensics(rig: &Rig, kill_times: &[u64]) -> Vec<String> {
         s.jobs
             .iter()
             .filter_map(|job| match &job.action {
-                cloudstack_sim::jobs::JobAction::AssociateIp { ip_id } => {
+                cloudstack_sim::jobs::JobAction::AssociateIp { ip_id, .. } => {
                     let ip = s.ips.iter().find(|ip| &ip.id == ip_id)?;
                     let next_kill = kill_times.iter().find(|k| **k >= job.created_ms);
                     Some(format!(

@@ -364,7 +364,7 @@ async fn a_failed_ip_association_is_not_taken_for_the_services_ip() {
             .iter()
             .find(|j| j.command == "associateIpAddress" && j.status == 2);
         let ip_id = match failed_job.map(|j| &j.action) {
-            Some(cloudstack_sim::jobs::JobAction::AssociateIp { ip_id }) => ip_id.clone(),
+            Some(cloudstack_sim::jobs::JobAction::AssociateIp { ip_id, .. }) => ip_id.clone(),
             _ => panic!("a failed associateIpAddress job"),
         };
         let ip = s

@@ -159,7 +159,7 @@ pub fn stuck_resources(state: &cloudstack_sim::state::State) -> Vec<String> {
         .filter(|j| j.finish_ms.is_none())
         .filter_map(|j| match &j.action {
             cloudstack_sim::jobs::JobAction::CreateLbRule { rule_id } => Some(rule_id.clone()),
-            cloudstack_sim::jobs::JobAction::AssociateIp { ip_id } => Some(ip_id.clone()),
+            cloudstack_sim::jobs::JobAction::AssociateIp { ip_id, .. } => Some(ip_id.clone()),
             _ => None,
         })
         .collect()

@@ -43,11 +43,22 @@ impl Engine {
     /// (`…-internal-network-id`, written before the first was created); nothing to do
     /// without a record.
     pub(crate) async fn delete_internal(&self, spec: &LbSpec) -> Result<Deleted, EnsureError> {
-        let Some((network_id, plan)) = self
-            .internal_deletion(spec)
-            .await?
-            .filter(|(_, plan)| !plan.is_empty())
-        else {
+        let deletion = match self.internal_deletion(spec).await {
+            // Rules the keys' role may not list cannot be deleted by it either; the Service
+            // still goes (no finalizer waits on a role), and the Warning says what stays.
+            Err(EnsureError::Observe(error)) if error.is_command_refused() => {
+                return Ok(Deleted {
+                    steps: 0,
+                    warnings: vec![format!(
+                        "the internal load-balancer rules of this Service, if any, stay on tier {}: the CloudStack keys' role may not call {}",
+                        spec.recorded_internal_network_id.as_deref().unwrap_or("?"),
+                        error.command().unwrap_or("listLoadBalancers"),
+                    )],
+                });
+            }
+            other => other?,
+        };
+        let Some((network_id, plan)) = deletion.filter(|(_, plan)| !plan.is_empty()) else {
             return Ok(Deleted {
                 steps: 0,
                 warnings: Vec::new(),

@@ -279,11 +279,11 @@ fn create(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 
 /// Job of createLoadBalancer (`CreateApplicationLoadBalancerCmd.execute`): the rule as
 /// `createLoadBalancerContainerReponse` renders it; nothing is applied.
-pub fn finish_create(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
+pub fn finish_create(state: &mut State, admin: bool, rule_id: &str) -> Result<Value, ApiError> {
     let rule = state
         .internal_lb_rule(rule_id)
         .ok_or_else(|| ApiError::new(530, None, "Failed to create load balancer"))?;
-    Ok(json!({"loadbalancer": render(state, rule)}))
+    Ok(json!({"loadbalancer": render(state, rule, admin)}))
 }
 
 /// The `loadbalancer` object (`ApiResponseHelper.createLoadBalancerContainerReponse`):
@@ -295,8 +295,11 @@ pub fn finish_create(state: &mut State, rule_id: &str) -> Result<Value, ApiError
 ///   (`LoadBalancingRulesManagerImpl.getLbInstances`: a map keyed by the VM's NIC address in
 ///   the rule's network; `name` is the VM's instance name; no `state` is set);
 /// * `tags` with `key` and `value` only (`createResourceTagResponse(tag, true)`);
-/// * `description` only when the rule has one.
-pub fn render(state: &State, rule: &InternalLbRule) -> Value {
+/// * `description` only when the rule has one;
+/// * `fordisplay` for a root admin only: `ApplicationLoadBalancerResponse.forDisplay` is
+///   `@Param(authorized = {RoleType.Admin})`, a field the response serializer leaves out for
+///   anyone else.
+pub fn render(state: &State, rule: &InternalLbRule, admin: bool) -> Value {
     let mut out = Map::new();
     out.insert("id".into(), json!(rule.id));
     out.insert("name".into(), json!(rule.name));
@@ -304,7 +307,9 @@ pub fn render(state: &State, rule: &InternalLbRule) -> Value {
         out.insert("description".into(), json!(d));
     }
     out.insert("algorithm".into(), json!(rule.algorithm));
-    out.insert("fordisplay".into(), json!(rule.display));
+    if admin {
+        out.insert("fordisplay".into(), json!(rule.display));
+    }
     out.insert("networkid".into(), json!(rule.network_id));
     super::access::entity_owner_fields(state, &rule.owner, &mut out);
     out.insert("sourceipaddress".into(), json!(rule.source_ip));
@@ -392,7 +397,7 @@ pub fn list_load_balancers(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
             && display.is_none_or(|d| d == rule.display)
             && tags_match(state, p, "LoadBalancer", &rule.id)?;
         if keep {
-            items.push(render(state, rule));
+            items.push(render(state, rule, ctx.caller.is_admin()));
         }
     }
     Ok(list_body("loadbalancer", items, page))

@@ -377,9 +377,13 @@ fn check_network_kind(
 /// Job of createLoadBalancerRule (`CreateLoadBalancerRuleCmd.execute`): only the firewall
 /// rule `openfirewall` made is applied (`applyIngressFirewallRules`); the load-balancer rule
 /// itself is not, so it stays `Add` until [`apply_rule`] runs with a member mapped.
-pub fn finish_create(state: &mut State, rule_id: &str) -> Result<Value, ApiError> {
+pub fn finish_create(
+    state: &mut State,
+    caller: &super::access::Caller,
+    rule_id: &str,
+) -> Result<Value, ApiError> {
     if state.internal_lb_rule(rule_id).is_some() {
-        return super::internal_lb::finish_create(state, rule_id);
+        return super::internal_lb::finish_create(state, caller.is_admin(), rule_id);
     }
     let rule = state
         .lb_rule(rule_id)

@@ -345,7 +345,7 @@ pub fn run_job_action(
             ips::finish_associate(state, ip_id, network_id.as_deref())
         }
         JobAction::DisassociateIp { ip_id } => ips::finish_disassociate(state, &caller, ip_id),
-        JobAction::CreateLbRule { rule_id } => lb::finish_create(state, rule_id),
+        JobAction::CreateLbRule { rule_id } => lb::finish_create(state, &caller, rule_id),
         JobAction::UpdateLbRule { rule_id, changes } => {
             lb::finish_update(state, &caller, rule_id, changes)
         }

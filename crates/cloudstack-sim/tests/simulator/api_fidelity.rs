@@ -307,3 +307,46 @@ async fn vm_instance_names_are_unique() {
     names.dedup();
     assert_eq!(names.len(), vms.len(), "{names:?}");
 }
+
+/// `ApplicationLoadBalancerResponse.forDisplay` is `@Param(authorized = {RoleType.Admin})`:
+/// the response serializer leaves it out for a user key — in the job result and in
+/// `listLoadBalancers` — and shows it to a root admin.
+#[tokio::test]
+async fn internal_load_balancers_show_fordisplay_to_admins_only() {
+    let sim = start(Scenario::network_kinds()).await;
+    let tier = id_of(&sim, "networks", cloudstack_sim::KINDS_INTERNAL_LB_TIER);
+    let alice = client(&sim, "alice");
+    let created = alice
+        .call_async(
+            "createLoadBalancer",
+            Params::new()
+                .set("name", "ilb")
+                .set("networkid", tier.as_str())
+                .set("sourceipaddressnetworkid", tier.as_str())
+                .set("sourceport", 80)
+                .set("instanceport", 30080)
+                .set("algorithm", "roundrobin")
+                .set("scheme", "Internal"),
+        )
+        .await
+        .unwrap();
+    let created = &created["loadbalancer"];
+    assert!(created["id"].is_string());
+    assert!(created.get("fordisplay").is_none(), "{created}");
+    let mine: Vec<Value> = alice
+        .list_all("listLoadBalancers", "loadbalancer", Params::new())
+        .await
+        .unwrap();
+    assert_eq!(mine.len(), 1);
+    assert!(mine[0].get("fordisplay").is_none(), "{:?}", mine[0]);
+    let all: Vec<Value> = client(&sim, "admin")
+        .list_all(
+            "listLoadBalancers",
+            "loadbalancer",
+            Params::new().set("listall", true),
+        )
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0]["fordisplay"], true);
+}

@@ -2,9 +2,9 @@
 //! `@Parameter` fields are walked in declaration order (`BaseCmd.getParamFields`: the
 //! class's own fields, then its superclasses'), and each one is either missing — a required
 //! one is the 431 "missing parameter" at once — or bound there and then: a UUID that is
-//! malformed or names no entity is the 431 "invalid value. Invalid parameter <p> value=…"
-//! (`translateUuidToInternalId`), an integer that does not parse is "invalid value <v> for
-//! parameter <p>" (`setFieldValue`, `Integer.valueOf`). So the first failing field in
+//! malformed or names no entity is the 431 "invalid value. Invalid parameter `<p>` value=…"
+//! (`translateUuidToInternalId`), an integer that does not parse is "invalid value `<v>` for
+//! parameter `<p>`" (`setFieldValue`, `Integer.valueOf`). So the first failing field in
 //! declaration order decides the answer, not the first required name in alphabetical order.
 //!
 //! A parameter sent empty (`id=`) is present (`params.get(name)` is `""`, not null): a

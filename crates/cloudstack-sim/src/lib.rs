@@ -39,9 +39,14 @@
 //! signature and 401s have none.
 //!
 //! **CloudStack's listing.** Every command's parameters are those of CloudStack's own API
-//! listing (`api/listing.json`, `listApis` of the 4.22 era; see [`listing`]): a required
-//! one missing is the dispatcher's 431 "Unable to execute API command `<command>` due to
-//! missing parameter `<name>`" (`ParamProcessWorker`) before any check of the command; a
+//! listing (`api/listing.json`, `listApis` of the 4.22 era, with the corrections its
+//! `corrections` key names — `disassociateIpAddress` takes `id` or `ipaddress`; see
+//! [`listing`]): parameter processing walks the command's `@Parameter` fields in
+//! declaration order, binding as it goes ([`binding`], `ParamProcessWorker
+//! .processParameters`) — a required one missing is the dispatcher's 431 "Unable to execute
+//! API command `<command>` due to missing parameter `<name>`", an unknown UUID the 431
+//! "invalid value. Invalid parameter …", whichever field comes first; a value sent empty is
+//! present — before any check of the command; a
 //! name the command does not declare is ignored, as the server ignores it, and recorded in
 //! the call log (`unknown_params`); a handler that reads an undeclared name fails in debug
 //! builds. Preconditions that live in service code name their Java method (e.g.
@@ -72,9 +77,33 @@
 //!   empty value, nothing to delete → 431; another account's resource, a key already on
 //!   the resource (`"tag K already on <Type> with id <id>"`) → 530;
 //! * disassociateIpAddress (`NetworkServiceImpl.releaseIpAddressInternal`): an address no
-//!   longer allocated → success; a source-NAT address → 530;
+//!   longer allocated → success; a source-NAT address → 530; before the job, neither `id`
+//!   nor `ipaddress` is 431 cs 4350 "Please specify either IP address or IP address ID"
+//!   (`DisassociateIPAddrCmd.getIpAddressId` from `doAccessChecks`);
 //! * associateIpAddress with a VPC tier's `networkid` → 431 "…Specify vpcId to associate ip
-//!   address to VPC" (`NetworkServiceImpl.associateIPToNetwork`), the address released.
+//!   address to VPC" (`NetworkServiceImpl.associateIPToNetwork`), the address released;
+//!   otherwise the job binds the network (`associateIPToGuestNetwork`): while `Allocating`
+//!   the address has no `associatednetworkid`, a firewall rule on it is
+//!   `CreateFirewallRuleCmd.getNetworkId`'s 431 cs 4350, a load-balancer rule
+//!   `CreateLoadBalancerRuleCmd.getSourceIpAddressId`'s (from `doAccessChecks`, not
+//!   `readyToUse()`), 431 cs 4350.
+//!
+//! **Codes of synchronous failures** (`CSExceptionErrorCode`): a `ServerApiException` thrown
+//! bare is cs 9999 (parameter processing's missing and invalid values); an
+//! `InvalidParameterValueException` reaching `ApiServer` is 431 cs 4350; a
+//! `CloudRuntimeException` 530 cs 4250 with its text for a root admin only
+//! ([`error::ApiError::cloud_runtime`], e.g. a plain firewall rule on a ROUTED network);
+//! `new CloudRuntimeException(e)` 530 cs 0 ([`error::ApiError::wrapped`]);
+//! `UnsupportedServiceException` 530 cs 4390.
+//!
+//! **Reads.** `listAccounts` follows `QueryManagerImpl.searchForAccountsInternal`: a user
+//! naming another account's `id` is 531 (`checkAccess`), `name` narrows the caller's own
+//! account, an admin without `listall` sees its own; each account carries its `user` list
+//! (`AccountJoinDaoImpl.newAccountResponse`). `listFirewallRules` lists routing firewall
+//! rules too (one `firewall_rules` table) and, like `listRoutingFirewallRules`, newest first
+//! (`FirewallManagerImpl.listFirewallRules`). A VM's `instancename` is
+//! `i-<account id>-<vm id>-VM` (`VirtualMachineName.getVmName`), unique. An internal load
+//! balancer's `fordisplay` is shown to root admins only (`@Param(authorized = Admin)`).
 //!
 //! **Network kinds** ([`NetworkSpec`]: `network_mode`, `guest_type`, `lb_provider`;
 //! [`state::Network::services`]; `commands/infra.rs` renders them). A network has the
@@ -115,7 +144,8 @@
 //!   `tcp` — the listener would be TCP, which no API answer shows.
 //! * VPC Internal Load Balancer ([`LbProvider::InternalLbVm`], VPC tiers only; offering
 //!   `DefaultIsolatedNetworkOfferingForVpcNetworksWithInternalLB`: Lb by `InternalLbVm`
-//!   with `LbSchemes` `Internal`, the other services by the VPC Virtual Router). A public
+//!   with `LbSchemes` `Internal`, SourceNat, Dhcp, Dns, UserData and NetworkACL by the VPC
+//!   Virtual Router — no PortForwarding, no StaticNat: `internalLbOffProviders`). A public
 //!   load-balancer rule on such a tier is refused by `isLbServiceSupportedInNetwork(…,
 //!   Public)`: 431 "Scheme Public is not supported by the network offering NetworkOffering
 //!   {…}" (cs 9999 through `CreateLoadBalancerRuleCmd.create`). Internal rules
@@ -186,9 +216,13 @@
 //!
 //! **SSL certificates** (`CertServiceImpl`, `LoadBalancingRulesManagerImpl`; `certs.rs` and
 //! `commands/ssl_certs.rs`): `uploadSslCert`, `listSslCerts` and `deleteSslCert` are
-//! synchronous, every upload failure a 530 with the validation message; an assigned
-//! certificate cannot be deleted; `assignCertToLoadBalancer` and `removeCertFromLoadBalancer`
-//! are jobs queued on the rule's network with every check inside the job. The Virtual
+//! synchronous, every upload failure a 530 with the validation message (none for a
+//! certificate that is not PEM: `Preconditions.checkNotNull`'s message-less exception);
+//! `ListSslCertsCmd`/`DeleteSslCertCmd.execute` wrap every failure, access refusals
+//! included, in `new CloudRuntimeException(e)` (530 cs 0, the message for a root admin
+//! only); an assigned certificate cannot be deleted; `assignCertToLoadBalancer` and
+//! `removeCertFromLoadBalancer` are jobs queued on the rule's network with every check
+//! inside the job (nothing bound: 431 from 4.22); `sslcert` has no `domainpath`. The Virtual
 //! Router advertises `SslTermination` from 4.22 (apache/cloudstack#11468), NetScaler always;
 //! certificates are not a taggable resource type.
 //!

@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 
 use crate::error::ApiError;
 use crate::object::meta_str;
+use crate::protobuf::{self, Field};
 
 /// Group every authenticated user is in.
 pub const AUTHENTICATED: &str = "system:authenticated";
@@ -324,80 +325,20 @@ mod tests {
     }
 }
 
-/// One protobuf field: a varint or a length-delimited value (64- and 32-bit values are
-/// skipped).
-#[derive(Debug, Clone, PartialEq)]
-enum ProtoField<'a> {
-    Varint(u64),
-    Bytes(&'a [u8]),
-}
-
-fn varint(buf: &[u8], at: &mut usize) -> Option<u64> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let byte = *buf.get(*at)?;
-        *at += 1;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
-}
-
-fn proto_fields(buf: &[u8]) -> Option<Vec<(u64, ProtoField<'_>)>> {
-    let mut fields = Vec::new();
-    let mut at = 0;
-    while at < buf.len() {
-        let key = varint(buf, &mut at)?;
-        let field = match key & 7 {
-            0 => ProtoField::Varint(varint(buf, &mut at)?),
-            2 => {
-                let len = usize::try_from(varint(buf, &mut at)?).ok()?;
-                let bytes = buf.get(at..at.checked_add(len)?)?;
-                at += len;
-                ProtoField::Bytes(bytes)
-            }
-            1 => {
-                at += 8;
-                continue;
-            }
-            5 => {
-                at += 4;
-                continue;
-            }
-            _ => return None,
-        };
-        fields.push((key >> 3, field));
-    }
-    Some(fields)
-}
-
 /// The `spec` of a TokenRequest sent as Kubernetes protobuf (`k8s\0` + `runtime.Unknown`
 /// whose `raw` is the `authentication.k8s.io/v1` TokenRequest), as `kubectl create token`
 /// sends it, rendered as JSON: `audiences` (field 1) and `expirationSeconds` (field 4).
 pub fn token_request_from_protobuf(body: &[u8]) -> Option<Value> {
-    let unknown = body.strip_prefix(b"k8s\0")?;
-    let raw = proto_fields(unknown)?
-        .into_iter()
-        .find_map(|(n, f)| match (n, f) {
-            (2, ProtoField::Bytes(raw)) => Some(raw),
-            _ => None,
-        })?;
-    let spec = proto_fields(raw)?
-        .into_iter()
-        .find_map(|(n, f)| match (n, f) {
-            (2, ProtoField::Bytes(spec)) => Some(spec),
-            _ => None,
-        });
+    let raw = protobuf::unknown_raw(body)?;
+    let spec = protobuf::message(raw, 2)?;
     let mut audiences = Vec::new();
     let mut expiration = None;
-    for (number, field) in spec.map(proto_fields).unwrap_or(Some(Vec::new()))? {
+    for (number, field) in spec.map(protobuf::fields).unwrap_or(Some(Vec::new()))? {
         match (number, field) {
-            (1, ProtoField::Bytes(audience)) => {
+            (1, Field::Bytes(audience)) => {
                 audiences.push(String::from_utf8_lossy(audience).into_owned())
             }
-            (4, ProtoField::Varint(seconds)) => expiration = Some(seconds),
+            (4, Field::Varint(seconds)) => expiration = Some(seconds),
             _ => {}
         }
     }

@@ -1,5 +1,7 @@
 //! Discovery documents: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}` and
-//! `/apis/{group}/{version}`, so kubectl and kube clients can find the served resources.
+//! `/apis/{group}/{version}`, so kubectl and kube clients can find the served resources:
+//! the stored ones of [`RESOURCES`] with every verb, and the create-only reviews of
+//! [`review::REVIEWS`] with `create` alone (their groups listed after the others).
 
 use axum::Json;
 use axum::extract::Path;
@@ -7,7 +9,27 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
-use crate::resources::{RESOURCES, VERBS, groups};
+use crate::resources::{RESOURCES, ResourceKind, VERBS};
+use crate::review::{self, REVIEW_VERBS};
+
+/// Every served resource with its verbs.
+fn served() -> impl Iterator<Item = (&'static ResourceKind, &'static [&'static str])> {
+    RESOURCES
+        .iter()
+        .map(|r| (r, VERBS))
+        .chain(review::REVIEWS.iter().map(|r| (*r, REVIEW_VERBS)))
+}
+
+/// The distinct API groups (excluding core), in table order.
+fn groups() -> Vec<&'static str> {
+    let mut groups: Vec<&'static str> = Vec::new();
+    for (r, _) in served() {
+        if !r.group.is_empty() && !groups.contains(&r.group) {
+            groups.push(r.group);
+        }
+    }
+    groups
+}
 
 /// `/version`.
 pub async fn version() -> Json<Value> {
@@ -34,10 +56,9 @@ pub async fn core_versions() -> Json<Value> {
 }
 
 fn group_document(group: &str) -> Value {
-    let version = RESOURCES
-        .iter()
-        .find(|r| r.group == group)
-        .map(|r| r.version)
+    let version = served()
+        .find(|(r, _)| r.group == group)
+        .map(|(r, _)| r.version)
         .unwrap_or("v1");
     let group_version = json!({ "groupVersion": format!("{group}/{version}"), "version": version });
     json!({
@@ -66,16 +87,13 @@ pub async fn group(Path(group): Path<String>) -> Response {
 
 fn resource_list(group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
-    for r in RESOURCES
-        .iter()
-        .filter(|r| r.group == group && r.version == version)
-    {
+    for (r, verbs) in served().filter(|(r, _)| r.group == group && r.version == version) {
         resources.push(json!({
             "name": r.plural,
             "singularName": r.singular,
             "namespaced": r.namespaced,
             "kind": r.kind,
-            "verbs": VERBS,
+            "verbs": verbs,
             "shortNames": r.short_names,
         }));
         if r.kind == "ServiceAccount" {
@@ -154,5 +172,20 @@ mod tests {
             .unwrap();
         assert_eq!(svc["shortNames"], json!(["svc"]));
         assert!(resource_list("apps", "v1").is_none());
+    }
+
+    #[test]
+    fn reviews_are_listed_create_only() {
+        let list = resource_list("authorization.k8s.io", "v1").unwrap();
+        let ssar = list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "selfsubjectaccessreviews")
+            .unwrap();
+        assert_eq!(ssar["kind"], "SelfSubjectAccessReview");
+        assert_eq!(ssar["verbs"], json!(["create"]));
+        assert_eq!(ssar["namespaced"], false);
+        assert!(groups().contains(&"authentication.k8s.io"));
     }
 }

@@ -3,7 +3,8 @@
 //! whatever the authorization mode, then with RBAC on 403 with the real Status body for
 //! anything RBAC does not grant (with RBAC off, as `--authorization-mode=AlwaysAllow`,
 //! everything authenticated or anonymous is allowed). Every denial is recorded so tests
-//! can assert that a controller met none.
+//! can assert that a controller met none. The authenticated user goes on with the request
+//! (an [`axum::Extension`] of [`crate::auth::UserInfo`]).
 
 use std::sync::Arc;
 
@@ -18,7 +19,11 @@ use crate::resources;
 use crate::shared::Shared;
 
 /// The middleware: authenticates, authorises, then hands the request on.
-pub async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+pub async fn guard(
+    State(shared): State<Arc<Shared>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let access = &shared.access;
     let accounts = resources::find("", "v1", "serviceaccounts").expect("served");
     let user = match access.tokens.authenticate(request.headers(), |ns, name| {
@@ -27,6 +32,9 @@ pub async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Ne
         Ok(user) => user,
         Err(error) => return access.deny("", &request, error),
     };
+    // `WithAuthentication` puts the user in the request's context
+    // (`request.WithUser`), where handlers such as SelfSubjectAccessReview find it.
+    request.extensions_mut().insert(user.clone());
     if !shared.rbac {
         return next.run(request).await;
     }

@@ -10,7 +10,8 @@
 //! and 410 Gone, discovery for kubectl, and fault injection. Started with
 //! [`ServerOptions::rbac`], it authenticates bearer tokens and enforces RBAC like
 //! kube-apiserver with `--authorization-mode=RBAC`. It answers TokenReviews and
-//! SubjectAccessReviews from its tokens and its authorizer, for servers that delegate.
+//! SubjectAccessReviews from its tokens and its authorizer, for servers that delegate, and
+//! SelfSubjectAccessReviews (`kubectl auth can-i`) for the requesting user.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), fake_apiserver::ServerError> {
@@ -31,6 +32,7 @@ mod object;
 mod openapi;
 mod params;
 mod patch;
+mod protobuf;
 mod rbac;
 mod request_info;
 mod resources;

@@ -18,7 +18,8 @@
 //!
 //! The bootstrap policy ([`bootstrap_objects`]) is the part of kube-apiserver's
 //! (`plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go`) that matters here:
-//! `cluster-admin` bound to `system:masters`, `system:discovery` for authenticated users,
+//! `cluster-admin` bound to `system:masters`, `system:discovery` and `system:basic-user`
+//! (SelfSubjectAccessReviews and SelfSubjectRulesReviews) for authenticated users,
 //! `system:public-info-viewer` for everybody, and `system:auth-delegator` (TokenReviews
 //! and SubjectAccessReviews, for delegating servers; bound to no one).
 //!
@@ -240,6 +241,18 @@ pub fn bootstrap_objects() -> Vec<(&'static ResourceKind, Value)> {
             ),
         ),
         (bindings, binding("system:discovery", &[AUTHENTICATED])),
+        (
+            roles,
+            role(
+                "system:basic-user",
+                json!([{
+                    "apiGroups": ["authorization.k8s.io"],
+                    "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                    "verbs": ["create"],
+                }]),
+            ),
+        ),
+        (bindings, binding("system:basic-user", &[AUTHENTICATED])),
         (
             roles,
             role(

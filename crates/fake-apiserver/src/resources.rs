@@ -297,17 +297,6 @@ pub fn lookup(name: &str) -> Option<&'static ResourceKind> {
     })
 }
 
-/// The distinct API groups (excluding core), in table order.
-pub fn groups() -> Vec<&'static str> {
-    let mut groups: Vec<&'static str> = Vec::new();
-    for r in RESOURCES {
-        if !r.group.is_empty() && !groups.contains(&r.group) {
-            groups.push(r.group);
-        }
-    }
-    groups
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,6 +56,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
             "/apis/authorization.k8s.io/v1/subjectaccessreviews",
             post(review::subject_access_review),
         )
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            post(review::self_subject_access_review),
+        )
         .fallback(resource_handler)
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
         .with_state(shared)

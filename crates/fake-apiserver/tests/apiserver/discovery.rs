@@ -47,7 +47,9 @@ async fn discovery_documents_describe_served_resources() {
             "events.k8s.io",
             "coordination.k8s.io",
             "rbac.authorization.k8s.io",
-            "discovery.k8s.io"
+            "discovery.k8s.io",
+            "authentication.k8s.io",
+            "authorization.k8s.io"
         ]
     );
     let leases = get_json(&client, "/apis/coordination.k8s.io/v1")

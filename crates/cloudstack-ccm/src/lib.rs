@@ -3,6 +3,7 @@
 //! Layout (see `docs/architecture.md`): `cloud/` asks CloudStack on behalf of
 //! Kubernetes, `controllers/` watches and writes Kubernetes objects.
 
+pub mod check;
 pub mod cli;
 pub mod cloud;
 pub mod config;

@@ -55,6 +55,29 @@ fn main() -> ExitCode {
                 }
             });
         }
+        Some(Command::Check(check)) => {
+            init_tracing(&args);
+            // Exit status: 0 ready, 1 works with warnings, 2 will not work (a check that
+            // cannot run at all is a 2 too).
+            let report = tokio::runtime::Runtime::new()
+                .map_err(|error| anyhow::anyhow!("cannot start the async runtime: {error}"))
+                .and_then(|runtime| {
+                    runtime
+                        .block_on(cloudstack_ccm::check::run(
+                            &args,
+                            &check,
+                            &mut std::io::stdout().lock(),
+                        ))
+                        .map_err(anyhow::Error::from)
+                });
+            return match report {
+                Ok(report) => ExitCode::from(u8::try_from(report.exit_code()).unwrap_or(2)),
+                Err(error) => {
+                    fail(error);
+                    ExitCode::from(2)
+                }
+            };
+        }
         Some(Command::Orphans(orphans)) => {
             init_tracing(&args);
             return run_tool(async move {

@@ -13,6 +13,7 @@ mod common;
 mod reliability;
 mod services;
 
+mod check;
 mod cli;
 mod demo;
 mod demo_serve;

@@ -22,6 +22,12 @@ pub struct Rig {
 impl Rig {
     /// Starts `scenario` (with a state file) and an empty fake cluster.
     pub async fn start(scenario: Scenario) -> Rig {
+        Self::start_with(scenario, fake_apiserver::ServerOptions::default()).await
+    }
+
+    /// [`Rig::start`] with a fake cluster started with `options` (RBAC enforced, …); the
+    /// kubeconfig is the admin's.
+    pub async fn start_with(scenario: Scenario, options: fake_apiserver::ServerOptions) -> Rig {
         crate::common::init();
         let dir = tempfile::tempdir().expect("temporary directory");
         let state_file = dir.path().join("sim-state.json");
@@ -34,7 +40,7 @@ impl Rig {
         )
         .await
         .expect("simulator starts");
-        let api = FakeApiServer::start()
+        let api = FakeApiServer::start_with(options)
             .await
             .expect("fake API server starts");
         let kubeconfig = dir.path().join("kubeconfig");

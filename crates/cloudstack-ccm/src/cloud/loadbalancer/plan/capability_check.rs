@@ -9,21 +9,8 @@ pub(super) fn check_capabilities(
 ) -> Result<(), PlanError> {
     let caps = &ctx.network;
     let network = caps.network_label();
-    if let Some(why) = caps.no_load_balancer_reason() {
-        return Err(PlanError::NoLoadBalancing {
-            network,
-            why: why.to_string(),
-        });
-    }
-    if !caps.lb_schemes.public {
-        return Err(PlanError::NoLoadBalancing {
-            network,
-            why: format!(
-                "its network offering has the {} load-balancer scheme only (provider {}): annotate the Service with service.beta.kubernetes.io/cloudstack-load-balancer-internal: \"true\" for a load balancer reachable inside the VPC, or give it a loadBalancerClass",
-                caps.lb_schemes.describe(),
-                caps.lb_provider.as_deref().unwrap_or("unknown")
-            ),
-        });
+    if let Some(why) = caps.public_refusal() {
+        return Err(PlanError::NoLoadBalancing { network, why });
     }
     for rule in &spec.rules {
         if caps.reserved_ports.contains(&rule.public_port) {

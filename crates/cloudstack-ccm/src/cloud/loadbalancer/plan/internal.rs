@@ -175,13 +175,13 @@ fn acl_warning(spec: &LbSpec, caps: &NetworkCapabilities) -> Option<String> {
 
 /// Refuses a network without CloudStack's internal load balancer, naming what it offers.
 pub(crate) fn check_internal(caps: &NetworkCapabilities) -> Result<(), PlanError> {
-    if caps.lb_schemes.internal {
-        return Ok(());
+    match caps.internal_refusal() {
+        None => Ok(()),
+        Some(why) => Err(PlanError::NoInternalLoadBalancing {
+            network: caps.network_label(),
+            why,
+        }),
     }
-    Err(PlanError::NoInternalLoadBalancing {
-        network: caps.network_label(),
-        why: no_internal_reason(caps),
-    })
 }
 
 /// Whether `step` deletes the internal rule `id`.
@@ -200,18 +200,4 @@ pub(crate) fn plan_internal_delete(observed: &[ObservedInternalRule]) -> Plan {
         })
         .collect();
     Plan::from_phases(vec![steps], Vec::new())
-}
-
-/// Why a network has no internal load balancer, and what it offers instead.
-fn no_internal_reason(caps: &NetworkCapabilities) -> String {
-    if caps.vpc_id.is_none() {
-        return "it is not a VPC tier: CloudStack's internal load balancer serves VPC tiers only; remove service.beta.kubernetes.io/cloudstack-load-balancer-internal for a public load balancer".into();
-    }
-    match caps.no_load_balancer_reason() {
-        Some(why) => why.to_string(),
-        None => format!(
-            "its network offering has the {} load-balancer scheme only, not the internal one (provider InternalLbVm, e.g. DefaultIsolatedNetworkOfferingForVpcNetworksWithInternalLB); remove service.beta.kubernetes.io/cloudstack-load-balancer-internal for a public load balancer",
-            caps.lb_schemes.describe()
-        ),
-    }
 }

@@ -169,6 +169,31 @@ impl Ccm {
         Ok(())
     }
 
+    /// The CPU time of every thread of the process so far, in nanoseconds, from
+    /// `/proc/<pid>/task/*/schedstat` (the scheduler's own accounting: nanosecond
+    /// resolution, where `/proc/<pid>/stat`'s ticks are 10 ms). Threads that already ended
+    /// are not counted; the runtime's workers live as long as the process.
+    pub fn cpu_nanos(&self) -> anyhow::Result<u64> {
+        let mut total = 0u64;
+        for task in std::fs::read_dir(format!("/proc/{}/task", self.pid))
+            .context("reading /proc/<pid>/task")?
+        {
+            let path = task?.path().join("schedstat");
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            total += text
+                .split_whitespace()
+                .next()
+                .and_then(|ns| ns.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+        Ok(total)
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// Peak and current RSS and CPU time so far.
     pub fn usage(&self) -> anyhow::Result<Usage> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))

@@ -19,6 +19,7 @@ mod calls;
 mod ccm;
 mod churn;
 mod cloud;
+mod idle;
 mod memory;
 mod nodes;
 mod options;

@@ -3,7 +3,7 @@
 use crate::burst::BurstCase;
 use crate::options::Options;
 use crate::report::Row;
-use crate::{burst, churn, memory, nodes, print_scenario, steady};
+use crate::{burst, churn, idle, memory, nodes, print_scenario, steady};
 use std::time::Duration;
 
 /// `--concurrent-service-syncs` of the burst scenarios.
@@ -81,6 +81,17 @@ pub async fn run_all(options: &Options) -> anyhow::Result<Vec<Row>> {
         let (services, nodes) = if quick { (10, 5) } else { (100, 10) };
         let title = format!("lb-churn S={services} N={nodes}");
         record(title, "lb-churn", churn::run(services, nodes).await);
+    }
+
+    if options.selects("idle") {
+        let window = Duration::from_secs(if quick { 20 } else { 120 });
+        for &(nodes, services) in &[(100, 20), (1000, 20)] {
+            if quick && nodes > 100 {
+                continue;
+            }
+            let title = format!("idle N={nodes} S={services}");
+            record(title, "idle", idle::run(nodes, services, window).await);
+        }
     }
 
     // `memory` runs every size, `memory-n1000` only the 1000-Node one.

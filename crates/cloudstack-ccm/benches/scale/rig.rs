@@ -32,10 +32,18 @@ pub struct Rig {
 impl Rig {
     /// Starts the simulator with `model` and an empty fake API server.
     pub async fn start(model: CloudModel) -> anyhow::Result<Rig> {
+        Self::start_with(model, fake_apiserver::ServerOptions::default()).await
+    }
+
+    /// [`Rig::start`] with the fake API server started with `options`.
+    pub async fn start_with(
+        model: CloudModel,
+        options: fake_apiserver::ServerOptions,
+    ) -> anyhow::Result<Rig> {
         let sim = SimServer::start(model.scenario())
             .await
             .context("starting the CloudStack simulator")?;
-        let api = FakeApiServer::start()
+        let api = FakeApiServer::start_with(options)
             .await
             .context("starting the fake API server")?;
         let dir = tempfile::Builder::new()

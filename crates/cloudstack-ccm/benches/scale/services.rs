@@ -24,7 +24,11 @@ impl LbWorld {
     /// Starts the cloud, creates `model.vms` initialised Nodes and starts the controller
     /// manager; returns once it watches Nodes and Services and its start-up calls are over.
     pub async fn start(model: CloudModel, flags: Flags) -> anyhow::Result<LbWorld> {
-        let rig = Rig::start(model).await?;
+        Self::start_on(Rig::start(model).await?, model, flags).await
+    }
+
+    /// [`LbWorld::start`] on a started `rig` of `model`.
+    pub async fn start_on(rig: Rig, model: CloudModel, flags: Flags) -> anyhow::Result<LbWorld> {
         rig.create_nodes(1..=model.vms, true)?;
         let ccm = rig.start_ccm(&flags, &["nodes", "services"]).await?;
         let world = LbWorld { rig, ccm, flags };

@@ -115,6 +115,7 @@ pub async fn run_with(
     });
     // Kept from an earlier term: what it holds is checked by one read of the view.
     engine.start_resync();
+    let secrets_named = tls_secrets::SecretsNamed::default();
     let state = Arc::new(reconcile::State {
         recorder: Recorder::new(
             client.clone(),
@@ -130,6 +131,7 @@ pub async fn run_with(
         engine: engine.clone(),
         ctx: ctx.clone(),
         warned: Default::default(),
+        secrets_named: secrets_named.clone(),
     });
 
     // A change of the eligible Nodes changes members only: the shared view holds no VMs
@@ -169,7 +171,7 @@ pub async fn run_with(
     // Without permission to watch Secrets the watch backs off quietly; the Services still
     // get their Warning when reconciled.
     let services = controller.store();
-    let secrets = tls_secrets::watch_when_named(client, controller.store());
+    let secrets = tls_secrets::watch_when_named(client, secrets_named);
     controller
         .with_config(ControllerConfig::default().concurrency(settings.concurrency))
         .watches_stream(secrets, move |secret| {

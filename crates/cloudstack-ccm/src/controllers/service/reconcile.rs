@@ -55,6 +55,8 @@ pub struct State {
     /// changes nothing (a Netris rule keeping its algorithm) is published when it is new,
     /// not on every resync.
     pub(crate) warned: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
+    /// Starts the watch of TLS Secrets when a Service first names one.
+    pub(crate) secrets_named: tls_secrets::SecretsNamed,
 }
 
 impl State {
@@ -213,6 +215,9 @@ async fn reconcile_service(
             return Ok(Action::await_change());
         }
     };
+    if tls_secrets::SecretsNamed::names_one(service) {
+        state.secrets_named.named();
+    }
     if let Some(warning) = tls_secrets::fill(&state.ctx.kube, &mut spec).await {
         tracing::warn!(service = %key_of(service), "{warning}");
         events::publish_warnings(&state.recorder, service, [warning]).await;

@@ -99,28 +99,36 @@ fn redact(error: &kube::Error) -> String {
     }
 }
 
-/// How often the Service store is looked at for a first Service naming a Secret.
-const FIRST_NAMED_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+/// Said by the reconcile of a Service that names a TLS Secret: the Secret watch starts
+/// then (nothing polls the Services meanwhile, so an idle controller does not wake for it).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SecretsNamed(std::sync::Arc<tokio::sync::Notify>);
 
-/// The `kubernetes.io/tls` Secrets, as they change — watched only once a Service of
-/// `services` names one, so a cluster without TLS Services never reads Secrets (the
-/// RBAC that CloudStack Kubernetes Service installs grants none). Errors back off.
+impl SecretsNamed {
+    /// A Service names a TLS Secret (`…-tls-secret`).
+    pub(crate) fn named(&self) {
+        self.0.notify_one();
+    }
+
+    /// Whether `service` names a TLS Secret.
+    pub(crate) fn names_one(service: &Service) -> bool {
+        service
+            .annotations()
+            .contains_key(crate::cloud::loadbalancer::annotations::TLS_SECRET.key)
+    }
+}
+
+/// The `kubernetes.io/tls` Secrets, as they change — watched only once a Service names
+/// one (`named`, said by its reconcile), so a cluster without TLS Services never reads
+/// Secrets (the RBAC that CloudStack Kubernetes Service installs grants none). Errors
+/// back off.
 pub(crate) fn watch_when_named(
     client: kube::Client,
-    services: Store<Service>,
+    named: SecretsNamed,
 ) -> impl futures::Stream<Item = Result<Secret, kube::runtime::watcher::Error>> + Send + 'static {
     use futures::StreamExt as _;
     use kube::runtime::{WatchStreamExt as _, watcher};
-    let key = crate::cloud::loadbalancer::annotations::TLS_SECRET.key;
-    let named = async move {
-        while !services
-            .state()
-            .iter()
-            .any(|svc| svc.annotations().contains_key(key))
-        {
-            tokio::time::sleep(FIRST_NAMED_POLL).await;
-        }
-    };
+    let named = async move { named.0.notified().await };
     futures::stream::once(named).flat_map(move |()| {
         watcher::watcher(
             Api::<Secret>::all(client.clone()),

@@ -1,6 +1,7 @@
 //! `/client/api`: authenticate, throttle, inject faults, run the command, answer with the
 //! server's envelope (JSON, or XML without `response=json`), and log the call.
 
+use crate::commands::access;
 use crate::commands::access::Caller;
 use crate::commands::{self, Ctx, JobFaults};
 use crate::error::ApiError;
@@ -9,7 +10,6 @@ use crate::jobs::now_ms;
 use crate::listing;
 use crate::params::{Params, parse_form};
 use crate::response::{envelope, response_name, to_xml};
-use crate::roles;
 use crate::scenario::Role;
 use crate::shared::{Shared, lock};
 use crate::signing;
@@ -161,7 +161,7 @@ impl Handled {
 /// before the signature is even looked at — 401 "unable to verify user credentials and/or
 /// request signature". Then the key's user is found (an unknown key: the same 401) and
 /// `checkCommandAvailable` asks the API checkers — still before the signature: the role
-/// ([`roles::allows`]) and the project (`projectid` of a project the account is not a
+/// ([`access::may_call`]) and the project (`projectid` of a project the account is not a
 /// member of, unless root admin) refuse with 432 under `errorresponse`. Only then is the
 /// signature verified (401).
 async fn handle(shared: &Arc<Shared>, params: &Params) -> Handled {
@@ -176,8 +176,8 @@ async fn handle(shared: &Arc<Shared>, params: &Params) -> Handled {
             return Handled::failed(ApiError::unauthorized(), None, false);
         };
         // `checkCommandAvailable`, before the signature: the dynamic role checker…
-        if !roles::allows(account, command) {
-            let refusal = roles::refusal(&state.version, command_name, account);
+        if !access::may_call(account, command) {
+            let refusal = access::refusal(&state.version, command_name, account);
             return Handled::failed(refusal, Some(account.name.clone()), false);
         }
         // …and the project: a `projectid` naming a project the account is no member of.
@@ -186,7 +186,7 @@ async fn handle(shared: &Arc<Shared>, params: &Params) -> Handled {
             && !root_admin
             && !project.members.contains(&account.name)
         {
-            let refusal = roles::project_refusal(command_name, &project.id);
+            let refusal = access::project_refusal(command_name, &project.id);
             return Handled::failed(refusal, Some(account.name.clone()), false);
         }
         let verified = signing::verify(

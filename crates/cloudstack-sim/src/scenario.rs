@@ -1,6 +1,7 @@
 //! The scenario: a serde (TOML) description of the cloud the simulator starts with.
 //! Objects refer to each other by name; [`crate::state::State::from_scenario`] resolves them.
 
+pub use crate::roles::Role;
 use crate::roles::RoleSpec;
 use crate::version::Version;
 use serde::{Deserialize, Serialize};
@@ -143,17 +144,6 @@ pub struct Throttle {
 
 fn one_second() -> u64 {
     1
-}
-
-/// Role of an account (its type), and the type of a custom role ([`RoleSpec`]).
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// A normal user account.
-    #[default]
-    User,
-    /// A root administrator (sees everything, never throttled).
-    Admin,
 }
 
 /// An account with one user and one API key pair.

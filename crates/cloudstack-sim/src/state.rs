@@ -37,7 +37,7 @@ pub struct Account {
     /// Role (the account type).
     pub role: Role,
     /// The custom role the account has instead of the default role of its type, resolved
-    /// from the scenario's `[[role]]` ([`crate::roles::allows`] decides with it).
+    /// from the scenario's `[[role]]` ([`crate::commands::access::may_call`] decides with it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom_role: Option<RoleSpec>,
     /// API key.

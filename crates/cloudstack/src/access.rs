@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use crate::requests::{ListApis, Request as _};
 use crate::types::ApiInfo;
 use crate::version::ServerVersion;
-use crate::{Client, Error};
+use crate::{Client, Error, Params};
 
 /// What one set of keys is known to be allowed and refused.
 #[derive(Debug, Default)]
@@ -113,6 +113,22 @@ impl KeyAccess {
     }
 }
 
+/// The read every role that can run a cluster may call (CKS's project role included).
+pub(crate) const LAST_PROBE: &str = "listVirtualMachines";
+
+/// The cheapest read the keys' role is not known to refuse: `listCapabilities`, else one
+/// VM of `listVirtualMachines` (which every role that runs a cluster may call).
+pub(crate) fn probe_request(
+    access: &KeyAccess,
+    recheck: std::time::Duration,
+) -> (&'static str, Params) {
+    if access.may_call("listCapabilities", recheck) {
+        ("listCapabilities", Params::new())
+    } else {
+        (LAST_PROBE, Params::new().set("page", 1).set("pagesize", 1))
+    }
+}
+
 /// What `listApis` told of the keys' role and of the server.
 #[derive(Debug, Clone, Default)]
 pub struct ApiListing {
@@ -196,7 +212,7 @@ impl Client {
     /// roles that may not call it.
     pub async fn server_version_from_xml(&self) -> Result<Option<ServerVersion>, Error> {
         let recheck = self.inner.config.refused_command_recheck;
-        let (command, params) = crate::credentials::probe_request(&self.live().access, recheck);
+        let (command, params) = probe_request(&self.live().access, recheck);
         let version = self
             .call_decoded(command, params.set("response", "xml"), &|status, body| {
                 decode_xml_reply(command, status, body)

@@ -7,8 +7,10 @@
 //! Once it has said so, sending more requests with the same keys only adds refusals (and
 //! log lines on the management server): the gate holds every call of the client (they fail
 //! at once with [`crate::Error::CredentialsRefused`]) and, when a call arrives after the
-//! probe interval, sends one probe (`listCapabilities`, on a task of its own so no caller
-//! can cancel it) for the whole client. A probe answered by anything but a 401 opens the
+//! probe interval, sends one probe (`listCapabilities`, or one VM where the role refuses it:
+//! [`crate::access::probe_request`]; on a task of its own so no caller
+//! can cancel it) for the whole client. A probe answered by anything but a 401 (or a 432,
+//! which the access checks give before the signature is looked at) opens the
 //! gate (and the waiting call goes on); so do new keys
 //! ([`crate::Client::adopt_credentials`]).
 
@@ -20,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::envelope::decode_reply;
 use crate::requests::{ListAccounts, Request as _};
-use crate::{Client, CredentialsChange, Error, Params, Secret};
+use crate::{Client, CredentialsChange, Error, Secret};
 
 /// Numbers every set of keys any client ever held, so a reply to a request signed with
 /// replaced keys is told apart from one signed with the keys in use.
@@ -64,22 +66,6 @@ impl Live {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-    }
-}
-
-/// The read every role that can run a cluster may call (CKS's project role included).
-const LAST_PROBE: &str = "listVirtualMachines";
-
-/// The cheapest read the keys' role is not known to refuse: `listCapabilities`, else one
-/// VM of `listVirtualMachines` (which every role that runs a cluster may call).
-pub(crate) fn probe_request(
-    access: &crate::access::KeyAccess,
-    recheck: Duration,
-) -> (&'static str, Params) {
-    if access.may_call("listCapabilities", recheck) {
-        ("listCapabilities", Params::new())
-    } else {
-        (LAST_PROBE, Params::new().set("page", 1).set("pagesize", 1))
     }
 }
 
@@ -291,10 +277,10 @@ impl Client {
     }
 
     /// Sends one call signed with `live` as the probe of refused keys
-    /// ([`probe_request`]); whether CloudStack accepts them now.
+    /// ([`crate::access::probe_request`]); whether CloudStack accepts them now.
     pub(crate) async fn probe(&self, live: &Arc<Live>) -> bool {
         let recheck = self.inner.config.refused_command_recheck;
-        let (command, params) = probe_request(&live.access, recheck);
+        let (command, params) = crate::access::probe_request(&live.access, recheck);
         let decode = |status, body: &[u8]| decode_reply(command, status, body);
         let _ = self
             .send_observed(command, &params, &decode, live, Admission::Probe)
@@ -302,7 +288,7 @@ impl Client {
         !self.inner.refusal.is_refused(live.generation)
     }
 
-    /// Asks CloudStack, with one cheap read the keys' role allows ([`probe_request`]),
+    /// Asks CloudStack, with one cheap read the keys' role allows ([`crate::access::probe_request`]),
     /// whether it accepts the keys in use: `Ok` when it verified them, the error
     /// otherwise ([`Error::CredentialsRefused`] when it refused them). A read the role
     /// refuses (432, answered before the signature is checked) proves nothing: the next
@@ -311,9 +297,13 @@ impl Client {
         let recheck = self.inner.config.refused_command_recheck;
         loop {
             let live = self.live();
-            let (command, params) = probe_request(&live.access, recheck);
+            let (command, params) = crate::access::probe_request(&live.access, recheck);
             match self.call(command, params).await {
-                Err(error) if error.is_command_refused() && command != LAST_PROBE => continue,
+                Err(error)
+                    if error.is_command_refused() && command != crate::access::LAST_PROBE =>
+                {
+                    continue;
+                }
                 other => return other.map(|_| ()),
             }
         }

@@ -1,11 +1,55 @@
-//! Who may see and change what: list scoping (`listall`, `projectid`, `account`) and
-//! ownership checks, plus the owner fields every response carries.
+//! Who may see and change what: which commands an account's role may call (the rules of
+//! [`crate::roles`]) and the 432 of a refusal, list scoping (`listall`, `projectid`,
+//! `account`) and ownership checks, plus the owner fields every response carries.
 
 use crate::error::ApiError;
 use crate::params::Params;
 use crate::scenario::Role;
-use crate::state::{Owner, State};
+use crate::state::{Account, Owner, State};
+use crate::version::Version;
 use serde_json::{Map, Value, json};
+
+/// Whether `account` may call `command` (`DynamicRoleBasedAPIAccessChecker.checkAccess`):
+/// its custom role's rules, or the default role of its type.
+pub fn may_call(account: &Account, command: &super::Command) -> bool {
+    match &account.custom_role {
+        Some(role) => role.allows(command.name, command.authorized),
+        None => match account.role {
+            Role::Admin => true,
+            Role::User => !command.admin_only,
+        },
+    }
+}
+
+/// The 432 of a command the caller's role refuses (`UnavailableCommandException` from
+/// `DynamicRoleBasedAPIAccessChecker.checkAccess`, `ApiErrorCode.UNSUPPORTED_ACTION_ERROR`,
+/// `cserrorcode` 9999). Up to 4.22 the text names the user's uuid; from 4.23 the account.
+pub fn refusal(version: &Version, command: &str, account: &Account) -> ApiError {
+    let text = if version.at_least(4, 23) {
+        format!(
+            "The API [{command}] does not exist or is not available for the account {}.",
+            account.name
+        )
+    } else {
+        format!(
+            "The API [{command}] does not exist or is not available for the account for user id [{}].",
+            account.user_id
+        )
+    };
+    ApiError::new(432, Some(9999), text)
+}
+
+/// The 432 of a request whose `projectid` names a project the caller is not a member of
+/// (the project access check of `checkCommandAvailable`, before the signature).
+pub fn project_refusal(command: &str, project_id: &str) -> ApiError {
+    ApiError::new(
+        432,
+        Some(9999),
+        format!(
+            "The API [{command}] does not exist or is not available for this account/user in project [{project_id}]."
+        ),
+    )
+}
 
 /// The authenticated caller.
 #[derive(Clone, Debug)]

@@ -363,7 +363,7 @@ pub fn list_capabilities(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
 }
 
 /// listApis (`ApiDiscoveryServiceImpl.listApis`): the commands the caller's role allows
-/// ([`crate::roles::allows`]; a root admin all), on this version, in one list without
+/// ([`super::access::may_call`]; a root admin all), on this version, in one list without
 /// paging. Each names its `since` where the simulator knows it and its parameters from
 /// CloudStack's listing (every type given as `string`). With `name`, that one command —
 /// unknown or refused: `ListApisCmd.execute`'s `ServerApiException(INTERNAL_ERROR)`, 530.
@@ -371,7 +371,7 @@ pub fn list_apis(ctx: &mut Ctx<'_>) -> Result<Value, ApiError> {
     let state = &*ctx.state;
     let account = state.account(&ctx.caller.account);
     let allowed = |c: &Command| {
-        c.exists_in(&state.version) && account.is_some_and(|a| crate::roles::allows(a, c))
+        c.exists_in(&state.version) && account.is_some_and(|a| super::access::may_call(a, c))
     };
     let items: Vec<Value> = match ctx.params.get("name") {
         Some(name) => {

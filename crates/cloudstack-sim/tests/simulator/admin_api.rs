@@ -349,6 +349,8 @@ async fn rotated_keys_refuse_the_old_ones_and_keep_jobs() {
     // The running client meets the refusal (its job poll or this call), then holds.
     let _ = running.list_zones(&ListZones::default()).await;
     assert!(running.credentials_refused());
+    // A job poll sent before the refusal was met may still be on its way to the log.
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
     let sent = sim.call_log().len();
     for _ in 0..5 {
         let held = running.list_zones(&ListZones::default()).await.unwrap_err();

@@ -29,37 +29,26 @@ const PROBES: [(Feature, &str); 4] = [
 /// Runs the CloudStack checks with `client`.
 pub(super) async fn check(config: &CloudConfig, client: &cloudstack::Client) -> CloudChecks {
     let mut checks = Vec::new();
-    let listing = match connect::discover_access(client).await {
+    // listApis answers (the keys are verified) or is refused before the signature is
+    // looked at: then one read the role allows says whether the keys are accepted.
+    let reached = match connect::discover_access(client).await {
+        Ok(Some(listing)) => Ok(Some(listing)),
+        Ok(None) => client.verify_keys().await.map(|()| None),
+        Err(error) => Err(error),
+    };
+    let listing = match reached {
         Ok(listing) => listing,
         Err(error) => {
-            checks.push(unreachable_check(config, &error));
             return CloudChecks {
                 group: Group {
                     name: "CloudStack",
-                    checks,
+                    checks: vec![unreachable_check(config, &error)],
                 },
                 version: None,
                 reachable: false,
             };
         }
     };
-    // listApis answered (the keys are verified) or was refused before the signature was
-    // looked at: then one read the role allows says whether the keys are accepted.
-    let keys = match &listing {
-        Some(_) => Ok(()),
-        None => client.verify_keys().await,
-    };
-    if let Err(error) = keys {
-        checks.push(unreachable_check(config, &error));
-        return CloudChecks {
-            group: Group {
-                name: "CloudStack",
-                checks,
-            },
-            version: None,
-            reachable: false,
-        };
-    }
     checks.push(Check::new(
         "endpoint and keys",
         Status::Ok,

@@ -31,20 +31,6 @@ fn run_check(rig: &Rig, cloud_config: &Path, extra: &[&str], json: bool) -> (i32
     (output.status.code().unwrap_or(-1), stdout)
 }
 
-/// A cloud-config for `account` with `extra` lines.
-fn config(rig: &Rig, account: &str, extra: &str) -> std::path::PathBuf {
-    let (api_key, secret_key) = rig.sim.credentials(account).expect("the account");
-    rig.write_file(
-        &format!("check-{account}"),
-        &format!(
-            "[Global]\napi-url = {}\napi-key = \"{}\"\nsecret-key = \"{}\"\n{extra}",
-            rig.sim.api_url(),
-            api_key.expose(),
-            secret_key.expose()
-        ),
-    )
-}
-
 /// Registers `names` as Nodes.
 fn nodes(rig: &Rig, names: &[&str]) {
     for name in names {
@@ -126,7 +112,7 @@ async fn the_default_user_role_on_an_isolated_network_is_ready_and_the_report_re
  {
     let rig = Rig::start(Scenario::small()).await;
     nodes(&rig, &["node-1", "node-2"]);
-    let cloud_config = config(&rig, common::ACCOUNT, "");
+    let cloud_config = rig.cloud_config(common::ACCOUNT);
     let started = std::time::Instant::now();
     let (code, text) = run_check(&rig, &cloud_config, &[], false);
     let took = started.elapsed();
@@ -166,11 +152,8 @@ async fn the_default_user_role_on_an_isolated_network_is_ready_and_the_report_re
 async fn cks_project_keys_work_with_warnings_naming_what_they_take_away() {
     let rig = Rig::start(Scenario::cks_project()).await;
     nodes(&rig, &["pnode-1", "pnode-2"]);
-    let cloud_config = config(
-        &rig,
-        CKS_ACCOUNT,
-        &format!("project-id = {SMALL_PROJECT_ID}\n"),
-    );
+    let cloud_config =
+        rig.cloud_config_extra(CKS_ACCOUNT, &format!("project-id = {SMALL_PROJECT_ID}\n"));
     let (code, report) = json_report(&rig, &cloud_config, &[]);
     assert_eq!(code, 1, "{report:#}");
     assert_eq!(status(&report, "endpoint and keys"), "ok");
@@ -206,7 +189,7 @@ async fn a_server_hiding_its_version_is_a_warning_with_the_fix() {
     scenario.settings.expose_version_in_xml = false;
     let rig = Rig::start(scenario).await;
     nodes(&rig, &["node-1"]);
-    let (code, report) = json_report(&rig, &config(&rig, common::ACCOUNT, ""), &[]);
+    let (code, report) = json_report(&rig, &rig.cloud_config(common::ACCOUNT), &[]);
     assert_eq!(code, 1);
     let version = check_named(&report, "version").unwrap();
     assert_eq!(version["status"], "warn");
@@ -236,7 +219,7 @@ async fn every_network_kind_gets_the_controllers_verdict() {
         "node-1",
     ];
     nodes(&rig, &vms);
-    let (code, report) = json_report(&rig, &config(&rig, common::ACCOUNT, ""), &[]);
+    let (code, report) = json_report(&rig, &rig.cloud_config(common::ACCOUNT), &[]);
     assert_eq!(code, 1, "some networks refuse Services: {report:#}");
     let line = |network: &str| check_named(&report, &format!("network {network}")).unwrap();
     let cases = [
@@ -287,7 +270,7 @@ async fn a_service_account_without_rbac_will_not_work_and_the_hint_names_the_man
     .await;
     nodes(&rig, &["node-1"]);
     let as_user = "--as=system:serviceaccount:kube-system:cloud-controller-manager";
-    let (code, report) = json_report(&rig, &config(&rig, common::ACCOUNT, ""), &[as_user]);
+    let (code, report) = json_report(&rig, &rig.cloud_config(common::ACCOUNT), &[as_user]);
     assert_eq!(code, 2, "{report:#}");
     let nodes_list = check_named(&report, "RBAC list nodes").expect("a missing permission");
     assert_eq!(nodes_list["status"], "fail");
@@ -321,7 +304,7 @@ async fn a_lease_held_by_the_go_provider_is_a_warning() {
     rig.cluster()
         .create("leases", Some("kube-system"), lease)
         .expect("Lease created");
-    let (code, report) = json_report(&rig, &config(&rig, common::ACCOUNT, ""), &[]);
+    let (code, report) = json_report(&rig, &rig.cloud_config(common::ACCOUNT), &[]);
     assert_eq!(code, 1);
     let lease = check_named(&report, "leader Lease").unwrap();
     assert_eq!(lease["status"], "warn");

@@ -41,30 +41,9 @@ const SSL_COMMANDS: [&str; 5] = [
     "removeCertFromLoadBalancer",
 ];
 
-/// A cloud-config for `account` with `extra` lines in `[Global]`.
-fn cloud_config(rig: &Rig, account: &str, extra: &str) -> PathBuf {
-    let (api_key, secret_key) = rig
-        .sim
-        .credentials(account)
-        .unwrap_or_else(|| panic!("no account {account}"));
-    rig.write_file(
-        &format!("cloud-config-{account}"),
-        &format!(
-            "[Global]\napi-url = {}\napi-key = \"{}\"\nsecret-key = \"{}\"\n{extra}",
-            rig.sim.api_url(),
-            api_key.expose(),
-            secret_key.expose()
-        ),
-    )
-}
-
 /// The cloud-config CloudStack Kubernetes Service writes for a project's cluster.
 fn cks_cloud_config(rig: &Rig) -> PathBuf {
-    cloud_config(
-        rig,
-        CKS_ACCOUNT,
-        &format!("project-id = {SMALL_PROJECT_ID}\n"),
-    )
+    rig.cloud_config_extra(CKS_ACCOUNT, &format!("project-id = {SMALL_PROJECT_ID}\n"))
 }
 
 /// Registers the VMs `names` as kubelets do: uninitialised Nodes without providerID.
@@ -165,6 +144,15 @@ fn other_failures(rig: &Rig) -> Vec<String> {
     failed
 }
 
+/// Asserts that no call failed but those the role refused (432).
+fn assert_no_other_failures(rig: &Rig) {
+    let failed = other_failures(rig);
+    assert!(
+        failed.is_empty(),
+        "no call fails but the refused ones: {failed:?}"
+    );
+}
+
 /// Asserts that no refused command was asked more than twice.
 fn assert_refusals_paced(rig: &Rig, ccm: &Ccm) {
     let refused = refused_calls(rig);
@@ -193,23 +181,13 @@ fn supported_condition(rig: &Rig, name: &str) -> Option<Value> {
 
 /// The Events about `name`, as "reason: note" lines.
 fn events_about(rig: &Rig, name: &str) -> Vec<String> {
-    rig.cluster()
-        .events()
-        .into_iter()
-        .filter(|event| {
-            let regarding = event
-                .get("regarding")
-                .or_else(|| event.get("involvedObject"));
-            regarding
-                .and_then(|r| r.get("name"))
-                .and_then(Value::as_str)
-                == Some(name)
-        })
+    common::events_in(&rig.cluster(), name)
+        .iter()
         .map(|event| {
             format!(
                 "{}: {}",
-                common::event_reason(&event).unwrap_or_default(),
-                common::event_note(&event)
+                common::event_reason(event).unwrap_or_default(),
+                common::event_note(event)
             )
         })
         .collect()
@@ -279,11 +257,7 @@ async fn cks_project_keys_initialise_nodes_and_serve_and_delete_services() {
         1,
         "said once: {output}"
     );
-    assert!(
-        other_failures(&rig).is_empty(),
-        "no call fails but the refused ones: {:?}",
-        other_failures(&rig)
-    );
+    assert_no_other_failures(&rig);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,11 +282,7 @@ async fn cks_project_keys_serve_and_delete_a_service_on_a_vpc_tier() {
     delete_and_wait(&rig, "tier-web", &ccm).await;
     assert_nothing_left(&rig, &baseline);
     assert_refusals_paced(&rig, &ccm);
-    assert!(
-        other_failures(&rig).is_empty(),
-        "no call fails but the refused ones: {:?}",
-        other_failures(&rig)
-    );
+    assert_no_other_failures(&rig);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -400,12 +370,7 @@ async fn a_role_without_the_ssl_commands_warns_a_tls_service_and_still_deletes_i
     let baseline = Baseline::take(&rig.sim);
     let nodes = small_nodes(&rig);
     register_nodes(&rig, &nodes);
-    let ccm = Ccm::start(
-        &rig,
-        "no-ssl",
-        &cloud_config(&rig, common::ACCOUNT, ""),
-        &[],
-    );
+    let ccm = Ccm::start(&rig, "no-ssl", &rig.cloud_config(common::ACCOUNT), &[]);
     wait_initialised(&rig, &nodes, &ccm).await;
 
     let cluster = rig.cluster();
@@ -457,7 +422,7 @@ async fn a_role_without_the_ssl_commands_warns_a_tls_service_and_still_deletes_i
     );
 
     // The dry run says what the refusal takes away, per Service and for the keys.
-    let config = cloud_config(&rig, common::ACCOUNT, "");
+    let config = rig.cloud_config(common::ACCOUNT);
     let plan = std::process::Command::new(crate::reliability::ccm::BINARY)
         .arg("plan")
         .arg(format!("--cloud-config={}", config.display()))
@@ -485,11 +450,7 @@ async fn a_role_without_the_ssl_commands_warns_a_tls_service_and_still_deletes_i
     assert_nothing_left(&rig, &baseline);
     // listApis told what the role allows: no SSL command was ever sent.
     assert!(refused_calls(&rig).is_empty(), "{:?}", refused_calls(&rig));
-    assert!(
-        other_failures(&rig).is_empty(),
-        "{:?}",
-        other_failures(&rig)
-    );
+    assert_no_other_failures(&rig);
 }
 
 /// Serves and deletes one Service with alice's keys on `scenario`; returns the log.
@@ -498,7 +459,7 @@ async fn normal_day(scenario: Scenario, name: &str) -> (Rig, String) {
     let baseline = Baseline::take(&rig.sim);
     let nodes = small_nodes(&rig);
     register_nodes(&rig, &nodes);
-    let ccm = Ccm::start(&rig, name, &cloud_config(&rig, common::ACCOUNT, ""), &[]);
+    let ccm = Ccm::start(&rig, name, &rig.cloud_config(common::ACCOUNT), &[]);
     wait_initialised(&rig, &nodes, &ccm).await;
     let cluster = rig.cluster();
     services::create(&cluster, lb_service("day", &[("TCP", 80, 30480)], &[]));
@@ -513,11 +474,7 @@ async fn normal_day(scenario: Scenario, name: &str) -> (Rig, String) {
 async fn the_default_user_role_has_no_refused_and_no_failing_call() {
     let (rig, output) = normal_day(Scenario::small(), "user-day").await;
     assert!(refused_calls(&rig).is_empty(), "{:?}", refused_calls(&rig));
-    assert!(
-        other_failures(&rig).is_empty(),
-        "{:?}",
-        other_failures(&rig)
-    );
+    assert_no_other_failures(&rig);
     assert!(
         output.contains("detected with listCapabilities"),
         "the version comes from listCapabilities: {output}"
@@ -533,11 +490,7 @@ async fn a_server_hiding_its_version_from_list_capabilities_is_read_from_an_xml_
         output.contains("CloudStack version 4.22.0.0 read from an XML reply"),
         "{output}"
     );
-    assert!(
-        other_failures(&rig).is_empty(),
-        "{:?}",
-        other_failures(&rig)
-    );
+    assert_no_other_failures(&rig);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -550,11 +503,7 @@ async fn a_server_hiding_its_version_everywhere_starts_from_what_list_apis_shows
         output.contains("at least this release, from listApis"),
         "{output}"
     );
-    assert!(
-        other_failures(&rig).is_empty(),
-        "{:?}",
-        other_failures(&rig)
-    );
+    assert_no_other_failures(&rig);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,7 +44,7 @@ pub use target::{Double, VmFacts, skip_check_in_remote_mode, skip_in_remote_mode
 
 pub use doubles::{failing_calls, vm_spec};
 pub use nodes::{TestNode, addresses, has_taint, labels, provider_id};
-pub use waits::{event_note, event_reason, eventually};
+pub use waits::{event_note, event_reason, events_in, eventually};
 
 /// Taint the kubelet puts on nodes until a cloud controller initialises them.
 pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";

@@ -52,19 +52,7 @@ impl Harness {
 
     /// Every Event (core/v1 and events.k8s.io/v1) about the object named `name`.
     pub fn events_about(&self, name: &str) -> Vec<Value> {
-        self.cluster()
-            .events()
-            .into_iter()
-            .filter(|event| {
-                let regarding = event
-                    .get("regarding")
-                    .or_else(|| event.get("involvedObject"));
-                regarding
-                    .and_then(|r| r.get("name"))
-                    .and_then(Value::as_str)
-                    == Some(name)
-            })
-            .collect()
+        events_in(&self.cluster(), name)
     }
 
     /// Waits (at most [`WAIT`]) for an Event with `reason` about node `name`; returns it.
@@ -90,6 +78,23 @@ impl Harness {
         )
         .await
     }
+}
+
+/// Every Event (core/v1 and events.k8s.io/v1) of `cluster` about the object named `name`.
+pub fn events_in(cluster: &fake_apiserver::Cluster, name: &str) -> Vec<Value> {
+    cluster
+        .events()
+        .into_iter()
+        .filter(|event| {
+            let regarding = event
+                .get("regarding")
+                .or_else(|| event.get("involvedObject"));
+            regarding
+                .and_then(|r| r.get("name"))
+                .and_then(Value::as_str)
+                == Some(name)
+        })
+        .collect()
 }
 
 /// Polls `probe` until it returns `Some`, at most `timeout`; panics naming `what`.

@@ -73,11 +73,25 @@ impl Rig {
 
     /// A cloud-config for `account` of the scenario.
     pub fn cloud_config(&self, account: &str) -> PathBuf {
+        self.cloud_config_extra(account, "")
+    }
+
+    /// A cloud-config for `account` of the scenario with `extra` lines in `[Global]`
+    /// (`project-id = …`, `version = …`).
+    pub fn cloud_config_extra(&self, account: &str, extra: &str) -> PathBuf {
         let (api_key, secret_key) = self
             .sim
             .credentials(account)
             .unwrap_or_else(|| panic!("no account {account:?} in the scenario"));
-        self.cloud_config_with(account, api_key.expose(), secret_key.expose())
+        self.write_file(
+            &format!("cloud-config-{account}"),
+            &format!(
+                "[Global]\napi-url = {}\napi-key = \"{}\"\nsecret-key = \"{}\"\n{extra}",
+                self.sim.api_url(),
+                api_key.expose(),
+                secret_key.expose()
+            ),
+        )
     }
 
     /// A cloud-config named after `name` with explicit keys (right or wrong).

@@ -18,8 +18,10 @@ use crate::services::LbWorld;
 use std::time::{Duration, Instant};
 
 const NAME: &str = "idle";
-/// The target: at most this much CPU per idle second.
+/// The target: at most this much CPU per idle second, at 100 Nodes and 20 Services.
 const TARGET_MS_PER_S: f64 = 0.2;
+/// The size the target is set for; other sizes are reported.
+const TARGET_NODES: usize = 100;
 
 /// Runs the idle scenario over `window`.
 pub async fn run(nodes: usize, services: usize, window: Duration) -> anyhow::Result<Vec<Row>> {
@@ -73,19 +75,26 @@ pub async fn run(nodes: usize, services: usize, window: Duration) -> anyhow::Res
     let per_second = cpu_ms / elapsed.as_secs_f64();
     let calls = calls_after.total() - calls_before.total();
     let mutating = calls_after.mutating() - calls_before.mutating();
-    Ok(vec![
+    let metric = "CCM CPU per idle second (user+system, every thread)";
+    let measured = format!(
+        "{per_second:.3} ms/s ({cpu_ms:.1} ms over {})",
+        secs(elapsed.as_secs_f64())
+    );
+    let cpu_row = if nodes == TARGET_NODES {
         Row::at_most(
             NAME,
             &size,
-            "CCM CPU per idle second (user+system, every thread)",
+            metric,
             per_second,
-            format!(
-                "{per_second:.3} ms/s ({cpu_ms:.1} ms over {})",
-                secs(elapsed.as_secs_f64())
-            ),
+            measured,
             TARGET_MS_PER_S,
             format!("≤ {TARGET_MS_PER_S} ms/s"),
-        ),
+        )
+    } else {
+        Row::info(NAME, &size, metric, measured).with_value(per_second)
+    };
+    Ok(vec![
+        cpu_row,
         Row::info(
             NAME,
             &size,

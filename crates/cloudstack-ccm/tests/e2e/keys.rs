@@ -156,6 +156,10 @@ fn assert_no_other_failures(rig: &Rig) {
 /// Asserts that no refused command was asked more than twice.
 fn assert_refusals_paced(rig: &Rig, ccm: &Ccm) {
     let refused = refused_calls(rig);
+    println!(
+        "refused calls: {refused:?}; all calls: {}",
+        rig.sim.call_log().len()
+    );
     assert!(
         refused.values().all(|count| *count <= 2),
         "a refused command was asked more than twice: {refused:?}\n{}",

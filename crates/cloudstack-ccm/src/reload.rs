@@ -79,6 +79,9 @@ pub(crate) struct Reloader {
     metrics: Arc<Metrics>,
     /// The file (and `ca-file`) bytes last looked at.
     last_seen: Option<Vec<u8>>,
+    /// The cloud-config bytes last parsed for their `ca-file`, and that path: the file is
+    /// parsed again only when it changes, not on every poll.
+    ca_file_of: Option<(Vec<u8>, Option<PathBuf>)>,
 }
 
 impl Reloader {
@@ -95,6 +98,7 @@ impl Reloader {
             client,
             metrics,
             last_seen: None,
+            ca_file_of: None,
         }
     }
 
@@ -139,7 +143,7 @@ impl Reloader {
 
     /// Reads the file; when it changed (or `forced`), reloads it.
     pub async fn check(&mut self, forced: bool) {
-        let bytes = match read_with_ca_file(&self.path) {
+        let bytes = match read_with_ca_file(&self.path, &mut self.ca_file_of) {
             Ok(bytes) => bytes,
             Err(error) => {
                 let seen = error.as_bytes().to_vec();
@@ -277,13 +281,26 @@ impl Reloader {
 
 /// The bytes of the cloud-config file and of the `ca-file` it names (a new CA bundle at
 /// the same path is a change too), or why they cannot be read.
-fn read_with_ca_file(path: &Path) -> Result<Vec<u8>, String> {
+/// `ca_file_of` remembers the `ca-file` of the last bytes parsed, so an unchanged file is
+/// not parsed again.
+fn read_with_ca_file(
+    path: &Path,
+    ca_file_of: &mut Option<(Vec<u8>, Option<PathBuf>)>,
+) -> Result<Vec<u8>, String> {
     let mut bytes = std::fs::read(path)
         .map_err(|error| format!("cannot read cloud-config {}: {error}", path.display()))?;
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    if let Ok(config) = CloudConfig::from_text(&text, |name| std::env::var(name).ok())
-        && let Some(ca_file) = &config.ca_file
-    {
+    let ca_file = match ca_file_of {
+        Some((parsed, ca_file)) if *parsed == bytes => ca_file.clone(),
+        _ => {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            let ca_file = CloudConfig::from_text(&text, |name| std::env::var(name).ok())
+                .ok()
+                .and_then(|config| config.ca_file);
+            *ca_file_of = Some((bytes.clone(), ca_file.clone()));
+            ca_file
+        }
+    };
+    if let Some(ca_file) = &ca_file {
         match std::fs::read(ca_file) {
             Ok(ca) => bytes.extend(ca),
             Err(error) => bytes.extend(error.to_string().into_bytes()),

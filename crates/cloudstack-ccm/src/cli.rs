@@ -4,6 +4,7 @@
 //! Without a subcommand the binary runs the controller manager. Flags of the framework
 //! that do not apply here are accepted and ignored with a warning (see [`ignored`]).
 
+mod check;
 pub mod ignored;
 pub mod serving;
 pub mod values;
@@ -15,6 +16,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+pub use check::{CheckArgs, CheckOutput};
 
 use crate::cloud::cidr::Cidr;
 use values::{parse_duration, parse_go_bool};
@@ -58,42 +61,6 @@ pub enum Command {
     /// counted and printed at the end. Exit status 0 ready, 1 works with warnings, 2 will
     /// not work.
     Check(CheckArgs),
-}
-
-/// How `cloudstack-ccm check` prints its report.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum CheckOutput {
-    /// Grouped lines for a person (coloured on a terminal).
-    #[default]
-    Text,
-    /// One JSON document.
-    Json,
-}
-
-/// Arguments of `cloudstack-ccm check`.
-#[derive(Debug, Clone, Default, Args)]
-pub struct CheckArgs {
-    /// Report format.
-    #[arg(long, value_enum, default_value = "text")]
-    pub output: CheckOutput,
-    /// Check the RBAC of this user instead of the kubeconfig's (an admin checking the
-    /// controller's ServiceAccount: system:serviceaccount:kube-system:cloud-controller-manager).
-    #[arg(long = "as", value_name = "USER")]
-    pub as_user: Option<String>,
-    /// Colour the report (default: only when standard output is a terminal).
-    #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = ["auto", "always", "never"])]
-    pub color: String,
-}
-
-impl CheckArgs {
-    /// Whether the text report is coloured.
-    pub fn color(&self) -> bool {
-        match self.color.as_str() {
-            "always" => true,
-            "never" => false,
-            _ => std::io::IsTerminal::is_terminal(&std::io::stdout()),
-        }
-    }
 }
 
 /// Arguments of `cloudstack-ccm demo`.

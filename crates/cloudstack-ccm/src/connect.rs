@@ -111,6 +111,8 @@ pub struct DetectedVersion {
     pub version: cloudstack::ServerVersion,
     /// Where it came from.
     pub source: VersionSource,
+    /// The `listCapabilities` answer read on the way, if it was (its API rate limit, …).
+    pub capabilities: Option<cloudstack::Capabilities>,
 }
 
 /// One attempt at what start-up needs of CloudStack: what the keys may call
@@ -298,13 +300,20 @@ pub async fn server_version(
     client: &cloudstack::Client,
     listing: Option<&cloudstack::ApiListing>,
 ) -> Result<DetectedVersion, ConnectError> {
-    let detected = |version, source| Ok(DetectedVersion { version, source });
+    let mut capabilities = None;
+    let detected = |version, source, capabilities| {
+        Ok(DetectedVersion {
+            version,
+            source,
+            capabilities,
+        })
+    };
     if let Some(text) = &config.version {
         let version = text.parse().map_err(|error| ConnectError::Version {
             text: text.clone(),
             reason: format!("{error}"),
         })?;
-        return detected(version, VersionSource::Config);
+        return detected(version, VersionSource::Config, None);
     }
     let failed = |source: cloudstack::Error| ConnectError::DetectVersion {
         url: config.api_url.clone(),
@@ -312,20 +321,21 @@ pub async fn server_version(
     };
     if client.may_call("listCapabilities") {
         match client.list_capabilities().await {
-            Ok(capabilities) => {
-                if let Some(version) = capabilities.version() {
-                    return detected(version, VersionSource::Capabilities);
+            Ok(read) => {
+                if let Some(version) = read.version() {
+                    return detected(version, VersionSource::Capabilities, Some(read));
                 }
                 tracing::info!(
                     "listCapabilities shows no cloudstackversion (expose.cloudstack.version.api.list.capabilities is off)"
                 );
+                capabilities = Some(read);
             }
             Err(source) if unreachable(&source) => return Err(failed(source)),
             Err(error) => tracing::info!(%error, "listCapabilities gives no version"),
         }
     }
     match client.server_version_from_xml().await {
-        Ok(Some(version)) => return detected(version, VersionSource::XmlReply),
+        Ok(Some(version)) => return detected(version, VersionSource::XmlReply, capabilities),
         Ok(None) => tracing::info!(
             "XML replies show no cloud-stack-version (expose.cloudstack.version.api.xml.response is off)"
         ),
@@ -333,12 +343,13 @@ pub async fn server_version(
         Err(error) => tracing::info!(%error, "no XML reply to read the version from"),
     }
     if let Some(version) = listing.and_then(|listing| listing.newest_since.clone()) {
-        return detected(version, VersionSource::ApiListing);
+        return detected(version, VersionSource::ApiListing, capabilities);
     }
     let (major, minor, patch) = OLDEST_SUPPORTED;
     detected(
         cloudstack::ServerVersion::new(major, minor, patch),
         VersionSource::Assumed,
+        capabilities,
     )
 }
 

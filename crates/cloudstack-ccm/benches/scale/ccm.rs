@@ -70,6 +70,20 @@ pub struct Usage {
     pub cpu_seconds: f64,
 }
 
+impl Usage {
+    /// `peak … MiB, now … MiB (anon …, file …)`.
+    pub fn rss_text(&self) -> String {
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        format!(
+            "peak {:.1} MiB, now {:.1} MiB (anon {:.1}, file {:.1})",
+            mib(self.peak_rss_kib),
+            mib(self.rss_kib),
+            mib(self.rss_anon_kib),
+            mib(self.rss_file_kib)
+        )
+    }
+}
+
 /// A running controller manager.
 pub struct Ccm {
     child: tokio::process::Child,

@@ -102,18 +102,7 @@ pub async fn run(nodes: usize, services: usize, window: Duration) -> anyhow::Res
             format!("{calls} ({mutating} mutating)"),
         )
         .with_value(calls as f64),
-        Row::info(
-            NAME,
-            &size,
-            "CCM RSS at rest",
-            format!(
-                "peak {:.1} MiB, now {:.1} MiB (anon {:.1}, file {:.1})",
-                usage.peak_rss_kib as f64 / 1024.0,
-                usage.rss_kib as f64 / 1024.0,
-                usage.rss_anon_kib as f64 / 1024.0,
-                usage.rss_file_kib as f64 / 1024.0
-            ),
-        )
-        .with_value(usage.peak_rss_kib as f64 / 1024.0),
+        Row::info(NAME, &size, "CCM RSS at rest", usage.rss_text())
+            .with_value(usage.peak_rss_kib as f64 / 1024.0),
     ])
 }

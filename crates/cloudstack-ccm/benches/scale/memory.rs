@@ -75,13 +75,7 @@ pub async fn run(nodes: usize, services: usize) -> anyhow::Result<Vec<Row>> {
             NAME,
             &size,
             "CCM RSS with the Nodes only (before Services)",
-            format!(
-                "peak {:.1} MiB, now {:.1} MiB (anon {:.1}, file {:.1})",
-                nodes_only.peak_rss_kib as f64 / 1024.0,
-                nodes_only.rss_kib as f64 / 1024.0,
-                nodes_only.rss_anon_kib as f64 / 1024.0,
-                nodes_only.rss_file_kib as f64 / 1024.0
-            ),
+            nodes_only.rss_text(),
         )
         .with_value(nodes_only.peak_rss_kib as f64 / 1024.0),
         Row::at_most(

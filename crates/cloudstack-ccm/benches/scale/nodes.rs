@@ -254,8 +254,9 @@ pub async fn cold_start(nodes: usize) -> anyhow::Result<Vec<Row>> {
             ),
         )]);
     }
+    // listApis (what the keys may call, asked once at start since 2026-12-07),
     // listCapabilities, then one listVirtualMachines page per 500 VMs.
-    let target = nodes.div_ceil(500) as u64 + 1;
+    let target = nodes.div_ceil(500) as u64 + 2;
     let rows = vec![
         Row::at_most(
             NAME,

@@ -91,20 +91,22 @@ pub(super) async fn check(config: &CloudConfig, client: &cloudstack::Client) -> 
             .doc("docs/keys.md"),
         );
     }
-    let version = match connect::server_version(config, client, listing.as_ref()).await {
+    let (version, capabilities) = match connect::server_version(config, client, listing.as_ref())
+        .await
+    {
         Ok(detected) => {
             checks.push(version_check(&detected));
-            Some(detected.version)
+            (Some(detected.version), detected.capabilities)
         }
         Err(error) => {
             checks.push(
                 Check::new("version", Status::Fail, error.to_string()).doc("docs/configuration.md"),
             );
-            None
+            (None, None)
         }
     };
     checks.extend(scope_checks(config, client).await);
-    checks.push(rate_limit_check(client).await);
+    checks.push(rate_limit_check(client, capabilities).await);
     CloudChecks {
         group: Group {
             name: "CloudStack",
@@ -203,16 +205,24 @@ async fn scope_checks(config: &CloudConfig, client: &cloudstack::Client) -> Vec<
     checks
 }
 
-/// The API rate limit, where the server advertises one (`listCapabilities`).
-async fn rate_limit_check(client: &cloudstack::Client) -> Check {
-    if !client.may_call("listCapabilities") {
+/// The API rate limit, where the server advertises one (`listCapabilities`: the answer
+/// the version was read from, else asked once).
+async fn rate_limit_check(
+    client: &cloudstack::Client,
+    read: Option<cloudstack::Capabilities>,
+) -> Check {
+    if read.is_none() && !client.may_call("listCapabilities") {
         return Check::new(
             "API rate limit",
             Status::Skip,
             "not known: the keys' role may not call listCapabilities",
         );
     }
-    match client.list_capabilities().await {
+    let capabilities = match read {
+        Some(read) => Ok(read),
+        None => client.list_capabilities().await,
+    };
+    match capabilities {
         Ok(capabilities) => match (capabilities.apilimitmax, capabilities.apilimitinterval) {
             (Some(max), Some(interval)) => Check::new(
                 "API rate limit",

@@ -15,7 +15,7 @@ use super::{Check, Group, Status};
 use crate::cli::{CheckArgs, ManagerArgs};
 
 /// A Node's name and providerID.
-pub(super) struct NodeRef {
+pub(super) struct NodeNames {
     /// `metadata.name`.
     pub name: String,
     /// `spec.providerID`.
@@ -23,7 +23,7 @@ pub(super) struct NodeRef {
 }
 
 /// The cluster's Nodes.
-pub(super) async fn node_names(kube: &kube::Client) -> Result<Vec<NodeRef>, String> {
+pub(super) async fn node_names(kube: &kube::Client) -> Result<Vec<NodeNames>, String> {
     let nodes = Api::<Node>::all(kube.clone())
         .list(&ListParams::default())
         .await
@@ -32,7 +32,7 @@ pub(super) async fn node_names(kube: &kube::Client) -> Result<Vec<NodeRef>, Stri
         .items
         .into_iter()
         .filter_map(|node| {
-            Some(NodeRef {
+            Some(NodeNames {
                 name: node.metadata.name?,
                 provider_id: node.spec.and_then(|s| s.provider_id),
             })

@@ -4,14 +4,16 @@
 //! the controller then does.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use super::kubernetes::NodeRef;
+use super::kubernetes::NodeNames;
 use super::{Check, Group, Status};
+use crate::cloud::instances::{Instances, NodeRef};
+use crate::cloud::inventory::{CloudStackVms, Inventory, InventorySettings};
 use crate::cloud::key_access::Feature;
 use crate::cloud::loadbalancer::capabilities::{
     NetworkCapabilities, NetworkFacts, PortAccess, ServerFeatures,
 };
-use crate::cloud::provider_id::ProviderId;
 
 /// A network of the Nodes and what the controller does there.
 pub(super) struct NetworkRow {
@@ -60,7 +62,7 @@ impl Networks {
 pub(super) async fn check(
     client: &cloudstack::Client,
     version: Option<&cloudstack::ServerVersion>,
-    nodes: Result<&[NodeRef], &String>,
+    nodes: Result<&[NodeNames], &String>,
 ) -> Networks {
     let skipped = |detail: &str| Networks {
         group: Group {
@@ -79,13 +81,14 @@ pub(super) async fn check(
     if nodes.is_empty() {
         return skipped("the cluster has no Node yet");
     }
-    let vms = match client
-        .list_virtual_machines(&cloudstack::ListVirtualMachines {
-            details: vec!["min".into(), "nics".into()],
-            ..Default::default()
-        })
-        .await
-    {
+    // The node controller's own lookup: one VM list, Nodes found by providerID, else by
+    // name (case-insensitive, an FQDN's first label).
+    let inventory = Inventory::new(
+        Arc::new(CloudStackVms::new(client.clone())),
+        InventorySettings::default(),
+    );
+    let instances = Instances::new(Arc::new(inventory), None);
+    let vms = match instances.inventory().snapshot().await {
         Ok(vms) => vms,
         Err(error) => return skipped(&format!("cannot list the VMs: {error}")),
     };
@@ -93,7 +96,17 @@ pub(super) async fn check(
     let mut networks: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     let mut without_vm = Vec::new();
     for node in nodes {
-        match vm_of(node, &vms).and_then(|vm| vm.default_nic()?.networkid.clone()) {
+        let key = NodeRef {
+            name: &node.name,
+            provider_id: node.provider_id.as_deref().filter(|id| !id.is_empty()),
+            ..NodeRef::default()
+        };
+        let network = instances
+            .find_vm_in(&vms, &key)
+            .ok()
+            .flatten()
+            .and_then(|vm| vm.network_id.clone());
+        match network {
             Some(network) => networks.entry(network).or_default().push(&node.name),
             None => without_vm.push(node.name.as_str()),
         }
@@ -175,31 +188,6 @@ pub(super) async fn check(
         },
         caps: rows,
     }
-}
-
-/// The VM of `node`: by providerID, else by name (case-insensitive, an FQDN's first
-/// label), as the node controller finds it.
-fn vm_of<'a>(
-    node: &NodeRef,
-    vms: &'a [cloudstack::VirtualMachine],
-) -> Option<&'a cloudstack::VirtualMachine> {
-    if let Some(id) = node
-        .provider_id
-        .as_deref()
-        .and_then(|p| ProviderId::parse(p).ok())
-    {
-        return vms.iter().find(|vm| {
-            vm.id
-                .as_deref()
-                .is_some_and(|v| v.eq_ignore_ascii_case(id.vm_id()))
-        });
-    }
-    let first_label = node.name.split('.').next().unwrap_or_default();
-    vms.iter().find(|vm| {
-        vm.name.as_deref().is_some_and(|n| {
-            n.eq_ignore_ascii_case(&node.name) || n.eq_ignore_ascii_case(first_label)
-        })
-    })
 }
 
 /// One network's line: its kind, provider and protocols, and what the controller does.

@@ -8,7 +8,8 @@ use super::node_cache::CachedNode;
 use super::node_cache::tests::kubelet_node;
 use super::node_lifecycle::{is_ready, set_shutdown_taint, taints_patch};
 use super::node_vocabulary::SHUTDOWN_TAINT;
-use super::route::{internal_ipv4, network_condition, pod_cidrs};
+use super::route::network_condition::network_condition;
+use super::route::{internal_ipv4, pod_cidrs};
 use super::service::eligible::{eligible_set, is_eligible, is_initialising};
 
 #[test]

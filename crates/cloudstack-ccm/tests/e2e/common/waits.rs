@@ -38,15 +38,7 @@ impl Harness {
                     .filter_map(|e| serde_json::to_value(e).ok()),
             );
         }
-        found.retain(|event| {
-            let regarding = event
-                .get("regarding")
-                .or_else(|| event.get("involvedObject"));
-            regarding
-                .and_then(|r| r.get("name"))
-                .and_then(Value::as_str)
-                == Some(name)
-        });
+        found.retain(|event| regards(event, name));
         found
     }
 
@@ -85,16 +77,20 @@ pub fn events_in(cluster: &fake_apiserver::Cluster, name: &str) -> Vec<Value> {
     cluster
         .events()
         .into_iter()
-        .filter(|event| {
-            let regarding = event
-                .get("regarding")
-                .or_else(|| event.get("involvedObject"));
-            regarding
-                .and_then(|r| r.get("name"))
-                .and_then(Value::as_str)
-                == Some(name)
-        })
+        .filter(|event| regards(event, name))
         .collect()
+}
+
+/// Whether `event` (core/v1 `involvedObject` or events.k8s.io/v1 `regarding`) is about
+/// the object named `name`.
+fn regards(event: &Value, name: &str) -> bool {
+    let regarding = event
+        .get("regarding")
+        .or_else(|| event.get("involvedObject"));
+    regarding
+        .and_then(|r| r.get("name"))
+        .and_then(Value::as_str)
+        == Some(name)
 }
 
 /// Polls `probe` until it returns `Some`, at most `timeout`; panics naming `what`.

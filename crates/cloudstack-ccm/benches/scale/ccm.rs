@@ -20,6 +20,12 @@ fn binary() -> String {
     std::env::var(BINARY_ENV).unwrap_or_else(|_| BUILT_BINARY.to_owned())
 }
 
+/// Whether the scenarios run a binary given with [`BINARY_ENV`] (the image's build, for
+/// the memory targets) rather than the bench's own default build.
+pub fn runs_given_binary() -> bool {
+    std::env::var_os(BINARY_ENV).is_some()
+}
+
 /// Runs the controller under a wrapper when set: the command (e.g. `heaptrack -o
 /// /tmp/ccm`) is split on spaces and the binary and its arguments follow it. For heap
 /// profiles; RSS and CPU figures are then the wrapper's process tree's, not comparable.
@@ -135,6 +141,11 @@ impl Ccm {
             Ok(directives) => command.env("RUST_LOG", directives),
             Err(_) => command.env_remove("RUST_LOG"),
         };
+        // The image's environment (Dockerfile: `ENV MALLOC_ARENA_MAX=1`); a value set for
+        // the bench is passed on instead, to compare.
+        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+            command.env("MALLOC_ARENA_MAX", "1");
+        }
         let child = command
             .arg(format!("--cloud-config={}", cloud_config.display()))
             .arg(format!("--kubeconfig={}", kubeconfig.display()))

@@ -15,6 +15,7 @@ pub mod demo;
 
 mod der;
 pub mod dry_run;
+pub mod file_watch;
 pub mod leader;
 pub mod metrics;
 pub mod orphans;

@@ -1,9 +1,11 @@
 //! Following the `--cloud-config` file at run time: new keys (and TLS settings) are
 //! checked and adopted without a restart.
 //!
-//! The file is read every `POLL_INTERVAL` and on `SIGHUP`. Reading the path (not
-//! watching the inode) sees every way it changes: a Secret volume's atomic swap of the
-//! `..data` symlink, a rewrite in place, a rename over it. A change is parsed as start-up
+//! The file (and the `ca-file` it names) is read when inotify reports a change in its
+//! directory (`file_watch`), every minute besides, every `POLL_INTERVAL` where inotify is
+//! not available, and on `SIGHUP`. Reading the path (not the inode) sees every way it
+//! changes: a Secret volume's atomic swap of the `..data` symlink, a rewrite in place, a
+//! rename over it; the bytes read are compared, and only a change is parsed as start-up
 //! parses the file; what may change at run time (`api-key`, `secret-key`,
 //! `ssl-no-verify`, `ca-file`) is then checked with one call (`listAccounts`, signed with
 //! the new keys, over the new TLS settings) and adopted by the running client: calls in
@@ -20,9 +22,10 @@ use std::time::Duration;
 use crate::config::CloudConfig;
 use crate::connect;
 use crate::controllers::{FirstNodePass, Shutdown};
+use crate::file_watch::FileChanges;
 use crate::metrics::Metrics;
 
-/// How often the file is read.
+/// How often the file is read where inotify is not available.
 pub(crate) const POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 /// `cloud_config_reloads_total` results.
@@ -103,8 +106,8 @@ impl Reloader {
     }
 
     /// Learns the account of the running keys (for log lines) once Node initialisation's
-    /// first pass is done (no read of ours may delay it), and reads the file every
-    /// [`POLL_INTERVAL`] and on `SIGHUP` until `shutdown`.
+    /// first pass is done (no read of ours may delay it), and reads the file when it
+    /// changes (see [`FileChanges`]) and on `SIGHUP` until `shutdown`.
     pub async fn run(mut self, shutdown: Shutdown, first_node_pass: FirstNodePass) {
         let client = self.client.clone();
         tokio::spawn(async move {
@@ -117,12 +120,14 @@ impl Reloader {
         {
             Ok(stream) => Some(stream),
             Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGHUP; the cloud-config is still read every 2s");
+                tracing::warn!(%error, "cannot listen for SIGHUP; the cloud-config is still read when it changes");
                 None
             }
         };
-        let mut ticker = tokio::time::interval(POLL_INTERVAL);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Read once now: a change between start-up's read and the watch is not missed,
+        // and the `ca-file` named is known before the watch starts.
+        self.check(false).await;
+        let mut changes = FileChanges::new(self.followed_files(), POLL_INTERVAL);
         loop {
             let hangup_received = async {
                 match hangup.as_mut() {
@@ -131,14 +136,24 @@ impl Reloader {
                 }
             };
             tokio::select! {
-                _ = ticker.tick() => self.check(false).await,
+                () = changes.next() => self.check(false).await,
                 _ = hangup_received => {
                     tracing::info!(path = %self.path.display(), "SIGHUP: reloading the cloud-config");
                     self.check(true).await;
                 }
                 () = shutdown.wait() => return,
             }
+            changes.follow(self.followed_files());
         }
+    }
+
+    /// The cloud-config and the `ca-file` it names, if any.
+    fn followed_files(&self) -> Vec<PathBuf> {
+        let ca_file = self
+            .ca_file_of
+            .as_ref()
+            .and_then(|(_, ca_file)| ca_file.clone());
+        std::iter::once(self.path.clone()).chain(ca_file).collect()
     }
 
     /// Reads the file; when it changed (or `forced`), reloads it.

@@ -2,9 +2,11 @@
 //! framework's `SecureServingOptions` provide them:
 //!
 //! * `--tls-cert-file` and `--tls-private-key-file`: read at start (an unreadable or
-//!   mismatched pair is a start-up error naming the flag) and polled every
-//!   `CERT_POLL_INTERVAL`: a changed pair is served from the next handshake on; a changed
-//!   pair that does not load is logged once and the previous one kept.
+//!   mismatched pair is a start-up error naming the flag) and read again when inotify
+//!   reports a change in their directories (every minute besides; every
+//!   `CERT_POLL_INTERVAL` where inotify is not available): a changed pair is served from
+//!   the next handshake on; a changed pair that does not load is logged once and the
+//!   previous one kept.
 //! * Otherwise a self-signed certificate for `localhost`, the host's name and addresses
 //!   (from `/etc/hosts`, where the kubelet writes the pod's), loopback and a specific bind
 //!   address: kept in memory, or in `--cert-dir` as `cloud-controller-manager.crt` and
@@ -30,8 +32,9 @@ use rustls::sign::CertifiedKey;
 
 use super::client_cert::ClientAuth;
 use crate::cli::serving::{ServingArgs, TlsMinVersion};
+use crate::file_watch::FileChanges;
 
-/// How often `--tls-cert-file` and its key are read again to see whether they changed.
+/// How often `--tls-cert-file` and its key are read again where inotify is not available.
 pub(crate) const CERT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How long a self-signed certificate is valid.
@@ -429,10 +432,10 @@ fn write_pair(pair: &WatchedPair, cert_pem: &str, key_pem: &str) -> Result<(), T
 }
 
 impl Tls {
-    /// Keeps the certificate current until the task is aborted: polls the certificate
-    /// files (if any) every `CERT_POLL_INTERVAL` and serves a changed pair from the next
-    /// handshake on, or renews a self-signed certificate this process made after
-    /// `SELF_SIGNED_RENEWAL`.
+    /// Keeps the certificate current until the task is aborted: reads the certificate
+    /// files (if any) when they change ([`FileChanges`]; every `CERT_POLL_INTERVAL` where
+    /// inotify is not available) and serves a changed pair from the next handshake on, or
+    /// renews a self-signed certificate this process made after `SELF_SIGNED_RENEWAL`.
     pub fn watch(&self) -> Option<tokio::task::JoinHandle<()>> {
         if let Some(renewal) = self.renewal.clone() {
             return Some(tokio::spawn(renew(renewal, self.cert.clone())));
@@ -440,10 +443,17 @@ impl Tls {
         let Watched { pair, mut seen } = self.watched.clone()?;
         let cert = self.cert.clone();
         Some(tokio::spawn(async move {
-            let mut interval = tokio::time::interval(CERT_POLL_INTERVAL);
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut changes = FileChanges::new(
+                vec![pair.cert.clone(), pair.key.clone()],
+                CERT_POLL_INTERVAL,
+            );
+            let mut first = true;
             loop {
-                interval.tick().await;
+                // Read once at the start (a change since the load is not missed), then
+                // after each change.
+                if !std::mem::take(&mut first) {
+                    changes.next().await;
+                }
                 let (Ok(cert_pem), Ok(key_pem)) = (
                     tokio::fs::read(&pair.cert).await,
                     tokio::fs::read(&pair.key).await,

@@ -23,7 +23,10 @@ ca_bundle="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 
 echo "== static release build ($target, no demo)"
 # With --target, RUSTFLAGS apply to the target only, not to build scripts or proc macros.
-RUSTFLAGS="-C target-feature=+crt-static" \
+# The image's binary carries no symbol table (about 3 MB of a 16.7 MB binary): a panic
+# still says its message and file:line, a RUST_BACKTRACE shows addresses only. The symbol
+# table is never loaded, so memory is the same either way.
+CARGO_PROFILE_RELEASE_STRIP=symbols RUSTFLAGS="-C target-feature=+crt-static" \
   cargo build --release --locked -p cloudstack-ccm --no-default-features --target "$target"
 binary="${CARGO_TARGET_DIR:-target}/$target/release/cloudstack-ccm"
 if ldd "$binary" 2>&1 | grep -q '=>'; then

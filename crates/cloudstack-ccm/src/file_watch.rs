@@ -40,6 +40,7 @@ pub struct FileChanges {
     events: Option<EventStream<[u8; 1024]>>,
     paths: Vec<PathBuf>,
     ticker: tokio::time::Interval,
+    fallback: Duration,
 }
 
 impl FileChanges {
@@ -60,13 +61,11 @@ impl FileChanges {
         } else {
             fallback
         };
-        let start = tokio::time::Instant::now() + period;
-        let mut ticker = tokio::time::interval_at(start, period);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut changes = FileChanges {
             events,
             paths: Vec::new(),
-            ticker,
+            ticker: ticker(period),
+            fallback,
         };
         changes.follow(paths);
         changes
@@ -93,17 +92,25 @@ impl FileChanges {
         tokio::select! {
             _ = self.ticker.tick() => {}
             event = events.next() => {
-                if event.is_none() {
-                    // The inotify descriptor ended: from now on the interval alone.
-                    self.events = None;
+                if let Err(error) = event.transpose().and_then(|event| {
+                    event.ok_or_else(|| std::io::Error::other("the inotify descriptor ended"))
+                }) {
+                    self.without_events(&error);
                     return;
                 }
                 // Whatever else arrives before a quiet `SETTLE` belongs to this change.
-                while let Ok(Some(_)) = tokio::time::timeout(SETTLE, events.next()).await {}
+                while let Ok(Some(Ok(_))) = tokio::time::timeout(SETTLE, events.next()).await {}
             }
         }
         // A swapped symlink may point into another directory now.
         self.watch_directories();
+    }
+
+    /// Goes on without inotify, reading the files at the fallback interval.
+    fn without_events(&mut self, error: &std::io::Error) {
+        tracing::warn!(%error, "inotify failed: files are read every {:?} from now on", self.fallback);
+        self.events = None;
+        self.ticker = ticker(self.fallback);
     }
 
     /// Adds a watch on each directory that holds a followed file or its symlink's target
@@ -119,6 +126,13 @@ impl FileChanges {
             }
         }
     }
+}
+
+/// An interval of `period` whose first tick is one `period` from now.
+fn ticker(period: Duration) -> tokio::time::Interval {
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker
 }
 
 /// The directories whose entries decide what `paths` read: each path's own directory, and

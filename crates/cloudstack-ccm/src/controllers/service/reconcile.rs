@@ -445,9 +445,10 @@ async fn ensure(
 
 /// Tears down what the other kind of load balancer left when a Service switched between
 /// internal and public: the internal rules on the recorded tier of a Service that is
-/// public now (then their record), or the public load balancer of one that is internal
-/// now (then its IP's record). Each record goes only once what it names is gone, so a
-/// crash in between repeats the teardown, never loses it.
+/// public now, or the public load balancer of one that is internal now; then the status,
+/// then the record (the tier, or the IP). Each record goes only once what it names is gone
+/// and the status no longer reports it, so a crash in between repeats the teardown, never
+/// loses it.
 async fn switch_kind(
     service: &Service,
     api: &Api<Service>,
@@ -458,15 +459,18 @@ async fn switch_kind(
         return Ok(());
     };
     let deleted = state.engine.delete_kind(spec, kind).await?;
+    // The old address is no longer served; the new kind reports its own once it stands.
+    // The status is cleared before the record goes: a crash between the two finds the
+    // record, and the teardown (nothing left to delete) runs again and clears it; the
+    // other order left the old address reported on a Service with nothing behind it.
+    status::patch_if_changed(api, service, &[])
+        .await
+        .map_err(kube_err("clearing the status"))?;
     let recorder = AnnotationIpRecorder::new(api.clone(), service);
     match kind {
         LbKind::Internal => recorder.record_internal_network(None).await?,
         LbKind::Public => recorder.forget_public_ip().await?,
     }
-    // The old address is no longer served; the new kind reports its own once it stands.
-    status::patch_if_changed(api, service, &[])
-        .await
-        .map_err(kube_err("clearing the status"))?;
     tracing::info!(service = %key_of(service), steps = deleted.steps, deleted = kind.as_str(), "the Service switched kinds: its old load balancer is deleted");
     events::publish_warnings(&state.recorder, service, deleted.warnings).await;
     if deleted.steps > 0 {

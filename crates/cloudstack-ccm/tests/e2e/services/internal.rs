@@ -13,6 +13,7 @@ use super::support::*;
 use cloudstack_ccm::cloud::loadbalancer::annotations;
 use cloudstack_ccm::cloud::tags::TAG_SERVICE_UID;
 use cloudstack_sim::{KINDS_INTERNAL_LB_TIER, SMALL_TIER, Scenario};
+use fake_apiserver::{Fault, Verb};
 use k8s_openapi::api::core::v1::Service;
 use serde_json::json;
 
@@ -344,6 +345,43 @@ async fn switching_between_internal_and_public_tears_the_old_kind_down() {
     );
     t.delete("web").await;
     t.wait_gone("web").await;
+    t.stop().await;
+}
+
+/// Internal → public where the status write fails once, as a crash between the switch's
+/// writes would leave it: the tier record stays until the status no longer reports the old
+/// address, so the teardown runs again and the refused Service reports nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switch_whose_status_write_fails_still_stops_reporting_the_old_address() {
+    if common::skip_in_remote_mode("injects a fault into the fake API server") {
+        return;
+    }
+    let t = on_internal_tier(&["vm-ilb"]).await;
+    served_internal(&t, "db", &[("TCP", 5432, 31432)]).await;
+    let status_patches = || t.h.cluster().request_count(Verb::Patch, "services/status");
+    let before = status_patches();
+    t.h.cluster().set_faults(vec![
+        Fault::error(500)
+            .on(Verb::Patch, "services/status")
+            .times(1),
+    ]);
+    t.patch(
+        "db",
+        json!({"metadata": {"annotations": {annotations::INTERNAL.key: "false"}}}),
+    )
+    .await;
+    t.wait_for(
+        "db",
+        "no address reported and the tier record dropped",
+        |s| {
+            ingress_ip(s).is_none() && annotation(s, annotations::INTERNAL_NETWORK_ID.key).is_none()
+        },
+    )
+    .await;
+    assert!(
+        status_patches() >= before + 2,
+        "the failed status write and its retry"
+    );
     t.stop().await;
 }
 

@@ -33,21 +33,11 @@ pub async fn run(services: usize, nodes: usize) -> anyhow::Result<Vec<Row>> {
             Duration::from_secs(120 + services as u64),
         )
         .await?;
-    let mut rows = Vec::new();
-    if !setup.complete() {
-        rows.push(Row::failed(
-            NAME,
-            &size,
-            "setup",
-            format!(
-                "{}/{} Services got ingress",
-                setup.ready.len(),
-                setup.expected
-            ),
-        ));
+    if let Some(failed) = setup.setup_failure(NAME, &size) {
         world.ccm.stop().await;
-        return Ok(rows);
+        return Ok(vec![failed]);
     }
+    let mut rows = Vec::new();
     let rules = services * PORTS;
     let timeout = Duration::from_secs(120);
     let mut members: BTreeSet<String> = (1..=nodes).map(vm_name).collect();

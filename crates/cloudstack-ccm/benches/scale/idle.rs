@@ -63,17 +63,8 @@ pub async fn run(nodes: usize, services: usize, window: Duration) -> anyhow::Res
     let calls_after = Calls::read(&world.rig.sim);
     let usage = world.ccm.usage()?;
     world.ccm.stop().await;
-    if !setup.complete() {
-        return Ok(vec![Row::failed(
-            NAME,
-            &size,
-            "setup",
-            format!(
-                "{}/{} Services got ingress",
-                setup.ready.len(),
-                setup.expected
-            ),
-        )]);
+    if let Some(failed) = setup.setup_failure(NAME, &size) {
+        return Ok(vec![failed]);
     }
     let cpu_ms = (cpu_after.saturating_sub(cpu_before)) as f64 / 1e6;
     let per_second = cpu_ms / elapsed.as_secs_f64();

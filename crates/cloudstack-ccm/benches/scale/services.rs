@@ -6,6 +6,7 @@
 use crate::calls::Calls;
 use crate::ccm::{Ccm, Flags};
 use crate::cloud::CloudModel;
+use crate::report::Row;
 use crate::rig::{Rig, ingress_ip, poll_until, service_name};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -137,6 +138,23 @@ impl Burst {
     /// Whether every Service got its ingress.
     pub fn complete(&self) -> bool {
         self.ready.len() == self.expected
+    }
+
+    /// The row of a scenario whose setup was this burst and did not complete (`None` when
+    /// it did): how many Services got their ingress.
+    pub fn setup_failure(&self, scenario: &str, size: &str) -> Option<Row> {
+        (!self.complete()).then(|| {
+            Row::failed(
+                scenario,
+                size,
+                "setup",
+                format!(
+                    "{}/{} Services got ingress",
+                    self.ready.len(),
+                    self.expected
+                ),
+            )
+        })
     }
 
     /// The `q` quantile (0..=1) of the time to ingress, seconds (nearest rank).

@@ -280,6 +280,16 @@ async fn an_internal_service_on_a_tier_without_an_internal_load_balancer_is_refu
     t.stop().await;
 }
 
+/// Sets the Service's `…-internal` annotation to `internal`.
+async fn switch_internal(t: &LbTest, name: &str, internal: bool) {
+    let value = if internal { "true" } else { "false" };
+    t.patch(
+        name,
+        json!({"metadata": {"annotations": {annotations::INTERNAL.key: value}}}),
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switching_between_internal_and_public_tears_the_old_kind_down() {
     if common::skip_in_remote_mode("needs the simulator's network kinds") {
@@ -289,11 +299,7 @@ async fn switching_between_internal_and_public_tears_the_old_kind_down() {
     // is refused there.
     let t = on_internal_tier(&["vm-ilb"]).await;
     let (_, uid) = served_internal(&t, "db", &[("TCP", 5432, 31432)]).await;
-    t.patch(
-        "db",
-        json!({"metadata": {"annotations": {annotations::INTERNAL.key: "false"}}}),
-    )
-    .await;
+    switch_internal(&t, "db", false).await;
     t.wait_event(
         "db",
         "SyncLoadBalancerFailed",
@@ -321,11 +327,7 @@ async fn switching_between_internal_and_public_tears_the_old_kind_down() {
     t.create(&lb_service("web", &[("TCP", 80, 30080)])).await;
     t.wait_for_ip("web").await;
     assert_eq!(public_objects(&t), (before.0 + 1, before.1 + 1));
-    t.patch(
-        "web",
-        json!({"metadata": {"annotations": {annotations::INTERNAL.key: "true"}}}),
-    )
-    .await;
+    switch_internal(&t, "web", true).await;
     t.wait_event(
         "web",
         "SyncLoadBalancerFailed",
@@ -365,11 +367,7 @@ async fn a_switch_whose_status_write_fails_still_stops_reporting_the_old_address
             .on(Verb::Patch, "services/status")
             .times(1),
     ]);
-    t.patch(
-        "db",
-        json!({"metadata": {"annotations": {annotations::INTERNAL.key: "false"}}}),
-    )
-    .await;
+    switch_internal(&t, "db", false).await;
     t.wait_for(
         "db",
         "no address reported and the tier record dropped",
